@@ -1,0 +1,87 @@
+# mtrl — one entry point for people and CI alike.
+#   make test   set up (if needed), then lint + format check + types + tests: the quality gate
+#   make demo   set up (if needed), then the offline end-to-end demo (local backend, embedded emulator)
+#   make synth  offline `npx cdk synth` of every stack into cdk.out/
+#   make bench  benchmarks that print figures
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+# The Lambda runtime the functions are deployed on; the shared layer is built for it.
+LAMBDA_PYTHON := 3.14
+LAMBDA_PLATFORM := manylinux2014_aarch64
+LAYER_DIR := .build/lambda-deps/python
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export PYTHONDONTWRITEBYTECODE := 1
+
+LINT_PATHS := app.py stacks mtrl lambda environments tests scripts benchmarks
+TYPED_PATHS := app.py stacks mtrl lambda environments
+
+.PHONY: help setup test lint fmt typecheck pytest synth bench demo docs lock clean
+
+help:
+	@grep -E '^#   make' Makefile | sed 's/^#   //'
+
+PY_STAMP := $(VENV)/.stamp-$(shell cat requirements/dev.txt pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
+NODE_STAMP := node_modules/.stamp-$(shell sha1sum package-lock.json 2>/dev/null | cut -c1-12)
+LAYER_STAMP := .build/.stamp-layer-$(shell cat requirements/lambda.txt | sha1sum | cut -c1-12)
+
+setup: $(PY_STAMP) $(NODE_STAMP) $(LAYER_STAMP)
+
+$(PY_STAMP): requirements/dev.txt pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (set PYTHON=...)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements/dev.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	rm -f $(VENV)/.stamp-* && touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "error: npm not found; install Node.js 20+ (apt-get install nodejs npm)"; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+	rm -f node_modules/.stamp-* && touch $@
+
+# Lambda dependencies for the Lambda platform, fetched from the package registry at setup time so
+# that `cdk synth` later assembles assets offline, with no Docker.
+$(LAYER_STAMP): requirements/lambda.txt $(PY_STAMP)
+	rm -rf .build/lambda-deps && mkdir -p $(LAYER_DIR)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --target $(LAYER_DIR) \
+	  --platform $(LAMBDA_PLATFORM) --python-version $(LAMBDA_PYTHON) --implementation cp \
+	  --only-binary=:all: -r requirements/lambda.txt
+	rm -f .build/.stamp-layer-* && touch $@
+
+lint: setup
+	$(BIN)/ruff check $(wildcard $(LINT_PATHS))
+	$(BIN)/ruff format --check $(wildcard $(LINT_PATHS))
+
+fmt: setup
+	$(BIN)/ruff check --fix $(wildcard $(LINT_PATHS))
+	$(BIN)/ruff format $(wildcard $(LINT_PATHS))
+
+typecheck: setup
+	$(BIN)/mypy $(wildcard $(TYPED_PATHS))
+
+# pytest exit code 5 means "no tests ran": that is a failure here, never a pass.
+pytest: setup
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
+
+test: lint typecheck pytest
+
+synth: setup
+	rm -rf cdk.out
+	npx cdk synth --quiet
+	@ls cdk.out/*.template.json
+
+docs: setup
+	$(BIN)/mtrl config docs > docs/configuration.md
+
+lock:
+	cd requirements && for f in lambda runtime infra dev; do \
+	  ../$(BIN)/uv pip compile --python-version 3.11 --no-header --annotation-style line -q $$f.in -o $$f.txt; done
+
+clean:
+	rm -rf cdk.out .build .pytest_cache .mypy_cache .ruff_cache

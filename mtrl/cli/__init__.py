@@ -1,0 +1,39 @@
+"""The `mtrl` command. Each command group lives in its own module and is registered here."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from mtrl import __version__
+from mtrl.cli import config_cmd
+
+app = typer.Typer(
+    name="mtrl",
+    help="Multi-turn RL training on AWS: configure, validate, submit and follow training runs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(config_cmd.app, name="config")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"mtrl {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", callback=_print_version, is_eager=True),
+    ] = False,
+) -> None:
+    """Multi-turn RL training on AWS."""
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,137 @@
+"""The deploy-time settings model and how it is read from CDK context.
+
+Every settings group (one module per concern) is mixed into ``DeploySettings``; a later concern adds
+its own group module and one base class here. Keys are flat so ``cdk synth -c key=value`` works.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import ValidationError, model_validator
+
+from mtrl.settings.base import SettingsError, SettingsGroup, problems_from_validation_error
+from mtrl.settings.core import CoreSettings
+from mtrl.settings.data import DataSettings
+from mtrl.settings.network import NetworkSettings
+
+# Context keys that belong to CDK itself (feature flags, lookups, CLI switches), never to mtrl.
+_OUR_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+# One group per concern, in the order the documentation lists them.
+SETTINGS_GROUPS: tuple[type[SettingsGroup], ...] = (CoreSettings, NetworkSettings, DataSettings)
+
+
+class DeploySettings(DataSettings, NetworkSettings, CoreSettings):  # reversed: pydantic orders fields base-last
+    """Everything a deployment can be configured with (docs/configuration.md is generated from it)."""
+
+    @model_validator(mode="after")
+    def _zones_in_region(self) -> Self:
+        foreign = [zone for zone in self.availability_zones if not zone.startswith(self.region)]
+        if foreign:
+            raise ValueError(f"availability_zones: {foreign} are not in region '{self.region}'")
+        return self
+
+
+def _is_textual(annotation: Any) -> bool:
+    """True when a field accepts plain strings, so a -c value must not be parsed as JSON."""
+    if typing.get_origin(annotation) in {typing.Union, types.UnionType}:
+        return any(_is_textual(arg) for arg in typing.get_args(annotation) if arg is not type(None))
+    return annotation is str
+
+
+def _decode_cli_value(key: str, value: Any) -> Any:
+    """`-c key=value` always yields strings; decode JSON for lists, dicts, numbers and booleans."""
+    field = DeploySettings.model_fields.get(key)
+    if not isinstance(value, str) or field is None or _is_textual(field.annotation):
+        return value
+    text = value.strip()
+    if text in {"", "null", "none", "None"}:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        if text.startswith(("[", "{")):
+            raise SettingsError([f"setting '{key}': value is not valid JSON ({text!r})"]) from None
+        # A bare word for a list setting: accept a comma-separated list.
+        if typing.get_origin(field.annotation) is list:
+            return [item.strip() for item in text.split(",") if item.strip()]
+        return value
+
+
+def _null_means_default(key: str, value: Any) -> bool:
+    field = DeploySettings.model_fields.get(key)
+    return value is None and field is not None and not _accepts_none(field.annotation)
+
+
+def _accepts_none(annotation: Any) -> bool:
+    return type(None) in typing.get_args(annotation)
+
+
+def settings_keys_from_context(context: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a CDK context that is mtrl configuration (CDK's own keys are left out)."""
+    return {key: value for key, value in context.items() if _OUR_KEY.match(key)}
+
+
+def load_settings(context: Mapping[str, Any], *, environ: Mapping[str, str] | None = None) -> DeploySettings:
+    """Validate configuration from CDK context (cdk.json + ``-c`` overrides) into ``DeploySettings``.
+
+    ``environ`` supplies CDK_DEFAULT_ACCOUNT / CDK_DEFAULT_REGION for settings not given explicitly.
+    Raises ``SettingsError`` naming every bad key; nothing is partially applied.
+    """
+    raw = settings_keys_from_context(context)
+    problems: list[str] = []
+    for key in raw:
+        if key not in DeploySettings.model_fields:
+            close = difflib.get_close_matches(key, DeploySettings.model_fields, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            problems.append(f"setting '{key}': unknown setting{hint}")
+    if problems:
+        raise SettingsError(problems)
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        decoded = _decode_cli_value(key, value)
+        if not _null_means_default(key, decoded):
+            values[key] = decoded
+    env = environ or {}
+    if values.get("account") is None and env.get("CDK_DEFAULT_ACCOUNT"):
+        values["account"] = env["CDK_DEFAULT_ACCOUNT"]
+    if "region" not in values and env.get("CDK_DEFAULT_REGION"):
+        values["region"] = env["CDK_DEFAULT_REGION"]
+    try:
+        return DeploySettings.model_validate(values)
+    except ValidationError as error:
+        raise SettingsError(problems_from_validation_error(error)) from None
+
+
+def read_cdk_json_context(path: Path) -> dict[str, Any]:
+    """The ``context`` block of a cdk.json file (empty when the file has none)."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SettingsError([f"file '{path}': not found (run from the project root or pass --cdk-json)"]) from None
+    except json.JSONDecodeError as error:
+        raise SettingsError([f"file '{path}': not valid JSON ({error})"]) from None
+    context = document.get("context", {})
+    if not isinstance(context, dict):
+        raise SettingsError([f"file '{path}': 'context' must be an object"])
+    return context
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, str]:
+    """Parse ``key=value`` strings as the CDK CLI does for ``-c``."""
+    overrides: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SettingsError([f"override '{pair}': expected key=value"])
+        overrides[key.strip()] = value
+    return overrides

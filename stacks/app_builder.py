@@ -1,0 +1,45 @@
+"""Compose the stacks of one deployment. All cross-stack wiring happens here and only here."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+
+from mtrl.settings import DeploySettings, load_settings
+from stacks.data_stack import DataStack
+from stacks.nag import enable_checks
+from stacks.network_stack import NetworkStack
+
+
+@dataclass(frozen=True)
+class Deployment:
+    settings: DeploySettings
+    data: DataStack
+    network: NetworkStack
+
+
+def settings_from_app(app: cdk.App, environ: Mapping[str, str] | None = None) -> DeploySettings:
+    """Validate the app's context (cdk.json + `-c` overrides) into settings; raises SettingsError."""
+    return load_settings(app.node.get_all_context(), environ=os.environ if environ is None else environ)
+
+
+def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
+    env = cdk.Environment(account=settings.account, region=settings.region)
+    prefix = settings.prefix
+    description = "mtrl multi-turn RL training platform"
+    data = DataStack(app, f"{prefix}-data", settings=settings, env=env, description=f"{description}: data")
+    network = NetworkStack(
+        app,
+        f"{prefix}-network",
+        settings=settings,
+        encryption_key=data.store.key,
+        env=env,
+        description=f"{description}: network",
+    )
+    for stack in (data, network):
+        cdk.Tags.of(stack).add("mtrl:deployment", prefix)
+    enable_checks(app)
+    return Deployment(settings=settings, data=data, network=network)

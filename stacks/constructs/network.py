@@ -1,0 +1,155 @@
+"""The network a deployment runs in: VPC (created or imported), endpoints, flow logs, security groups."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from mtrl.settings.network import NetworkSettings
+from stacks.constructs.encrypted_log_group import EncryptedLogGroup
+
+# Interface endpoints the workloads call from private subnets (HyperPod nodes, reward workers, Lambdas).
+INTERFACE_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
+    "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
+    "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
+    "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
+    "CloudWatchLogs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+    "Sqs": ec2.InterfaceVpcEndpointAwsService.SQS,
+    "SageMakerApi": ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_API,
+    "SageMakerRuntime": ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_RUNTIME,
+    "Eks": ec2.InterfaceVpcEndpointAwsService.EKS,
+    "Kms": ec2.InterfaceVpcEndpointAwsService.KMS,
+}
+
+
+class Network(Construct):
+    """VPC plus the security groups the cluster, reward workers and endpoints use.
+
+    Attributes: ``vpc``, ``private_subnets``, ``hyperpod_security_group``,
+    ``reward_worker_security_group``, ``endpoint_security_group``, ``flow_log_group`` (or None).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        settings: NetworkSettings,
+        prefix: str,
+        encryption_key: kms.IKey,
+    ) -> None:
+        super().__init__(scope, id_)
+        self.vpc = self._import_vpc(settings) if settings.vpc_id else self._create_vpc(settings, prefix)
+        self.private_subnets = ec2.SubnetSelection(subnets=self.vpc.private_subnets)
+
+        self.hyperpod_security_group = ec2.SecurityGroup(
+            self,
+            "HyperPodSecurityGroup",
+            vpc=self.vpc,
+            description="HyperPod nodes: all traffic among members (EFA and NCCL need it), all egress",
+            allow_all_outbound=True,
+        )
+        # EFA requires every member to reach every other member on all protocols (egress is already open).
+        self.hyperpod_security_group.add_ingress_rule(
+            self.hyperpod_security_group, ec2.Port.all_traffic(), "EFA/NCCL traffic between cluster members"
+        )
+        self.reward_worker_security_group = ec2.SecurityGroup(
+            self,
+            "RewardWorkerSecurityGroup",
+            vpc=self.vpc,
+            description="Reward workers: no inbound traffic, outbound only",
+            allow_all_outbound=True,
+        )
+        self.endpoint_security_group = ec2.SecurityGroup(
+            self,
+            "EndpointSecurityGroup",
+            vpc=self.vpc,
+            description="VPC interface endpoints: HTTPS from inside the VPC",
+            allow_all_outbound=False,
+        )
+        self.endpoint_security_group.add_ingress_rule(
+            ec2.Peer.ipv4(settings.vpc_cidr), ec2.Port.tcp(443), "HTTPS from the VPC"
+        )
+
+        if settings.create_vpc_endpoints:
+            self._add_endpoints(settings)
+
+        self.flow_log_group = None
+        if settings.enable_flow_logs:
+            flow_logs = EncryptedLogGroup(
+                self,
+                "FlowLogs",
+                log_group_name=f"/{prefix}/vpc/flow-logs",
+                encryption_key=encryption_key,
+                retention_days=settings.flow_log_retention_days,
+            )
+            self.flow_log_group = flow_logs.log_group
+            ec2.FlowLog(
+                self,
+                "FlowLog",
+                resource_type=ec2.FlowLogResourceType.from_vpc(self.vpc),
+                destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs.log_group),
+                traffic_type=ec2.FlowLogTrafficType.ALL,
+            )
+
+    def _create_vpc(self, settings: NetworkSettings, prefix: str) -> ec2.IVpc:
+        zones = settings.availability_zones or None
+        nat_count = 1 if settings.nat_gateways == "single" else len(zones or []) or settings.az_count
+        return ec2.Vpc(
+            self,
+            "Vpc",
+            vpc_name=f"{prefix}-vpc",
+            ip_addresses=ec2.IpAddresses.cidr(settings.vpc_cidr),
+            availability_zones=zones,
+            max_azs=None if zones else settings.az_count,
+            nat_gateways=nat_count,
+            restrict_default_security_group=True,
+            subnet_configuration=[
+                # Public subnets exist only to hold the NAT gateways; nothing else is placed in them.
+                ec2.SubnetConfiguration(
+                    name="Public",
+                    subnet_type=ec2.SubnetType.PUBLIC,
+                    cidr_mask=settings.public_subnet_cidr_mask,
+                ),
+                ec2.SubnetConfiguration(
+                    name="Private",
+                    subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                    cidr_mask=settings.private_subnet_cidr_mask,
+                ),
+            ],
+        )
+
+    def _import_vpc(self, settings: NetworkSettings) -> ec2.IVpc:
+        assert settings.vpc_id is not None
+        return ec2.Vpc.from_vpc_attributes(
+            self,
+            "Vpc",
+            vpc_id=settings.vpc_id,
+            vpc_cidr_block=settings.vpc_cidr,
+            availability_zones=settings.availability_zones,
+            private_subnet_ids=settings.private_subnet_ids,
+            private_subnet_route_table_ids=settings.private_route_table_ids or None,
+        )
+
+    def _add_endpoints(self, settings: NetworkSettings) -> None:
+        if settings.vpc_id is None or settings.private_route_table_ids:
+            self.vpc.add_gateway_endpoint(
+                "S3Endpoint",
+                service=ec2.GatewayVpcEndpointAwsService.S3,
+                subnets=[self.private_subnets],
+            )
+        for name, service in INTERFACE_ENDPOINTS.items():
+            ec2.InterfaceVpcEndpoint(
+                self,
+                f"{name}Endpoint",
+                vpc=self.vpc,
+                service=service,
+                subnets=self.private_subnets,
+                security_groups=[self.endpoint_security_group],
+                private_dns_enabled=True,
+                # Our endpoint security group already admits 443 from the VPC CIDR; no second rule.
+                open=False,
+            )
+        cdk.Tags.of(self).add("mtrl:component", "network")

@@ -1,0 +1,66 @@
+"""Shared fixtures: one in-process synth of the default app per test session (jsii start-up is slow)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Template
+
+from mtrl.settings import DeploySettings, load_settings
+from stacks.app_builder import Deployment, build_deployment
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TEST_ACCOUNT = "123456789012"  # documentation placeholder account
+TEST_REGION = "us-east-1"
+TEST_ZONES = ["us-east-1a", "us-east-1b"]
+
+# What the CDK CLI would pass: path metadata (cfn-lint recognises CDK output by it) and the AZ lookup.
+_CLI_CONTEXT: dict[str, Any] = {
+    "aws:cdk:enable-path-metadata": True,
+    f"availability-zones:account={TEST_ACCOUNT}:region={TEST_REGION}": [*TEST_ZONES, "us-east-1c"],
+}
+
+
+def make_app(overrides: Mapping[str, Any] | None = None, *, outdir: Path | None = None) -> tuple[cdk.App, Deployment]:
+    """Build the whole app in-process with cdk.json context plus overrides (as `-c` would)."""
+    import json
+
+    file_context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    context = {**file_context, "account": TEST_ACCOUNT, "region": TEST_REGION, **_CLI_CONTEXT, **(overrides or {})}
+    app = cdk.App(context=context, outdir=str(outdir) if outdir else None)
+    settings: DeploySettings = load_settings(app.node.get_all_context(), environ={})
+    return app, build_deployment(app, settings)
+
+
+@pytest.fixture(scope="session")
+def app_factory() -> Callable[..., tuple[cdk.App, Deployment]]:
+    return make_app
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Deployment, cdk.cx_api.CloudAssembly]:
+    """The default deployment, synthesized once (cdk-nag runs as part of this synth)."""
+    app, deployment = make_app(outdir=tmp_path_factory.mktemp("cdk.out"))
+    return deployment, app.synth()
+
+
+@pytest.fixture(scope="session")
+def deployment(synthesized: tuple[Deployment, Any]) -> Deployment:
+    return synthesized[0]
+
+
+@pytest.fixture(scope="session")
+def data_template(deployment: Deployment) -> Template:
+    return Template.from_stack(deployment.data)
+
+
+@pytest.fixture(scope="session")
+def network_template(deployment: Deployment) -> Template:
+    return Template.from_stack(deployment.network)
