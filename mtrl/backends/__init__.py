@@ -1,0 +1,1 @@
+"""Training backends. Each implements ``BackendAdapter``; the state machine only picks the adapter."""
