@@ -76,6 +76,10 @@ synth: setup
 	npx cdk synth --quiet
 	@ls cdk.out/*.template.json
 
+# Figures printed next to their targets; `make bench B=wordle` runs only matching benchmarks.
+bench: setup
+	$(BIN)/python -m benchmarks $(B)
+
 docs: setup
 	$(BIN)/mtrl config docs > docs/configuration.md
 

@@ -1,0 +1,1 @@
+"""Benchmarks that print figures next to their targets (`make bench`)."""
