@@ -1,0 +1,119 @@
+"""The plug-in contract every reward environment (built-in or custom) implements.
+
+An environment package ``environments/<env_id>/`` (or ``custom-environments/<env_id>/``) has a
+dependency-free core and exposes, at module level:
+
+- ``ENV_ID: str`` — equal to the directory name;
+- ``DESCRIPTION: str`` — one line for ``mtrl env list``;
+- ``make_env(**kwargs) -> Environment`` — a fresh episode object (one per rollout, never shared);
+- ``validate_task(metadata: dict) -> list[str]`` — problems with one dataset row's ``metadata``
+  (empty list = valid); the pipeline's dataset validator calls it for every row;
+- ``EXAMPLE_TASK: dict`` and ``EXAMPLE_ACTIONS: list[str]`` — one episode the registry plays as a
+  smoke test (at synth for custom environments, and in tests);
+- ``load_environment(**kwargs)`` — the ``verifiers``-style entry point for the Nova Forge path; it is
+  the only place allowed to import ``verifiers``.
+
+An ``Environment`` is driven as ``reset(task) -> observation``, then ``step(action)`` until
+``done``, then ``result()``. ``task`` is a dataset row's ``metadata`` object
+(``{"prompt": ..., "answer"?: ..., "task"?: ..., "info"?: ...}``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+MetricType = Literal["Reward", "Metric"]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What the policy sees after one action."""
+
+    observation: str
+    done: bool
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """The scored outcome of one episode.
+
+    ``reward`` is the aggregate used for training; ``components`` are the named, already weighted or
+    unweighted parts the environment wants watched (each one is reported separately so a component
+    that never varies inside a group can be spotted); ``metrics`` are diagnostics that are not reward.
+    """
+
+    reward: float
+    components: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    success: bool = False
+
+    def metrics_list(self) -> list[dict[str, Any]]:
+        """Nova Forge ``metrics_list`` entries: the aggregate, each component, then each metric."""
+        entries: list[dict[str, Any]] = [{"name": "reward", "value": self.reward, "type": "Reward"}]
+        entries += [{"name": name, "value": value, "type": "Reward"} for name, value in self.components.items()]
+        entries += [{"name": name, "value": value, "type": "Metric"} for name, value in self.metrics.items()]
+        entries.append({"name": "success", "value": 1.0 if self.success else 0.0, "type": "Metric"})
+        return entries
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reward": self.reward,
+            "components": dict(self.components),
+            "metrics": dict(self.metrics),
+            "success": self.success,
+            "metrics_list": self.metrics_list(),
+        }
+
+    def problems(self) -> list[str]:
+        """Contract violations (non-finite numbers, bad names); empty when the result is well formed."""
+        found: list[str] = []
+        if not isinstance(self.reward, int | float) or not math.isfinite(self.reward):
+            found.append(f"reward must be a finite number (got {self.reward!r})")
+        for kind, values in (("component", self.components), ("metric", self.metrics)):
+            for name, value in values.items():
+                if not isinstance(name, str) or not name:
+                    found.append(f"{kind} name must be a non-empty string (got {name!r})")
+                if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+                    found.append(f"{kind} '{name}' must be a finite number (got {value!r})")
+        return found
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """One episode of a multi-turn task. Instances are single-use and not thread-safe."""
+
+    def reset(self, task: Mapping[str, Any]) -> str:
+        """Start an episode for one dataset row's ``metadata``; returns the first observation."""
+        ...
+
+    def step(self, action: str) -> StepResult:
+        """Apply one policy action (the assistant's text or tool argument)."""
+        ...
+
+    @property
+    def done(self) -> bool: ...
+
+    def result(self) -> EpisodeResult:
+        """Score the episode; valid at any time (an unfinished episode is scored as it stands)."""
+        ...
+
+
+class TaskError(ValueError):
+    """A task row the environment cannot start an episode from (the message names the problem)."""
+
+
+def run_episode(
+    env: Environment, task: Mapping[str, Any], actions: list[str]
+) -> tuple[list[dict[str, str]], EpisodeResult]:
+    """Play scripted ``actions`` until the episode ends; returns the transcript and the result."""
+    transcript: list[dict[str, str]] = [{"role": "environment", "content": env.reset(task)}]
+    for action in actions:
+        if env.done:
+            break
+        step = env.step(action)
+        transcript.append({"role": "policy", "content": action})
+        transcript.append({"role": "environment", "content": step.observation})
+    return transcript, env.result()

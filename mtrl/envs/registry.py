@@ -1,0 +1,232 @@
+"""Find and load reward environments: built-ins in ``environments/``, custom ones in ``custom-environments/``.
+
+Both kinds have the same package shape (see ``mtrl.envs.contract``). Built-ins import as
+``environments.<env_id>``; a custom environment's directory name contains a dash, so it is loaded from
+its path under the private module name ``mtrl_custom_env_<env_id>`` (relative imports inside it work).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+from mtrl.envs.contract import Environment, EpisodeResult, run_episode
+
+ENV_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+BUILTIN_DIR = "environments"
+CUSTOM_DIR = "custom-environments"
+# Directories under custom-environments/ that are examples, not deployable environments.
+_NOT_LISTED = {"template"}
+REQUIRED_ATTRIBUTES = ("ENV_ID", "DESCRIPTION", "make_env", "validate_task", "load_environment", "EXAMPLE_TASK")
+
+Source = Literal["builtin", "custom"]
+
+
+class EnvironmentNotFoundError(LookupError):
+    """No environment with that id (the message lists the available ones)."""
+
+
+class InvalidEnvironmentError(ValueError):
+    """The package exists but breaks the plug-in contract (``problems`` lists each violation)."""
+
+    def __init__(self, env_id: str, problems: list[str]) -> None:
+        self.env_id = env_id
+        self.problems = problems
+        super().__init__(f"environment '{env_id}' is invalid: " + "; ".join(problems))
+
+
+def project_root() -> Path:
+    """The directory holding ``environments/``: ``MTRL_PROJECT_ROOT`` if set, else the source checkout."""
+    override = os.environ.get("MTRL_PROJECT_ROOT")
+    if override:
+        return Path(override).resolve()
+    return Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class EnvironmentSpec:
+    """A loaded environment package and typed access to its contract functions."""
+
+    env_id: str
+    source: Source
+    path: Path
+    module: ModuleType
+
+    @property
+    def description(self) -> str:
+        return str(self.module.DESCRIPTION)
+
+    @property
+    def example_task(self) -> dict[str, Any]:
+        return dict(self.module.EXAMPLE_TASK)
+
+    @property
+    def example_actions(self) -> list[str]:
+        return list(getattr(self.module, "EXAMPLE_ACTIONS", []))
+
+    def make(self, **kwargs: Any) -> Environment:
+        env = self.module.make_env(**kwargs)
+        if not isinstance(env, Environment):
+            raise InvalidEnvironmentError(self.env_id, ["make_env() did not return an Environment"])
+        return env
+
+    def validate_task(self, metadata: Mapping[str, Any]) -> list[str]:
+        """Problems with one dataset row's ``metadata`` (empty list when valid)."""
+        if not isinstance(metadata, Mapping):
+            return [f"metadata must be an object (got {type(metadata).__name__})"]
+        problems = self.module.validate_task(dict(metadata))
+        return [str(problem) for problem in problems]
+
+    def load_environment(self, **kwargs: Any) -> Any:
+        """The verifiers-style entry point (imports ``verifiers``; only call where it is installed)."""
+        return self.module.load_environment(**kwargs)
+
+    def play(
+        self, task: Mapping[str, Any], actions: list[str], **kwargs: Any
+    ) -> tuple[list[dict[str, str]], EpisodeResult]:
+        problems = self.validate_task(task)
+        if problems:
+            raise ValueError(f"task for '{self.env_id}' is invalid: " + "; ".join(problems))
+        return run_episode(self.make(**kwargs), task, actions)
+
+    def smoke_check(self, *, time_budget_s: float = 30.0) -> list[str]:
+        """Play ``EXAMPLE_TASK`` with ``EXAMPLE_ACTIONS``; problems found (empty = healthy)."""
+        problems = [f"EXAMPLE_TASK: {p}" for p in self.validate_task(self.example_task)]
+        if problems:
+            return problems
+        started = time.monotonic()
+        try:
+            transcript, result = self.play(self.example_task, self.example_actions)
+        except Exception as error:  # a plug-in may raise anything; report it instead of crashing synth
+            return [f"smoke episode raised {type(error).__name__}: {error}"]
+        if time.monotonic() - started > time_budget_s:
+            problems.append(f"smoke episode took longer than {time_budget_s:.0f} s")
+        if not transcript or not all(isinstance(turn["content"], str) for turn in transcript):
+            problems.append("observations must be strings")
+        if not isinstance(result, EpisodeResult):
+            return [*problems, f"result() must return EpisodeResult (got {type(result).__name__})"]
+        problems += result.problems()
+        if math.isfinite(result.reward) and not result.components:
+            problems.append("result() reports no reward components (report at least one)")
+        return problems
+
+
+def _check_module(env_id: str, module: ModuleType) -> None:
+    problems = [f"missing module attribute '{name}'" for name in REQUIRED_ATTRIBUTES if not hasattr(module, name)]
+    if not problems and env_id != module.ENV_ID:
+        problems.append(f"ENV_ID is '{module.ENV_ID}' but the directory is '{env_id}'")
+    for name in ("make_env", "validate_task", "load_environment"):
+        if hasattr(module, name) and not callable(getattr(module, name)):
+            problems.append(f"'{name}' must be callable")
+    if problems:
+        raise InvalidEnvironmentError(env_id, problems)
+
+
+def _ensure_importable(root: Path) -> None:
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+
+
+def _load_builtin(env_id: str, root: Path) -> ModuleType:
+    _ensure_importable(root)
+    return importlib.import_module(f"{BUILTIN_DIR}.{env_id}")
+
+
+def _load_custom(env_id: str, directory: Path) -> ModuleType:
+    name = f"mtrl_custom_env_{env_id}"
+    cached = sys.modules.get(name)
+    # Reuse only the same directory's module (tests and tools may point at other roots).
+    if cached is not None and Path(str(cached.__file__)).parent == directory:
+        return cached
+    spec = importlib.util.spec_from_file_location(
+        name, directory / "__init__.py", submodule_search_locations=[str(directory)]
+    )
+    if spec is None or spec.loader is None:
+        raise InvalidEnvironmentError(env_id, [f"cannot import {directory}"])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[name]
+        raise InvalidEnvironmentError(env_id, [f"import failed: {type(error).__name__}: {error}"]) from error
+    return module
+
+
+def _package_dirs(base: Path) -> list[str]:
+    if not base.is_dir():
+        return []
+    return sorted(
+        entry.name
+        for entry in base.iterdir()
+        if entry.is_dir() and (entry / "__init__.py").is_file() and ENV_ID_PATTERN.match(entry.name)
+    )
+
+
+def list_environments(*, root: Path | None = None, include_template: bool = False) -> list[tuple[str, Source]]:
+    """Every environment id with where it comes from, built-ins first."""
+    base = root or project_root()
+    found: list[tuple[str, Source]] = [(env_id, "builtin") for env_id in _package_dirs(base / BUILTIN_DIR)]
+    found += [
+        (env_id, "custom")
+        for env_id in _package_dirs(base / CUSTOM_DIR)
+        if include_template or env_id not in _NOT_LISTED
+    ]
+    return found
+
+
+def load_spec(env_id: str, *, custom: bool | None = None, root: Path | None = None) -> EnvironmentSpec:
+    """Load environment ``env_id``.
+
+    ``custom=None`` looks in built-ins first, then custom environments; ``True``/``False`` restricts
+    the search. Raises ``EnvironmentNotFoundError`` or ``InvalidEnvironmentError``.
+    """
+    if not ENV_ID_PATTERN.match(env_id):
+        raise EnvironmentNotFoundError(
+            f"environment id '{env_id}' is not valid (lowercase letters, digits and '_', starting with a letter)"
+        )
+    base = root or project_root()
+    builtin_dir = base / BUILTIN_DIR / env_id
+    custom_dir = base / CUSTOM_DIR / env_id
+    if custom is not True and (builtin_dir / "__init__.py").is_file():
+        source: Source = "builtin"
+        directory = builtin_dir
+        module = _guarded(env_id, lambda: _load_builtin(env_id, base))
+    elif custom is not False and (custom_dir / "__init__.py").is_file():
+        source = "custom"
+        directory = custom_dir
+        module = _load_custom(env_id, custom_dir)
+    else:
+        available = ", ".join(name for name, _ in list_environments(root=base)) or "none"
+        where = {True: f"{CUSTOM_DIR}/", False: f"{BUILTIN_DIR}/", None: f"{BUILTIN_DIR}/ or {CUSTOM_DIR}/"}[custom]
+        raise EnvironmentNotFoundError(f"no environment '{env_id}' in {where} under {base} (available: {available})")
+    _check_module(env_id, module)
+    return EnvironmentSpec(env_id=env_id, source=source, path=directory, module=module)
+
+
+def _guarded(env_id: str, load: Callable[[], ModuleType]) -> ModuleType:
+    try:
+        return load()
+    except Exception as error:
+        raise InvalidEnvironmentError(env_id, [f"import failed: {type(error).__name__}: {error}"]) from error
+
+
+def check_custom_environment(env_id: str, *, root: Path | None = None) -> list[str]:
+    """Synth-time check for ``use_custom_env``: importable, contract complete, one smoke episode passes."""
+    try:
+        spec = load_spec(env_id, custom=True, root=root)
+    except EnvironmentNotFoundError as error:
+        return [str(error)]
+    except InvalidEnvironmentError as error:
+        return error.problems
+    return spec.smoke_check()
