@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from mtrl import __version__
-from mtrl.cli import config_cmd
+from mtrl.cli import config_cmd, cost_cmd
 
 app = typer.Typer(
     name="mtrl",
@@ -17,6 +17,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(config_cmd.app, name="config")
+app.command("cost")(cost_cmd.cost)
 
 
 def _print_version(value: bool) -> None:

@@ -1,0 +1,67 @@
+"""`mtrl cost`: what a serverless run (tokens) or a HyperPod run (GPU instance-hours) costs, from prices.json."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from mtrl.cli.output import EXIT_USAGE, console, error_console, fail, print_json
+from mtrl.cost import CostError, CostEstimate, TokenUsage, hyperpod_cost_for_hours, load_price_book, serverless_cost
+
+
+def cost(
+    *,
+    region: Annotated[str, typer.Option("--region", help="AWS region the run uses (prices differ per region).")],
+    model: Annotated[
+        str | None, typer.Option("--model", help="Serverless base model id (e.g. openai-reasoning-gpt-oss-20b).")
+    ] = None,
+    prefill_tokens: Annotated[int, typer.Option("--prefill-tokens", min=0, help="Billable prefill tokens.")] = 0,
+    sample_tokens: Annotated[int, typer.Option("--sample-tokens", min=0, help="Billable sample tokens.")] = 0,
+    train_tokens: Annotated[int, typer.Option("--train-tokens", min=0, help="Billable train tokens.")] = 0,
+    instance_type: Annotated[
+        str | None, typer.Option("--instance-type", help="HyperPod GPU instance type (e.g. ml.p5.48xlarge).")
+    ] = None,
+    instances: Annotated[int, typer.Option("--instances", min=0, help="GPU instances held.")] = 0,
+    hours: Annotated[float, typer.Option("--hours", min=0.0, help="Hours the instances were held.")] = 0.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Estimate a run's cost from token counts (--model …) and/or GPU instance-hours (--instance-type …)."""
+    token_flags = prefill_tokens or sample_tokens or train_tokens
+    if model is None and instance_type is None:
+        fail("give --model (serverless token usage) and/or --instance-type (HyperPod instance-hours)", as_json=as_json)
+    if model is None and token_flags:
+        fail("token counts need --model", as_json=as_json)
+    if instance_type is None and (instances or hours):
+        fail("--instances/--hours need --instance-type", as_json=as_json)
+    try:
+        book = load_price_book()
+        estimate = CostEstimate(book.currency, ())
+        if model is not None:
+            usage = TokenUsage(prefill=prefill_tokens, sample=sample_tokens, train=train_tokens)
+            estimate = estimate + serverless_cost(book, model=model, region=region, usage=usage)
+        if instance_type is not None:
+            estimate = estimate + hyperpod_cost_for_hours(
+                book, region=region, instance_type=instance_type, instances=instances, hours=hours
+            )
+    except CostError as error:
+        fail(str(error), code=EXIT_USAGE, as_json=as_json)
+    if as_json:
+        print_json(estimate.to_dict())
+        return
+    _print_table(estimate)
+
+
+def _print_table(estimate: CostEstimate) -> None:
+    table = Table(title=f"estimated cost ({estimate.currency})")
+    for column in ("item", "quantity", "unit price", "amount"):
+        table.add_column(column, justify="left" if column == "item" else "right")
+    for line in estimate.lines:
+        table.add_row(line.item, f"{line.quantity:,.2f} {line.unit}", f"{line.unit_price:,.4f}", f"{line.amount:,.2f}")
+    table.add_row("total", "", "", f"{estimate.total:,.2f}", style="bold")
+    console.print(table)
+    for assumption in estimate.assumptions:
+        error_console.print(f"[yellow]assumed price:[/] {assumption}", highlight=False)
+    for note in estimate.not_included:
+        console.print(f"not included: {note}", highlight=False)
