@@ -26,5 +26,5 @@ def fail(message: str, *, code: int = EXIT_USAGE, as_json: bool = False) -> NoRe
     if as_json:
         print_json({"error": message})
     else:
-        error_console.print(f"[bold red]error:[/] {message}", highlight=False)
+        error_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)

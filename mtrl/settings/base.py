@@ -10,7 +10,11 @@ _NAMED_MESSAGE = re.compile(r"^(?P<key>[a-z][a-z0-9_]*): (?P<why>.*)$", re.DOTAL
 
 
 class SettingsGroup(BaseModel):
-    """A group of deploy-time settings. Unknown keys, wrong types and coercion surprises are errors."""
+    """A group of deploy-time settings. Unknown keys, wrong types and coercion surprises are errors.
+
+    Groups are mixed into one model, so validator method names must be unique across all groups
+    (a same-named validator in another group would silently replace this one).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, use_attribute_docstrings=False)
 

@@ -30,5 +30,5 @@ class DataSettings(SettingsGroup):
 
     @field_validator("log_retention_days")
     @classmethod
-    def _retention_is_allowed(cls, value: int) -> int:
+    def _log_retention_is_allowed(cls, value: int) -> int:
         return check_retention_days(value)

@@ -78,7 +78,7 @@ class NetworkSettings(SettingsGroup):
 
     @field_validator("flow_log_retention_days")
     @classmethod
-    def _retention_is_allowed(cls, value: int) -> int:
+    def _flow_log_retention_is_allowed(cls, value: int) -> int:
         return check_retention_days(value)
 
     @field_validator("vpc_id")
