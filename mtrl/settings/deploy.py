@@ -18,21 +18,40 @@ from typing import Any, Self
 from pydantic import ValidationError, model_validator
 
 from mtrl.settings.base import SettingsError, SettingsGroup, problems_from_validation_error
+from mtrl.settings.cluster import ClusterSettings
 from mtrl.settings.core import CoreSettings
 from mtrl.settings.data import DataSettings
 from mtrl.settings.environments import EnvironmentSettings
 from mtrl.settings.network import NetworkSettings
+from mtrl.settings.pipeline import PipelineSettings
+from mtrl.settings.reward_workers import RewardWorkerSettings
 
 # Context keys that belong to CDK itself (feature flags, lookups, CLI switches), never to mtrl.
 _OUR_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 # One group per concern, in the order the documentation lists them.
-SETTINGS_GROUPS: tuple[type[SettingsGroup], ...] = (CoreSettings, NetworkSettings, DataSettings, EnvironmentSettings)
+SETTINGS_GROUPS: tuple[type[SettingsGroup], ...] = (
+    CoreSettings,
+    NetworkSettings,
+    DataSettings,
+    EnvironmentSettings,
+    PipelineSettings,
+    ClusterSettings,
+    RewardWorkerSettings,
+)
 
 
 # Bases reversed: pydantic orders fields base-last.
-class DeploySettings(EnvironmentSettings, DataSettings, NetworkSettings, CoreSettings):
+class DeploySettings(
+    RewardWorkerSettings,
+    ClusterSettings,
+    PipelineSettings,
+    EnvironmentSettings,
+    DataSettings,
+    NetworkSettings,
+    CoreSettings,
+):
     """Everything a deployment can be configured with (docs/configuration.md is generated from it)."""
 
     @model_validator(mode="after")

@@ -1,0 +1,89 @@
+"""Pipeline settings: concurrency slots, polling, per-run defaults, dataset limits and alerts.
+
+The ``run_*`` settings are the defaults a run manifest (``training-data/<name>.run.json``) may override;
+they reach the Lambdas as one JSON environment variable (``MTRL_PIPELINE_SETTINGS``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Self
+
+from pydantic import Field, field_validator, model_validator
+
+from mtrl.settings.base import SettingsGroup
+
+Backend = Literal["hyperpod", "serverless", "local"]
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+class PipelineSettings(SettingsGroup):
+    """The upload-triggered run pipeline: slots, polling, run defaults, dataset limits and alerts."""
+
+    max_concurrent_runs: int = Field(
+        1, ge=1, le=16, description="Runs that may hold the training cluster at once; later runs wait in order."
+    )
+    slot_poll_seconds: int = Field(
+        60, ge=0, le=3600, description="Seconds a waiting run sleeps between attempts to take a slot."
+    )
+    slot_max_wait_minutes: int = Field(
+        24 * 60, ge=1, le=7 * 24 * 60, description="A run that waited this long for a slot fails (nothing provisioned)."
+    )
+    slot_lease_minutes: int = Field(
+        60,
+        ge=5,
+        le=24 * 60,
+        description="A slot whose holder has not renewed it for this long is free again (frees a crashed run's slot).",
+    )
+    status_poll_seconds: int = Field(
+        300, ge=0, le=3600, description="Seconds between two polls of a running training job's status."
+    )
+    run_backend: Backend = Field("hyperpod", description="Default training backend of a run.")
+    run_environment: str = Field(
+        "wordle", pattern=r"^[a-z][a-z0-9_]{0,63}$", description="Default reward environment id of a run."
+    )
+    run_instance_count: int = Field(1, ge=1, le=64, description="Default number of GPU instances a run holds.")
+    run_worker_count: int = Field(2, ge=0, le=256, description="Default number of reward workers a run starts.")
+    run_eval_split: float = Field(
+        0.0, ge=0.0, le=0.5, description="Default share of rows held out for evaluation (0 disables evaluation)."
+    )
+    run_timeout_minutes: int = Field(
+        12 * 60, ge=5, le=7 * 24 * 60, description="Default wall-clock limit of a training job; then it is cancelled."
+    )
+    run_max_budget_usd: float | None = Field(
+        None, gt=0, description="Default cost limit of a run in USD (empty = no limit); the job is cancelled above it."
+    )
+    dataset_max_bytes: int = Field(5 * 1024**3, ge=1024, description="Largest accepted dataset object, in bytes.")
+    dataset_max_rows: int = Field(2_000_000, ge=1, description="Most rows accepted in one dataset.")
+    dataset_min_rows: int = Field(1, ge=1, description="Fewest rows a dataset must have.")
+    dataset_max_line_bytes: int = Field(
+        1024 * 1024, ge=256, le=64 * 1024 * 1024, description="Longest accepted JSONL line, in bytes."
+    )
+    validation_max_errors: int = Field(
+        50, ge=1, le=10_000, description="Errors listed in a validation report (counting continues past it)."
+    )
+    alert_email: str | None = Field(
+        None, description="E-mail address subscribed to run notifications and alarms (empty = no subscription)."
+    )
+
+    @field_validator("alert_email")
+    @classmethod
+    def _email_is_plausible(cls, value: str | None) -> str | None:
+        if value is not None and not _EMAIL.match(value):
+            raise ValueError("must be an e-mail address like ml-team@example.com")
+        return value
+
+    @model_validator(mode="after")
+    def _row_bounds_ordered(self) -> Self:
+        if self.dataset_min_rows > self.dataset_max_rows:
+            raise ValueError("dataset_min_rows: must not exceed dataset_max_rows")
+        return self
+
+
+PIPELINE_SETTINGS_ENV = "MTRL_PIPELINE_SETTINGS"
+
+
+def pipeline_settings_json(settings: PipelineSettings) -> str:
+    """The pipeline settings as the JSON document the Lambdas receive (only this group's keys)."""
+    values: dict[str, Any] = {name: getattr(settings, name) for name in PipelineSettings.model_fields}
+    return PipelineSettings.model_validate(values).model_dump_json()

@@ -1,0 +1,393 @@
+"""Validate a Nova Forge multi-turn RFT dataset (JSONL) in one streaming pass.
+
+Row format (DESIGN.md §2): ``{"id": str, "metadata": {"prompt": str | messages, "answer"?: str,
+"task"?: str, "info"?: object}}``; ids unique; each optional field present on every row or on none.
+Memory is constant in the file size apart from the id index (16 bytes per row, see ``hashindex``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mtrl.validation.hashindex import HashIndex
+from mtrl.validation.lines import Readable, iter_lines
+
+TaskCheck = Callable[[Mapping[str, Any]], list[str]]
+
+OPTIONAL_FIELDS = ("answer", "task", "info")
+METADATA_FIELDS = frozenset(("prompt", *OPTIONAL_FIELDS))
+ROLES = frozenset(("system", "user", "assistant", "tool"))
+MAX_ID_CHARS = 256
+_SPLIT_BUCKETS = 10_000
+_OPTIONAL_TYPES = (("answer", str, "a string"), ("task", str, "a string"), ("info", dict, "an object"))
+
+
+def eval_split_of(row_id: str, eval_split: float) -> bool:
+    """True when the row belongs to the held-out evaluation split (stable across processes and runs)."""
+    return zlib.crc32(row_id.encode("utf-8")) % _SPLIT_BUCKETS < round(eval_split * _SPLIT_BUCKETS)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_bytes: int = 5 * 1024**3
+    max_rows: int = 2_000_000
+    min_rows: int = 1
+    max_line_bytes: int = 1024 * 1024
+    max_errors: int = 50
+
+
+@dataclass(frozen=True)
+class Issue:
+    line: int | None  # None for whole-file problems
+    code: str
+    message: str
+
+    def render(self) -> str:
+        return f"line {self.line}: {self.message}" if self.line is not None else self.message
+
+
+@dataclass
+class ValidationReport:
+    source: str
+    environment: str | None
+    limits: Limits
+    rows: int = 0
+    bytes_read: int = 0
+    eval_rows: int = 0
+    errors: list[Issue] = field(default_factory=list)
+    error_count: int = 0
+    error_counts: Counter[str] = field(default_factory=Counter)
+    optional_fields: tuple[str, ...] = ()
+    stopped_early: str | None = None
+    duration_seconds: float = 0.0
+
+    @property
+    def valid(self) -> bool:
+        return self.error_count == 0
+
+    def add(self, line: int | None, code: str, message: str) -> None:
+        self.error_count += 1
+        self.error_counts[code] += 1
+        if len(self.errors) < self.limits.max_errors:
+            self.errors.append(Issue(line, code, message))
+
+    def summary(self) -> str:
+        if self.valid:
+            return f"{self.source}: valid ({self.rows} rows, {self.eval_rows} held out for evaluation)"
+        first = self.errors[0].render() if self.errors else ""
+        more = f" (and {self.error_count - 1} more)" if self.error_count > 1 else ""
+        return f"{self.source}: {self.error_count} error(s); first: {first}{more}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "valid": self.valid,
+            "source": self.source,
+            "environment": self.environment,
+            "rows": self.rows,
+            "train_rows": self.rows - self.eval_rows,
+            "eval_rows": self.eval_rows,
+            "bytes": self.bytes_read,
+            "error_count": self.error_count,
+            "errors": [{"line": issue.line, "code": issue.code, "message": issue.message} for issue in self.errors],
+            "errors_truncated": self.error_count > len(self.errors),
+            "error_counts": dict(sorted(self.error_counts.items())),
+            "optional_fields": list(self.optional_fields),
+            "stopped_early": self.stopped_early,
+            "duration_seconds": round(self.duration_seconds, 3),
+            "limits": {
+                "max_bytes": self.limits.max_bytes,
+                "max_rows": self.limits.max_rows,
+                "min_rows": self.limits.min_rows,
+                "max_line_bytes": self.limits.max_line_bytes,
+            },
+        }
+
+
+class _StopValidation(Exception):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+# One decoder for every line (json.loads with keyword arguments would build a new one per call).
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+class DatasetValidator:
+    """Validates one dataset; afterwards ``ids`` and ``tasks`` index it (for overlap checks of another file).
+
+    ``task_check`` is the environment's own row check (e.g. wordle answers); ``eval_split`` holds rows out
+    by id hash and requires no task to appear in both splits; ``holdout`` is a validated evaluation
+    dataset no training row may share an id or task with.
+    """
+
+    def __init__(
+        self,
+        *,
+        limits: Limits | None = None,
+        task_check: TaskCheck | None = None,
+        environment: str | None = None,
+        eval_split: float = 0.0,
+        holdout: DatasetValidator | None = None,
+        index_tasks: bool = False,
+    ) -> None:
+        self.limits = limits or Limits()
+        self.task_check = task_check
+        self.environment = environment
+        self.eval_split = eval_split
+        self.holdout = holdout
+        self.ids = HashIndex()
+        # Tasks (prompt + answer) are indexed only when an overlap check needs them.
+        self.index_tasks = index_tasks or eval_split > 0 or holdout is not None
+        self.tasks = HashIndex()
+        self._optional: tuple[bool, ...] | None = None
+        self._optional_line = 0
+
+    def validate(self, stream: Readable, *, source: str, size: int | None = None) -> ValidationReport:
+        report = ValidationReport(source=source, environment=self.environment, limits=self.limits)
+        started = time.perf_counter()
+        with contextlib.suppress(_StopValidation):
+            self._run(stream, size, report)
+        if report.rows < self.limits.min_rows and report.stopped_early is None:
+            if report.rows == 0 and report.error_count == 0:
+                report.add(None, "empty_file", "the dataset has no rows (the file is empty)")
+            elif report.rows == 0:
+                pass  # every line was already reported as broken
+            else:
+                report.add(None, "too_few_rows", f"{report.rows} rows; at least {self.limits.min_rows} are required")
+        if self.eval_split > 0 and report.rows and report.eval_rows in (0, report.rows) and report.valid:
+            report.add(
+                None,
+                "eval_split_empty",
+                f"eval_split={self.eval_split} puts {report.eval_rows} of {report.rows} rows in the evaluation "
+                "split; both splits need rows (add rows or change eval_split)",
+            )
+        report.optional_fields = tuple(
+            name for name, present in zip(OPTIONAL_FIELDS, self._optional or (), strict=False) if present
+        )
+        report.duration_seconds = time.perf_counter() - started
+        return report
+
+    def _stop(self, report: ValidationReport, line: int | None, code: str, message: str) -> None:
+        report.add(line, code, message)
+        report.stopped_early = message
+        raise _StopValidation
+
+    def _run(self, stream: Readable, size: int | None, report: ValidationReport) -> None:
+        limits = self.limits
+        if size is not None and size > limits.max_bytes:
+            self._stop(report, None, "too_large", f"the file is {size} bytes; the limit is {limits.max_bytes} bytes")
+        decode = _DECODER.decode
+        check_row = self._check_row
+        for number, raw, length, terminated in iter_lines(stream, max_line_bytes=limits.max_line_bytes):
+            report.bytes_read += length + terminated
+            if report.bytes_read > limits.max_bytes:
+                self._stop(report, number, "too_large", f"the file exceeds the limit of {limits.max_bytes} bytes")
+            if raw is None:
+                report.add(
+                    number,
+                    "line_too_long",
+                    f"the line is {length} bytes; the limit is {limits.max_line_bytes} bytes",
+                )
+                continue
+            data = self._check_start(raw, report) if number == 1 else raw
+            if not data.strip():
+                if terminated or data:
+                    report.add(number, "blank_line", "blank line (every line must hold one JSON object)")
+                continue
+            if b"\x00" in data:
+                self._stop(report, number, "binary", "the file contains NUL bytes: it is binary, not JSON Lines text")
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as error:
+                report.add(number, "not_utf8", f"not valid UTF-8 at byte {error.start + 1} of the line")
+                continue
+            try:
+                row = decode(text)
+            except ValueError as error:
+                report.add(number, "invalid_json", f"not valid JSON: {_json_reason(error)}")
+                continue
+            if report.rows >= limits.max_rows:
+                self._stop(report, number, "too_many_rows", f"more than {limits.max_rows} rows (the limit)")
+            report.rows += 1
+            check_row(number, row, report)
+
+    @staticmethod
+    def _check_start(data: bytes, report: ValidationReport) -> bytes:
+        if data.startswith(b"\xef\xbb\xbf"):
+            report.add(1, "bom", "the file starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without BOM")
+            return data[3:]
+        if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            raise_stop = "the file is UTF-16 encoded; save it as UTF-8"
+            report.add(1, "not_utf8", raise_stop)
+            report.stopped_early = raise_stop
+            raise _StopValidation
+        if data.startswith(b"\x1f\x8b"):
+            message = "the file is gzip-compressed; upload uncompressed JSON Lines"
+            report.add(1, "binary", message)
+            report.stopped_early = message
+            raise _StopValidation
+        return data
+
+    def _check_row(self, number: int, row: Any, report: ValidationReport) -> None:
+        if type(row) is not dict:
+            report.add(number, "not_object", f"expected a JSON object, got {_json_type(row)}")
+            return
+        problems = 0
+        for key in row:
+            if key not in ("id", "metadata"):
+                report.add(number, "unknown_key", f"unknown key '{key}' (a row has only 'id' and 'metadata')")
+                problems += 1
+        row_id = self._check_id(number, row, report)
+        metadata = row.get("metadata")
+        if type(metadata) is not dict:
+            if "metadata" not in row:
+                report.add(number, "bad_metadata", "missing 'metadata'")
+            else:
+                report.add(number, "bad_metadata", f"'metadata' must be an object, got {_json_type(metadata)}")
+            return
+        problems += self._check_metadata(number, metadata, report)
+        if problems or row_id is None:
+            return
+        if self.task_check is not None:
+            for message in self.task_check(metadata):
+                report.add(number, "environment", message)
+                problems += 1
+        in_eval = self.eval_split > 0 and eval_split_of(row_id, self.eval_split)
+        report.eval_rows += in_eval
+        if self.index_tasks and not problems:
+            self._check_overlap(number, row_id, metadata, in_eval, report)
+
+    def _check_id(self, number: int, row: dict[str, Any], report: ValidationReport) -> str | None:
+        """The row's id when it is valid and new; otherwise None (the problem is reported)."""
+        row_id = row.get("id")
+        if row_id is None:
+            report.add(number, "missing_id", "missing 'id'" if "id" not in row else "'id' is null")
+            return None
+        if type(row_id) is not str:
+            report.add(number, "bad_id", f"'id' must be a string, got {_json_type(row_id)}")
+            return None
+        if not row_id.strip() or len(row_id) > MAX_ID_CHARS:
+            report.add(number, "bad_id", f"'id' must be 1-{MAX_ID_CHARS} characters and not blank")
+            return None
+        first = self.ids.setdefault(HashIndex.key_of(row_id), number)
+        if first is not None:
+            report.add(number, "duplicate_id", f"id {row_id!r} repeats the id of line {first}")
+            return None
+        return row_id
+
+    def _check_metadata(self, number: int, metadata: dict[str, Any], report: ValidationReport) -> int:
+        problems = 0
+        for key in metadata:
+            if key not in METADATA_FIELDS:
+                report.add(number, "unknown_key", f"unknown key 'metadata.{key}' (allowed: prompt, answer, task, info)")
+                problems += 1
+        message = _prompt_problem(metadata)
+        if message:
+            report.add(number, "missing_prompt" if "prompt" not in metadata else "bad_prompt", message)
+            problems += 1
+        present = ("answer" in metadata, "task" in metadata, "info" in metadata)
+        if self._optional is None:
+            self._optional, self._optional_line = present, number
+        elif present != self._optional:
+            for name, here, there in zip(OPTIONAL_FIELDS, present, self._optional, strict=True):
+                if here != there:
+                    has, lacks = (number, self._optional_line) if here else (self._optional_line, number)
+                    report.add(
+                        number,
+                        "inconsistent_optional",
+                        f"'metadata.{name}' is on line {has} but not on line {lacks}: "
+                        "optional fields must be on every row or on none",
+                    )
+                    problems += 1
+        for name, expected, kind in _OPTIONAL_TYPES:
+            value = metadata.get(name)
+            if name in metadata and type(value) is not expected:
+                report.add(number, "bad_type", f"'metadata.{name}' must be {kind}, got {_json_type(value)}")
+                problems += 1
+        return problems
+
+    def _check_overlap(
+        self, number: int, row_id: str, metadata: dict[str, Any], in_eval: bool, report: ValidationReport
+    ) -> None:
+        prompt = metadata["prompt"]
+        prompt_text = prompt if type(prompt) is str else json.dumps(prompt, sort_keys=True, separators=(",", ":"))
+        task_key = HashIndex.key_of(prompt_text + "\x00" + str(metadata.get("answer", "")))
+        if self.holdout is not None:
+            other = self.holdout.ids.get(HashIndex.key_of(row_id))
+            if other is not None:
+                report.add(number, "eval_overlap", f"id {row_id!r} is also in the evaluation dataset (line {other})")
+                return
+            other = self.holdout.tasks.get(task_key)
+            if other is not None:
+                report.add(
+                    number,
+                    "eval_overlap",
+                    f"the same prompt and answer are in the evaluation dataset (line {other >> 1})",
+                )
+                return
+        tagged = (number << 1) | in_eval
+        first = self.tasks.setdefault(task_key, tagged)
+        if first is not None and (first & 1) != in_eval and self.eval_split > 0:
+            split, other_split = ("evaluation", "training") if in_eval else ("training", "evaluation")
+            report.add(
+                number,
+                "eval_overlap",
+                f"this {split} row repeats the prompt and answer of {other_split} row on line {first >> 1}",
+            )
+
+
+def _prompt_problem(metadata: dict[str, Any]) -> str | None:
+    if "prompt" not in metadata:
+        return "missing 'metadata.prompt'"
+    prompt = metadata["prompt"]
+    if type(prompt) is str:
+        return None if prompt.strip() else "'metadata.prompt' is blank"
+    if type(prompt) is list:
+        return _check_messages(prompt)
+    return f"'metadata.prompt' must be a string or a list of messages, got {_json_type(prompt)}"
+
+
+def _check_messages(messages: list[Any]) -> str | None:
+    if not messages:
+        return "'metadata.prompt' is an empty list of messages"
+    for index, message in enumerate(messages):
+        where = f"'metadata.prompt[{index}]'"
+        if type(message) is not dict:
+            return f"{where} must be an object with 'role' and 'content', got {_json_type(message)}"
+        role = message.get("role")
+        if role not in ROLES:
+            return f"{where}.role must be one of {', '.join(sorted(ROLES))}, got {role!r}"
+        content = message.get("content")
+        if type(content) is not str and type(content) is not list:
+            return f"{where}.content must be a string or a list of parts, got {_json_type(content)}"
+    return None
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _json_reason(error: ValueError) -> str:
+    if isinstance(error, json.JSONDecodeError):
+        return f"{error.msg} at column {error.colno}"
+    return str(error)

@@ -1,0 +1,69 @@
+"""Run the dataset validator on a local file or an S3 object (streamed, never downloaded whole)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
+from mtrl.validation.dataset import DatasetValidator, Limits, TaskCheck, ValidationReport
+
+
+class UnknownEnvironmentError(LookupError):
+    """The dataset names an environment this deployment does not have."""
+
+
+def environment_check(env_id: str) -> TaskCheck:
+    """The environment's own row check (``validate_task``), from the environment registry."""
+    try:
+        spec = load_spec(env_id)
+    except (EnvironmentNotFoundError, InvalidEnvironmentError) as error:
+        raise UnknownEnvironmentError(str(error)) from None
+    return spec.validate_task
+
+
+def validate_file(
+    path: Path,
+    *,
+    environment: str | None = None,
+    limits: Limits | None = None,
+    eval_split: float = 0.0,
+    eval_path: Path | None = None,
+    task_check: TaskCheck | None = None,
+) -> tuple[ValidationReport, ValidationReport | None]:
+    """Validate ``path`` (and the evaluation file, if any); returns (training report, evaluation report)."""
+    check = task_check or (environment_check(environment) if environment else None)
+    holdout_report = None
+    holdout = None
+    if eval_path is not None:
+        holdout = DatasetValidator(limits=limits, task_check=check, environment=environment, index_tasks=True)
+        with eval_path.open("rb") as stream:
+            holdout_report = holdout.validate(stream, source=str(eval_path), size=os.path.getsize(eval_path))
+    validator = DatasetValidator(
+        limits=limits, task_check=check, environment=environment, eval_split=eval_split, holdout=holdout
+    )
+    with path.open("rb") as stream:
+        report = validator.validate(stream, source=str(path), size=os.path.getsize(path))
+    return report, holdout_report
+
+
+def validate_s3_object(
+    s3: Any,
+    *,
+    bucket: str,
+    key: str,
+    version_id: str | None,
+    validator: DatasetValidator,
+) -> ValidationReport:
+    """Stream one object version through ``validator`` (size checked from the response before reading)."""
+    request: dict[str, Any] = {"Bucket": bucket, "Key": key}
+    if version_id:
+        request["VersionId"] = version_id
+    response = s3.get_object(**request)
+    body = response["Body"]
+    try:
+        source = f"s3://{bucket}/{key}" + (f"?versionId={version_id}" if version_id else "")
+        return validator.validate(body, source=source, size=int(response.get("ContentLength", 0)) or None)
+    finally:
+        body.close()
