@@ -66,7 +66,7 @@ typecheck: setup
 
 # pytest exit code 5 means "no tests ran": that is a failure here, never a pass.
 pytest: setup
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile; rc=$$?; \
+	rc=0; $(BIN)/python -m pytest -q -n 2 --dist loadfile || rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
 
 test: lint typecheck pytest
