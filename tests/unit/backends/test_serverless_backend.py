@@ -1,0 +1,540 @@
+"""The serverless (AgentRFT) adapter against moto (S3, IAM, STS, Logs) and model-validated fakes (SageMaker jobs,
+Lambda/AgentCore invocations)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from aws_fakes import ACCOUNT, REGION, FakeAws, FakeError, Recorder
+from botocore.exceptions import ReadTimeoutError
+from botocore.response import StreamingBody
+
+from mtrl.backends import serverless
+from mtrl.backends._aws import AwsClients, S3Uri
+from mtrl.backends.base import BackendError, CreatedResource, JobState, RunContext
+from mtrl.backends.serverless import (
+    ServerlessAdapter,
+    build_evaluation_config,
+    build_training_config,
+    classify_smoke,
+    job_status_from_description,
+    parse_settings,
+    to_service_row,
+)
+from mtrl.cost import cost_for_run
+
+SCHEMA = json.loads((Path(serverless.__file__).parent / "agent_rft_job_config.schema.json").read_text())
+BUCKET = "mtrl-data-123456789012"
+RUN_ID = "wordle-v3-20261129T103000Z"
+LAMBDA_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:mtrl-agent-wordle"
+RUNTIME_ARN = f"arn:aws:bedrock-agentcore:{REGION}:{ACCOUNT}:runtime/Wordle_Wordle-abc123"
+ROLE_NAME = "mtrl-serverless-job"
+ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/{ROLE_NAME}"
+JOB_TRUST = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "job.sagemaker.amazonaws.com"},
+            "Action": ["sts:AssumeRole", "sts:TagSession"],
+        }
+    ],
+}
+ROWS = [
+    {"id": "wordle_train_0000", "metadata": {"prompt": "Guess the 5-letter word", "answer": "riser"}},
+    {"id": "wordle_train_0001", "metadata": {"prompt": "Guess the 5-letter word", "answer": "swoon"}},
+]
+
+
+def settings(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "region": REGION,
+        "serverless_job_role_arn": ROLE_ARN,
+        "serverless_agent_lambda_arn": LAMBDA_ARN,
+        "serverless_accept_eula": True,
+        "serverless_mlflow_app_arn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:mlflow-app/app-ABC",
+        "serverless_model_package_group_arn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package-group/wordle",
+        "kms_key_arn": f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+        "hyperparameters": {"sampling_max_tokens": 8192, "max_epochs": 20},
+        "environment_id": "wordle",  # other groups' keys are ignored, not errors
+    }
+    return {**base, **overrides}
+
+
+def make_run(recorder: Recorder | None = None, *, eval_split: bool = True, **overrides: Any) -> RunContext:
+    return RunContext(
+        run_id=RUN_ID,
+        settings=settings(**overrides),
+        dataset_uri=f"s3://{BUCKET}/training-data/wordle.jsonl",
+        eval_dataset_uri=f"s3://{BUCKET}/runs/{RUN_ID}/split/eval.jsonl" if eval_split else None,
+        output_uri=f"s3://{BUCKET}/runs/{RUN_ID}/",
+        resources=tuple(recorder.resources) if recorder else (),
+        record_resource=recorder or (lambda _r: None),
+    )
+
+
+@pytest.fixture
+def world(aws: FakeAws) -> FakeAws:
+    s3 = aws.session.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    body = "".join(json.dumps(row) + "\n" for row in ROWS).encode()
+    s3.put_object(Bucket=BUCKET, Key="training-data/wordle.jsonl", Body=body)
+    s3.put_object(Bucket=BUCKET, Key=f"runs/{RUN_ID}/split/eval.jsonl", Body=body)
+    aws.session.client("iam").create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=json.dumps(JOB_TRUST))
+    return aws
+
+
+def adapter(aws: FakeAws) -> ServerlessAdapter:
+    return ServerlessAdapter(AwsClients(aws.session), sleep=lambda _s: None)
+
+
+def lambda_agent(aws: FakeAws, log_text: str, payload: bytes = b'{"reward": -1.5}') -> None:
+    def invoke(_params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "StatusCode": 200,
+            "Payload": StreamingBody(BytesIO(payload), len(payload)),
+            "LogResult": base64.b64encode(log_text.encode()).decode(),
+        }
+
+    aws.on("lambda", "Invoke", invoke)
+
+
+# -- documents ---------------------------------------------------------------------------------------------------
+
+
+def test_training_document_matches_schema_and_carries_only_user_hyperparameters() -> None:
+    parsed = parse_settings(settings())
+    document = build_training_config(
+        parsed,
+        job_name="mtrl-x",
+        train=S3Uri(BUCKET, "runs/x/input/train/"),
+        validation=S3Uri(BUCKET, "runs/x/input/validation/"),
+        output=S3Uri(BUCKET, "runs/x/model/"),
+    )
+    jsonschema.validate(document, SCHEMA)
+    assert document["AgentConfig"] == {"CustomAgentLambdaConfig": {"LambdaArn": LAMBDA_ARN}}
+    assert document["TrainingConfig"]["HyperParameters"] == {"max_epochs": "20", "sampling_max_tokens": "8192"}
+    assert document["OutputDataConfig"]["KmsKeyArn"].startswith("arn:aws:kms:")
+    assert document["TrainingConfig"]["BaseModelArn"] == (
+        f"arn:aws:sagemaker:{REGION}:aws:hub-content/SageMakerPublicHub/Model/openai-reasoning-gpt-oss-20b"
+    )
+    assert [c["ChannelName"] for c in document["InputDataConfig"]] == ["train", "validation"]
+
+
+def test_agentcore_document_without_optionals_matches_schema() -> None:
+    parsed = parse_settings(
+        settings(
+            serverless_agent_lambda_arn=None,
+            serverless_agent_runtime_arn=RUNTIME_ARN,
+            hyperparameters={},
+            kms_key_arn=None,
+            serverless_subnet_ids=["subnet-0abc"],
+            serverless_security_group_ids=["sg-0abc"],
+        )
+    )
+    document = build_training_config(
+        parsed, job_name="j", train=S3Uri(BUCKET, "t/"), validation=None, output=S3Uri(BUCKET, "o/")
+    )
+    jsonschema.validate(document, SCHEMA)
+    assert document["AgentConfig"]["BedrockAgentCoreConfig"] == {"AgentRuntimeArn": RUNTIME_ARN, "Qualifier": "DEFAULT"}
+    assert "HyperParameters" not in document["TrainingConfig"]
+    assert document["VpcConfig"] == {"SecurityGroupIds": ["sg-0abc"], "Subnets": ["subnet-0abc"]}
+
+
+def test_evaluation_document_matches_schema_with_pass_k() -> None:
+    parsed = parse_settings(
+        settings(eval_group_size=4, eval_pass_k=[1, 4, 2], eval_hyperparameters={"temperature": 1.0})
+    )
+    document = build_evaluation_config(
+        parsed,
+        job_name="mtrl-eval-x",
+        evaluation=S3Uri(BUCKET, "runs/x/input/evaluation/"),
+        output=S3Uri(BUCKET, "runs/x/evaluation/"),
+        model_package_arn=f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/wordle/1",
+    )
+    jsonschema.validate(document, SCHEMA)
+    hyper = document["EvaluationConfig"]["HyperParameters"]
+    assert hyper == {"eval_group_size": "4", "pass_k_values": "[1, 2, 4]", "temperature": "1.0"}
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: d["TrainingConfig"].pop("MlflowConfig"),  # the service requires MLflow
+        lambda d: d["TrainingConfig"].update(HyperParameters={"training": {"lr": 1e-5}}),  # nested form is rejected
+        lambda d: d["AgentConfig"].update(BedrockAgentCoreConfig={"AgentRuntimeArn": RUNTIME_ARN, "Qualifier": "D"}),
+        lambda d: d["InputDataConfig"].reverse(),  # train must come first
+    ],
+)
+def test_schema_rejects_broken_documents(mutate: Any) -> None:
+    document = build_training_config(
+        parse_settings(settings()),
+        job_name="j",
+        train=S3Uri(BUCKET, "t/"),
+        validation=S3Uri(BUCKET, "v/"),
+        output=S3Uri(BUCKET, "o/"),
+    )
+    mutate(document)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(document, SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"serverless_agent_runtime_arn": RUNTIME_ARN}, "exactly one of"),
+        ({"hyperparameters": {"sampling_max_tokens": 16384}}, "sampling_max_tokens=16384 is outside"),
+        ({"hyperparameters": {"global_batch_size": 48}}, "global_batch_size=48"),
+        ({"hyperparameters": {"rollout_max_concurrency": 8}}, "rollout_max_concurrency"),
+        ({"eval_pass_k": [2]}, "eval_pass_k"),
+        ({"serverless_job_role_arn": "mtrl-role"}, "not an ARN"),
+        ({"serverless_mlflow_app_arn": None}, "serverless_mlflow_app_arn"),
+    ],
+)
+def test_bad_settings_are_clear_errors(overrides: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(BackendError, match=fragment):
+        parse_settings(settings(**overrides))
+
+
+def test_service_rows() -> None:
+    assert to_service_row({"prompt": '{"answer": "x"}'}) == {"prompt": '{"answer": "x"}'}
+    nova = to_service_row(ROWS[0])
+    assert json.loads(nova["prompt"]) == {
+        "id": "wordle_train_0000",
+        "prompt": "Guess the 5-letter word",
+        "answer": "riser",
+    }
+    flat = to_service_row({"id": "a", "prompt": "p", "answer": "b"})
+    assert json.loads(flat["prompt"]) == {"id": "a", "prompt": "p", "answer": "b"}
+
+
+# -- provision / submit / status / cancel / cleanup ----------------------------------------------------------------
+
+
+def test_provision_writes_service_format_under_the_run_prefix_only(world: FakeAws) -> None:
+    s3 = world.session.client("s3")
+    before = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix="training-data/")["Contents"]}
+    assert adapter(world).provision(make_run()) == []
+    lines = s3.get_object(Bucket=BUCKET, Key=f"runs/{RUN_ID}/input/train/data.jsonl")["Body"].read().splitlines()
+    assert [json.loads(json.loads(line)["prompt"])["answer"] for line in lines] == ["riser", "swoon"]
+    assert all(set(json.loads(line)) == {"prompt"} for line in lines)
+    for channel in ("validation", "evaluation"):
+        s3.head_object(Bucket=BUCKET, Key=f"runs/{RUN_ID}/input/{channel}/data.jsonl")
+    after = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix="training-data/")["Contents"]}
+    assert after == before
+
+
+def test_provision_rejects_non_json_lines(world: FakeAws) -> None:
+    world.session.client("s3").put_object(Bucket=BUCKET, Key="training-data/wordle.jsonl", Body=b'{"id": 1}\nnope\n')
+    with pytest.raises(BackendError, match="line 2 is not JSON"):
+        adapter(world).provision(make_run())
+
+
+def test_submit_records_then_creates_a_valid_agent_rft_job(world: FakeAws) -> None:
+    recorder = Recorder()
+    seen_before_create: list[int] = []
+
+    def create_job(params: dict[str, Any]) -> dict[str, Any]:
+        seen_before_create.append(len(recorder.resources))
+        return {"JobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:job/AgentRFT/{params['JobName']}"}
+
+    world.on("sagemaker", "CreateJob", create_job)
+    job_arn = adapter(world).submit(make_run(recorder))
+    (params,) = world.called("CreateJob")
+    assert seen_before_create == [1]
+    assert recorder.resources[0] == CreatedResource(
+        "sagemaker-job", params["JobName"], {"category": "AgentRFT", "region": REGION}
+    )
+    assert params["JobCategory"] == "AgentRFT"
+    assert params["JobConfigSchemaVersion"] == "1.0.0"
+    assert params["RoleArn"] == ROLE_ARN
+    document = json.loads(params["JobConfigDocument"])
+    jsonschema.validate(document, SCHEMA)
+    assert document["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] == (
+        f"s3://{BUCKET}/runs/{RUN_ID}/input/train/"
+    )
+    assert document["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/runs/{RUN_ID}/model/"
+    assert job_arn.endswith(f"job/AgentRFT/{params['JobName']}")
+
+
+def test_submit_retry_after_lost_response_returns_the_existing_job(world: FakeAws) -> None:
+    existing = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:job/AgentRFT/mtrl-{RUN_ID}"
+
+    def create_job(_params: dict[str, Any]) -> dict[str, Any]:
+        raise FakeError("ResourceInUse", "Job already exists")
+
+    world.on("sagemaker", "CreateJob", create_job)
+    world.on("sagemaker", "DescribeJob", lambda p: describe(p["JobName"], "InProgress", "Training"))
+    assert adapter(world).submit(make_run()) == existing
+
+
+def test_submit_validation_error_is_not_transient(world: FakeAws) -> None:
+    def create_job(_params: dict[str, Any]) -> dict[str, Any]:
+        raise FakeError("ValidationException", "JobConfigDocument failed schema validation")
+
+    world.on("sagemaker", "CreateJob", create_job)
+    with pytest.raises(BackendError, match="schema validation") as caught:
+        adapter(world).submit(make_run())
+    assert caught.value.transient is False
+
+
+def describe(
+    name: str, status: str, secondary: str, service_output: dict[str, Any] | None = None, **extra: Any
+) -> dict[str, Any]:
+    now = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+    document = json.dumps({"ServiceOutput": service_output}) if service_output else None
+    response = {
+        "JobName": name,
+        "JobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:job/AgentRFT/{name}",
+        "RoleArn": ROLE_ARN,
+        "JobCategory": "AgentRFT",
+        "JobConfigSchemaVersion": "1.0.0",
+        "CreationTime": now,
+        "LastModifiedTime": now,
+        "JobStatus": status,
+        "SecondaryStatus": secondary,
+        "SecondaryStatusTransitions": [{"Status": secondary, "StartTime": now}],
+        **extra,
+    }
+    if document:
+        response["JobConfigDocument"] = document
+    return response
+
+
+def test_status_reports_progress_usage_outputs_and_feeds_cost(world: FakeAws) -> None:
+    output = {
+        "ProgressInfo": {"MaxEpoch": 20, "StepsPerEpoch": 5, "CurrentEpoch": 3, "CurrentStep": 12},
+        "BillableTokenUsage": {
+            "PrefillTokenCount": 491616806,
+            "SampleTokenCount": 159737098,
+            "TrainTokenCount": 643308554,
+        },
+        "OutputModelPackageArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/wordle/3",
+        "MlflowDetails": {"ExperimentName": "mtrl", "RunId": "r-1"},
+    }
+    world.on("sagemaker", "DescribeJob", lambda p: describe(p["JobName"], "Completed", "Completed", output))
+    status = adapter(world).status(make_run(), f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:job/AgentRFT/mtrl-x")
+    assert status.state is JobState.SUCCEEDED
+    assert status.progress["step"] == 12
+    assert status.progress["total_steps"] == 100
+    assert status.outputs == {
+        "model_package_arn": output["OutputModelPackageArn"],
+        "mlflow_experiment_name": "mtrl",
+        "mlflow_run_id": "r-1",
+    }
+    record = {
+        "backend": "serverless",
+        "region": REGION,
+        "model": "openai-reasoning-gpt-oss-20b",
+        "billable_token_usage": status.progress["billable_token_usage"],
+    }
+    assert str(cost_for_run(record).total) == "338.50"
+
+
+@pytest.mark.parametrize(
+    ("primary", "secondary", "state"),
+    [
+        ("InProgress", "Starting", JobState.PENDING),
+        ("InProgress", "Training", JobState.RUNNING),
+        ("Stopping", "Stopping", JobState.RUNNING),
+        ("Stopped", "Stopped", JobState.STOPPED),
+        ("Failed", "Failed", JobState.FAILED),
+    ],
+)
+def test_status_mapping(primary: str, secondary: str, state: JobState) -> None:
+    assert job_status_from_description(describe("j", primary, secondary)).state is state
+
+
+def test_failed_status_carries_the_reason_and_eval_metrics() -> None:
+    job = describe(
+        "j",
+        "Failed",
+        "Failed",
+        {"EvaluationMetrics": {"eval/reward/pass_at_1": 0.37, "eval/reward/mean": 0.14, "note": "x"}},
+        FailureReason="The agent signaled that the trajectory failed",
+    )
+    status = job_status_from_description(job)
+    assert status.message == "The agent signaled that the trajectory failed"
+    assert status.metrics == {"eval/reward/pass_at_1": 0.37, "eval/reward/mean": 0.14}
+
+
+def test_cancel_stops_a_running_job_but_not_a_finished_one(world: FakeAws) -> None:
+    states = {"mtrl-a": "InProgress", "mtrl-b": "Completed"}
+    world.on("sagemaker", "DescribeJob", lambda p: describe(p["JobName"], states[p["JobName"]], "Training"))
+    world.on("sagemaker", "StopJob", lambda _p: {})
+    backend = adapter(world)
+    for name in states:
+        backend.cancel(make_run(), f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:job/AgentRFT/{name}")
+    assert [p["JobName"] for p in world.called("StopJob")] == ["mtrl-a"]
+
+
+def test_evaluation_job_and_cleanup_is_idempotent(world: FakeAws) -> None:
+    recorder = Recorder()
+    jobs: dict[str, str] = {}
+
+    def create_job(params: dict[str, Any]) -> dict[str, Any]:
+        jobs[params["JobName"]] = "InProgress"
+        return {"JobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:job/{params['JobCategory']}/{params['JobName']}"}
+
+    def describe_job(params: dict[str, Any]) -> dict[str, Any]:
+        if params["JobName"] not in jobs:
+            raise FakeError("ResourceNotFound", "Could not find job")
+        return describe(params["JobName"], jobs[params["JobName"]], "Evaluating")
+
+    def stop_job(params: dict[str, Any]) -> dict[str, Any]:
+        jobs[params["JobName"]] = "Stopped"
+        return {}
+
+    world.on("sagemaker", "CreateJob", create_job)
+    world.on("sagemaker", "DescribeJob", describe_job)
+    world.on("sagemaker", "StopJob", stop_job)
+    backend = adapter(world)
+    eval_arn = backend.submit_evaluation(make_run(recorder))
+    assert ":job/AgentRFTEvaluation/mtrl-eval-" in eval_arn
+    jsonschema.validate(json.loads(world.called("CreateJob")[0]["JobConfigDocument"]), SCHEMA)
+    recorder.resources.append(CreatedResource("sagemaker-job", "mtrl-never-created", {"category": "AgentRFT"}))
+    run = make_run(recorder)
+    first = backend.cleanup(run)
+    second = backend.cleanup(run)
+    assert first == second == recorder.resources
+    assert len(world.called("StopJob")) == 1
+    assert set(jobs.values()) == {"Stopped"}
+
+
+def test_evaluation_needs_an_eval_split(world: FakeAws) -> None:
+    with pytest.raises(BackendError, match="eval split"):
+        adapter(world).submit_evaluation(make_run(eval_split=False))
+
+
+# -- preflight ---------------------------------------------------------------------------------------------------
+
+
+def test_preflight_passes_with_wiring_ok(world: FakeAws) -> None:
+    lambda_agent(world, "ERROR sample failed: 400 Could not find job arn:aws:sagemaker:...:job/AgentRFT/mtrl-smoke")
+    findings = adapter(world).preflight(make_run())
+    assert all(f.ok for f in findings), findings
+    assert [f.check for f in findings][-1] == "agent-smoke-test"
+    (invoke,) = world.called("Invoke")
+    job_arn = invoke["metadata"]["jobArn"]
+    assert job_arn.startswith(f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:job/AgentRFT/mtrl-smoke-")  # this account
+    assert json.loads(invoke["prompt"])["answer"] == "riser"  # a real task from the dataset
+    assert world.called("CreateJob") == []
+
+
+@pytest.mark.parametrize(
+    ("log_text", "outcome", "fragment"),
+    [
+        ("botocore: An error occurred (403): not authorized to access this resource", "cross_account", "403"),
+        ("Task timed out after 30.03 seconds", "timeout", "HTTP server never started"),
+        ("Traceback: KeyError 'answer'", "other", "Traceback: KeyError 'answer'"),
+    ],
+)
+def test_smoke_test_failures_stop_preflight(world: FakeAws, log_text: str, outcome: str, fragment: str) -> None:
+    lambda_agent(world, log_text)
+    backend = adapter(world)
+    assert backend.smoke_test(make_run()).outcome == outcome
+    smoke = adapter(world).preflight(make_run())[-1]
+    assert smoke.check == "agent-smoke-test"
+    assert not smoke.ok
+    assert fragment in smoke.message
+
+
+def test_smoke_test_client_timeout(world: FakeAws) -> None:
+    def invoke(_params: dict[str, Any]) -> dict[str, Any]:
+        raise ReadTimeoutError(endpoint_url="https://lambda.us-east-1.amazonaws.com")
+
+    world.on("lambda", "Invoke", invoke)
+    result = adapter(world).smoke_test(make_run())
+    assert result.outcome == "timeout"
+    assert "30 s" in result.message
+
+
+def test_agentcore_smoke_test_reads_the_runtime_logs(world: FakeAws) -> None:
+    group = "/aws/bedrock-agentcore/runtimes/Wordle_Wordle-abc123-DEFAULT"
+    logs = world.session.client("logs")
+    logs.create_log_group(logGroupName=group)
+    logs.create_log_stream(logGroupName=group, logStreamName="s")
+    now_ms = int(datetime.now(tz=UTC).timestamp() * 1000)
+    logs.put_log_events(
+        logGroupName=group,
+        logStreamName="s",
+        logEvents=[{"timestamp": now_ms + 1000, "message": "ValidationException (400): Could not find job"}],
+    )
+
+    def invoke(params: dict[str, Any]) -> dict[str, Any]:
+        assert len(params["__headers__"]["X-Amzn-Bedrock-AgentCore-Runtime-Session-Id"]) >= 33
+        body = b'{"reward": -1.5}'
+        return {
+            "response": StreamingBody(BytesIO(body), len(body)),
+            "contentType": "application/json",
+            "statusCode": 200,
+        }
+
+    world.on("bedrock-agentcore", "InvokeAgentRuntime", invoke)
+    run = make_run(serverless_agent_lambda_arn=None, serverless_agent_runtime_arn=RUNTIME_ARN)
+    assert adapter(world).smoke_test(run).ok
+
+
+def test_classify_prefers_not_found_over_other_noise() -> None:
+    arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:job/AgentRFT/x"
+    assert classify_smoke(
+        "timeout retry... then 400 Could not find job", timed_out=False, job_arn=arn, timeout_seconds=30
+    ).ok
+    assert classify_smoke("", timed_out=True, job_arn=arn, timeout_seconds=30).outcome == "timeout"
+    assert classify_smoke("", timed_out=False, job_arn=arn, timeout_seconds=30).message.endswith("(empty)")
+
+
+@pytest.mark.parametrize(
+    ("trust", "fragment"),
+    [
+        (
+            {"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"},
+            "trusts sagemaker.amazonaws.com",
+        ),
+        (
+            {"Effect": "Allow", "Principal": {"Service": "job.sagemaker.amazonaws.com"}, "Action": "sts:AssumeRole"},
+            "sts:TagSession",
+        ),
+    ],
+)
+def test_preflight_role_trust(world: FakeAws, trust: dict[str, Any], fragment: str) -> None:
+    iam = world.session.client("iam")
+    iam.update_assume_role_policy(
+        RoleName=ROLE_NAME, PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [trust]})
+    )
+    findings = {f.check: f for f in adapter(world).preflight(make_run())}
+    assert not findings["job-role-trust"].ok
+    assert fragment in findings["job-role-trust"].message
+    assert "agent-smoke-test" not in findings  # no invocation when the basics are wrong
+    assert world.called("Invoke") == []
+
+
+def test_preflight_region_mismatch_and_eula(world: FakeAws) -> None:
+    run = make_run(
+        serverless_agent_lambda_arn=f"arn:aws:lambda:us-west-2:{ACCOUNT}:function:agent", serverless_accept_eula=False
+    )
+    findings = {f.check: f for f in adapter(world).preflight(run)}
+    assert not findings["region"].ok
+    assert "agent in us-west-2" in findings["region"].message
+    assert not findings["eula"].ok
+
+
+def test_preflight_bad_settings_is_one_clear_finding(world: FakeAws) -> None:
+    findings = adapter(world).preflight(make_run(serverless_job_role_arn=None))
+    assert len(findings) == 1
+    assert not findings[0].ok
+    assert "serverless_job_role_arn" in findings[0].message
+
+
+def test_unknown_hyperparameters_are_reported_not_blocked(world: FakeAws) -> None:
+    lambda_agent(world, "400 Could not find job")
+    findings = {f.check: f for f in adapter(world).preflight(make_run(hyperparameters={"kl_coef": 0.1}))}
+    assert findings["hyperparameters"].ok
+    assert "kl_coef" in findings["hyperparameters"].message
