@@ -1,0 +1,1 @@
+"""Run lifecycle library: run ids, the run registry, concurrency slots, manifests and pipeline phases."""

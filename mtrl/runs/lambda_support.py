@@ -1,0 +1,80 @@
+"""Lambda entry-point plumbing shared by the pipeline functions: logging, tracing, error mapping.
+
+Every error leaving a function is a ``PipelineError`` subclass whose class name is the Step Functions
+error name (so the state machine can tell transient from permanent failures) and whose message names
+the run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Mapping
+from typing import Any, cast
+
+from aws_lambda_powertools import Logger, Tracer
+from botocore.exceptions import BotoCoreError, ClientError
+
+from mtrl.runs.errors import InternalError, PipelineError, TransientError
+from mtrl.runs.registry import raise_for_client_error
+from mtrl.runs.runtime import Runtime, runtime_from_env
+
+logger = Logger(service="mtrl-pipeline")
+# The X-Ray SDK is optional in the layer; without it the functions still get X-Ray segments from
+# active tracing, only Powertools' subsegments are skipped.
+tracer = Tracer(service="mtrl-pipeline", disabled=importlib.util.find_spec("aws_xray_sdk") is None)
+
+Handler = Callable[[Runtime, Mapping[str, Any]], dict[str, Any]]
+
+
+def _run_id_of(event: Mapping[str, Any]) -> str:
+    if isinstance(event.get("run_id"), str):
+        return str(event["run_id"])
+    detail = event.get("detail")
+    if isinstance(detail, Mapping):
+        return str(detail.get("name") or (detail.get("object") or {}).get("key") or "?")
+    return "?"
+
+
+def invoke(handler: Handler, event: Mapping[str, Any]) -> dict[str, Any]:
+    run_id = _run_id_of(event)
+    logger.append_keys(run_id=run_id, action=event.get("action"))
+    try:
+        result = handler(runtime_from_env(), event)
+    except PipelineError as error:
+        logger.warning("phase failed", extra={"error": type(error).__name__, "cause": str(error)})
+        if run_id not in str(error):
+            raise type(error)(f"run {run_id}: {error}") from error
+        raise
+    except ClientError as error:
+        logger.exception("AWS call failed")
+        raise_for_client_error(error, f"run {run_id}")  # always raises TransientError or InternalError
+        raise
+    except BotoCoreError as error:  # connection problems and the like
+        logger.exception("AWS connection failed")
+        raise TransientError(f"run {run_id}: {error}") from error
+    except Exception as error:
+        logger.exception("unexpected failure")
+        raise InternalError(f"run {run_id}: {type(error).__name__}: {error}") from error
+    logger.info("phase done", extra={"result": result})
+    return result
+
+
+def lambda_entry(handler: Handler) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    @tracer.capture_lambda_handler(capture_response=False)
+    def entry(event: dict[str, Any], _context: Any) -> dict[str, Any]:
+        return invoke(handler, event)
+
+    return cast(Callable[[dict[str, Any], Any], dict[str, Any]], entry)
+
+
+def dispatch(actions: Mapping[str, Handler]) -> Handler:
+    """One function serving several phases, chosen by the event's ``action``."""
+
+    def handler(runtime: Runtime, event: Mapping[str, Any]) -> dict[str, Any]:
+        action = event.get("action")
+        phase = actions.get(str(action))
+        if phase is None:
+            raise InternalError(f"unknown action {action!r} (known: {', '.join(sorted(actions))})")
+        return phase(runtime, event)
+
+    return handler

@@ -1,0 +1,563 @@
+"""The pipeline phases the state machine calls, one function each: ``phase(runtime, event) -> result``.
+
+Events come from ``statemachine/pipeline.asl.json``: ``{"action", "run_id", "execution_arn", "state"}``
+where ``state`` is the execution's state (the trigger input plus what earlier phases added). Every phase
+is idempotent (Step Functions may retry it), and every error message names the run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from mtrl.backends.base import BackendAdapter, BackendError, CreatedResource, JobState, RunContext
+from mtrl.runs.adapters import adapter_for
+from mtrl.runs.errors import (
+    BackendFailed,
+    BudgetExceeded,
+    ConfigurationError,
+    DatasetInvalid,
+    InternalError,
+    JobFailed,
+    PipelineError,
+    PreflightFailed,
+    RunTimedOut,
+    SlotWaitTimedOut,
+    TeardownIncomplete,
+    TransientError,
+    in_plain_words,
+)
+from mtrl.runs.manifest import RunSettings, parse_manifest, resolve_run_settings
+from mtrl.runs.registry import RunStatus, raise_for_client_error
+from mtrl.runs.report import build_summary, cause_text, notification
+from mtrl.runs.runtime import Runtime
+from mtrl.validation import (
+    DatasetValidator,
+    Limits,
+    UnknownEnvironmentError,
+    ValidationReport,
+    environment_check,
+    validate_s3_object,
+)
+
+Event = Mapping[str, Any]
+Phase = Callable[[Runtime, Event], dict[str, Any]]
+
+
+def _run_id(event: Event) -> str:
+    run_id = event.get("run_id")
+    if not isinstance(run_id, str) or not run_id:
+        raise InternalError(f"event has no run_id: {json.dumps(event, default=str)[:300]}")
+    return run_id
+
+
+def _state(event: Event) -> dict[str, Any]:
+    return dict(event.get("state") or {})
+
+
+def _parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _run_settings(record: Mapping[str, Any]) -> RunSettings:
+    if not record.get("settings"):
+        raise ConfigurationError(f"run {record['run_id']} has no valid settings")
+    return RunSettings.model_validate(record["settings"])
+
+
+def run_context(runtime: Runtime, record: Mapping[str, Any]) -> RunContext:
+    """What the backend adapter sees: deploy-time backend settings, then the run's own settings."""
+    run_id = record["run_id"]
+    settings = _run_settings(record)
+    dataset = record["dataset"]
+    merged = {
+        **runtime.backend_settings,
+        **settings.model_dump(mode="json", exclude={"backend_options"}),
+        **settings.backend_options,
+        "run_id": run_id,
+        "dataset_version_id": dataset.get("version_id"),
+    }
+    resources = tuple(
+        CreatedResource(kind=r["kind"], identifier=r["identifier"], details=r.get("details") or {})
+        for r in record.get("resources") or []
+        if "removed_at" not in r
+    )
+    return RunContext(
+        run_id=run_id,
+        settings=merged,
+        dataset_uri=f"s3://{dataset['bucket']}/{dataset['key']}",
+        eval_dataset_uri=f"s3://{runtime.bucket}/{settings.eval_dataset}" if settings.eval_dataset else None,
+        output_uri=f"s3://{runtime.bucket}/runs/{run_id}/",
+        resources=resources,
+        record_resource=lambda resource: runtime.registry.record_resource(run_id, resource),
+    )
+
+
+def _adapter(record: Mapping[str, Any]) -> BackendAdapter:
+    return adapter_for(_run_settings(record).backend)
+
+
+def _backend_call(run_id: str, what: str, call: Callable[[], Any]) -> Any:
+    """Call the adapter, mapping its errors onto the pipeline's (transient ones are retried)."""
+    try:
+        return call()
+    except PipelineError:
+        raise
+    except BackendError as error:
+        if error.transient:
+            raise TransientError(f"run {run_id}: {what}: {error}") from error
+        raise BackendFailed(f"run {run_id}: {what}: {error}") from error
+
+
+# -- register → acquire slot --------------------------------------------------------------------------
+def register(runtime: Runtime, event: Event) -> dict[str, Any]:
+    run_id = _run_id(event)
+    state = _state(event)
+    registry = runtime.registry
+    dataset = {
+        "bucket": state["bucket"],
+        "key": state["key"],
+        "version_id": state.get("version_id"),
+        "size": state.get("size"),
+        "uri": f"s3://{state['bucket']}/{state['key']}",
+        "uploaded_at": state.get("created_at"),
+    }
+    record, created = registry.create(
+        run_id,
+        {"execution_arn": event.get("execution_arn"), "dataset": dataset, "manifest": state.get("manifest_ref")},
+    )
+    if not created and record.get("execution_arn") != event.get("execution_arn"):
+        # Another execution already owns this run id (a duplicate delivery that got past the name check).
+        return {"duplicate": True}
+    registry.set_status(run_id, RunStatus.REGISTERED, phase="register")
+    source = (state.get("manifest_ref") or {}).get("uri", "manifest")
+    if state.get("manifest_error"):
+        raise ConfigurationError(f"run {run_id}: {state['manifest_error']}")
+    manifest = parse_manifest(state["manifest_text"], source=source) if state.get("manifest_text") else None
+    try:
+        settings = resolve_run_settings(runtime.settings, manifest, source=source)
+    except ConfigurationError as error:
+        raise ConfigurationError(f"run {run_id}: {error}") from None
+    registry.set_fields(run_id, settings=settings.model_dump(mode="json"))
+    runtime.slots.enqueue(run_id, arrival=str(state.get("created_at") or record["created_at"]))
+    registry.end_phase(run_id, "register")
+    registry.set_status(run_id, RunStatus.WAITING_FOR_SLOT, phase="slot")
+    return {
+        "duplicate": False,
+        "slot_poll_seconds": runtime.settings.slot_poll_seconds,
+        "status_poll_seconds": runtime.settings.status_poll_seconds,
+        "evaluate": settings.evaluate,
+    }
+
+
+def acquire_slot(runtime: Runtime, event: Event) -> dict[str, Any]:
+    run_id = _run_id(event)
+    registry = runtime.registry
+    record = registry.get(run_id)
+    started = record["phases"].get("slot", {}).get("started_at") or record["created_at"]
+    waited = runtime.clock() - _parse_time(started).timestamp()
+    try:
+        acquisition = runtime.slots.try_acquire(run_id)
+    except LookupError:
+        # The ticket vanished (e.g. swept as stale after a long stall): take a new place in line.
+        runtime.slots.enqueue(run_id, arrival=str(record["dataset"].get("uploaded_at") or record["created_at"]))
+        acquisition = runtime.slots.try_acquire(run_id)
+    if acquisition.acquired:
+        registry.set_fields(run_id, slot=acquisition.slot, queue_position=None)
+        registry.end_phase(run_id, "slot", waited_seconds=round(max(waited, 0.0), 3))
+        return {"acquired": True, "slot": acquisition.slot}
+    if waited > runtime.settings.slot_max_wait_minutes * 60:
+        raise SlotWaitTimedOut(
+            f"run {run_id}: no training slot became free in {runtime.settings.slot_max_wait_minutes} minutes "
+            f"(still {acquisition.position} run(s) ahead; max_concurrent_runs={runtime.settings.max_concurrent_runs})"
+        )
+    registry.set_fields(run_id, queue_position=acquisition.position)
+    return {"acquired": False, "position": acquisition.position}
+
+
+# -- validate ---------------------------------------------------------------------------------------------
+def validate(runtime: Runtime, event: Event) -> dict[str, Any]:
+    run_id = _run_id(event)
+    registry = runtime.registry
+    record = registry.set_status(run_id, RunStatus.VALIDATING, phase="validate")
+    runtime.slots.renew(run_id)
+    settings = _run_settings(record)
+    dataset = record["dataset"]
+    limits = Limits(
+        max_bytes=runtime.settings.dataset_max_bytes,
+        max_rows=runtime.settings.dataset_max_rows,
+        min_rows=runtime.settings.dataset_min_rows,
+        max_line_bytes=runtime.settings.dataset_max_line_bytes,
+        max_errors=runtime.settings.validation_max_errors,
+    )
+    try:
+        check = environment_check(settings.environment)
+    except UnknownEnvironmentError as error:
+        raise ConfigurationError(f"run {run_id}: {error}") from None
+    eval_report: ValidationReport | None = None
+    holdout = None
+    try:
+        if settings.eval_dataset:
+            holdout = DatasetValidator(
+                limits=limits, task_check=check, environment=settings.environment, index_tasks=True
+            )
+            eval_report = validate_s3_object(
+                runtime.s3, bucket=runtime.bucket, key=settings.eval_dataset, version_id=None, validator=holdout
+            )
+        validator = DatasetValidator(
+            limits=limits,
+            task_check=check,
+            environment=settings.environment,
+            eval_split=settings.eval_split,
+            holdout=holdout,
+        )
+        report = validate_s3_object(
+            runtime.s3,
+            bucket=dataset["bucket"],
+            key=dataset["key"],
+            version_id=dataset.get("version_id"),
+            validator=validator,
+        )
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code", "")
+        if code in {"NoSuchKey", "NoSuchVersion", "404"}:
+            missing = settings.eval_dataset if eval_report is None and settings.eval_dataset else dataset["key"]
+            raise DatasetInvalid(f"run {run_id}: s3://{runtime.bucket}/{missing} does not exist") from None
+        raise_for_client_error(error, f"run {run_id}: reading the dataset")
+        raise
+    valid = report.valid and (eval_report is None or eval_report.valid)
+    if not dataset["key"].endswith(".jsonl"):
+        valid = False
+        report.add(None, "extension", f"the dataset key must end in .jsonl (got {dataset['key']!r})")
+    report_key = f"runs/{run_id}/validation.json"
+    document = {
+        "run_id": run_id,
+        "valid": valid,
+        "dataset": dataset,
+        "environment": settings.environment,
+        "eval_split": settings.eval_split,
+        "train": report.to_dict(),
+        "eval": eval_report.to_dict() if eval_report else None,
+    }
+    _put_json(runtime, report_key, document, run_id)
+    report_uri = f"s3://{runtime.bucket}/{report_key}"
+    registry.set_fields(
+        run_id,
+        validation={
+            "valid": valid,
+            "rows": report.rows,
+            "eval_rows": report.eval_rows if eval_report is None else eval_report.rows,
+            "error_count": report.error_count + (eval_report.error_count if eval_report else 0),
+            "report_uri": report_uri,
+        },
+    )
+    registry.end_phase(run_id, "validate", "ok" if valid else "invalid")
+    if not valid:
+        failing = eval_report if eval_report is not None and not eval_report.valid else report
+        first = "; ".join(issue.render() for issue in failing.errors[:3])
+        raise DatasetInvalid(
+            f"run {run_id}: {failing.source} has {failing.error_count} error(s): {first}"
+            + (" …" if failing.error_count > 3 else "")
+            + f" (full report: {report_uri})"
+        )
+    return {"valid": True, "rows": report.rows, "eval_rows": report.eval_rows}
+
+
+def _put_json(runtime: Runtime, key: str, document: Any, run_id: str) -> None:
+    if not key.startswith("runs/"):  # the pipeline never writes where uploads start runs
+        raise InternalError(f"run {run_id}: refusing to write {key} outside runs/")
+    try:
+        runtime.s3.put_object(
+            Bucket=runtime.bucket,
+            Key=key,
+            Body=json.dumps(document, indent=2, sort_keys=True, default=str).encode(),
+            ContentType="application/json",
+        )
+    except ClientError as error:
+        raise_for_client_error(error, f"run {run_id}: writing s3://{runtime.bucket}/{key}")
+
+
+# -- backend phases -----------------------------------------------------------------------------------
+def preflight(runtime: Runtime, event: Event) -> dict[str, Any]:
+    run_id = _run_id(event)
+    registry = runtime.registry
+    record = registry.set_status(run_id, RunStatus.PREFLIGHT, phase="preflight")
+    runtime.slots.renew(run_id)
+    adapter = _adapter(record)
+    findings = _backend_call(run_id, "preflight", lambda: adapter.preflight(run_context(runtime, record)))
+    failed = [finding for finding in findings if not finding.ok]
+    registry.end_phase(
+        run_id,
+        "preflight",
+        "failed" if failed else "ok",
+        findings=[{"check": f.check, "ok": f.ok, "message": f.message} for f in findings],
+    )
+    if failed:
+        raise PreflightFailed(f"run {run_id}: " + "; ".join(f"{f.check}: {f.message}" for f in failed))
+    return {"checks": len(findings)}
+
+
+def provision(runtime: Runtime, event: Event) -> dict[str, Any]:
+    run_id = _run_id(event)
+    registry = runtime.registry
+    record = registry.set_status(run_id, RunStatus.PROVISIONING, phase="provision")
+    runtime.slots.renew(run_id)
+    adapter = _adapter(record)
+    created = _backend_call(run_id, "provision", lambda: adapter.provision(run_context(runtime, record)))
+    for resource in created:  # adapters record before creating; this catches any they returned only
+        registry.record_resource(run_id, resource)
+    registry.end_phase(run_id, "provision", resources=len(created))
+    return {"resources": len(created)}
+
+
+def submit(runtime: Runtime, event: Event) -> dict[str, Any]:
+    run_id = _run_id(event)
+    registry = runtime.registry
+    record = registry.set_status(run_id, RunStatus.SUBMITTING, phase="submit")
+    if record.get("job_id"):  # a retried submit must never start a second job
+        return {"job_id": record["job_id"]}
+    runtime.slots.renew(run_id)
+    adapter = _adapter(record)
+    job_id = _backend_call(run_id, "submit", lambda: adapter.submit(run_context(runtime, record)))
+    settings = _run_settings(record)
+    now = runtime.clock()
+    deadline = datetime.fromtimestamp(now + settings.run_timeout_minutes * 60, UTC)
+    registry.set_fields(
+        run_id, job_id=job_id, job_state=JobState.PENDING.value, deadline=deadline.isoformat().replace("+00:00", "Z")
+    )
+    registry.end_phase(run_id, "submit", job_id=job_id)
+    registry.set_status(run_id, RunStatus.TRAINING, phase="train")
+    return {"job_id": job_id}
+
+
+def check_status(runtime: Runtime, event: Event) -> dict[str, Any]:
+    run_id = _run_id(event)
+    registry = runtime.registry
+    record = registry.get(run_id)
+    job_id = record.get("job_id")
+    if not job_id:
+        raise InternalError(f"run {run_id}: no job was submitted")
+    runtime.slots.renew(run_id)
+    adapter = _adapter(record)
+    status = _backend_call(run_id, "job status", lambda: adapter.status(run_context(runtime, record), job_id))
+    cost = {"usd": status.metrics["cost_usd"]} if "cost_usd" in status.metrics else record.get("cost")
+    registry.set_fields(
+        run_id,
+        job_state=status.state.value,
+        job_message=status.message,
+        progress=dict(status.progress),
+        metrics={k: v for k, v in status.metrics.items() if k != "cost_usd"} or record.get("metrics"),
+        outputs=dict(status.outputs) or record.get("outputs"),
+        cost=cost,
+        last_polled_at=datetime.fromtimestamp(runtime.clock(), UTC).isoformat().replace("+00:00", "Z"),
+    )
+    if status.state is JobState.SUCCEEDED:
+        registry.end_phase(run_id, "train")
+        return {"done": True, "state": status.state.value}
+    if status.state in (JobState.FAILED, JobState.STOPPED):
+        registry.end_phase(run_id, "train", "failed")
+        raise JobFailed(f"run {run_id}: training job {job_id} ended {status.state.value}: {status.message}")
+    settings = _run_settings(record)
+    if runtime.clock() > _parse_time(record["deadline"]).timestamp():
+        registry.end_phase(run_id, "train", "timed out")
+        raise RunTimedOut(
+            f"run {run_id}: training job {job_id} still {status.state.value} after "
+            f"{settings.run_timeout_minutes} minutes (run_timeout_minutes)"
+        )
+    spent = (cost or {}).get("usd")
+    if settings.max_budget_usd is not None and spent is not None and spent > settings.max_budget_usd:
+        registry.end_phase(run_id, "train", "over budget")
+        raise BudgetExceeded(f"run {run_id}: cost {spent:.2f} USD exceeds max_budget_usd {settings.max_budget_usd}")
+    return {"done": False, "state": status.state.value}
+
+
+def evaluate(runtime: Runtime, event: Event) -> dict[str, Any]:
+    run_id = _run_id(event)
+    registry = runtime.registry
+    record = registry.set_status(run_id, RunStatus.EVALUATING, phase="evaluate")
+    runtime.slots.renew(run_id)
+    adapter = _adapter(record)
+    evaluator = getattr(adapter, "evaluate", None)
+    if not callable(evaluator):
+        registry.end_phase(run_id, "evaluate", "skipped", reason=f"backend '{adapter.name}' has no evaluator")
+        return {"evaluated": False}
+    metrics = _backend_call(run_id, "evaluation", lambda: evaluator(run_context(runtime, record)))
+    registry.set_fields(run_id, evaluation=dict(metrics or {}))
+    registry.end_phase(run_id, "evaluate")
+    return {"evaluated": True}
+
+
+# -- teardown → report ------------------------------------------------------------------------------------
+def teardown(runtime: Runtime, event: Event) -> dict[str, Any]:
+    """Cancel the job if it may still run, remove every recorded resource, free the slot. Idempotent."""
+    run_id = _run_id(event)
+    registry = runtime.registry
+    record = registry.find(run_id)
+    if record is None:
+        runtime.slots.release(run_id)
+        return {"removed": 0}
+    record = registry.set_status(run_id, RunStatus.TEARING_DOWN, phase="teardown")
+    problems: list[str] = []
+    removed = 0
+    if record.get("settings"):
+        try:
+            adapter = _adapter(record)
+        except ConfigurationError as error:
+            adapter = None
+            if record.get("resources") or record.get("job_id"):
+                problems.append(str(error))
+        if adapter is not None:
+            context = run_context(runtime, record)
+            job_id = record.get("job_id")
+            if job_id and record.get("job_state") not in {state.value for state in JobState if state.terminal}:
+                try:
+                    adapter.cancel(context, job_id)
+                    registry.set_fields(run_id, job_state=JobState.STOPPED.value, job_message="cancelled by teardown")
+                except Exception as error:
+                    problems.append(f"cancelling job {job_id}: {error}")
+            if not problems:
+                try:
+                    adapter.cleanup(context)
+                    registry.mark_removed(run_id, list(context.resources))
+                    removed = len(context.resources)
+                except Exception as error:
+                    problems.append(f"cleanup: {error}")
+    if problems:
+        registry.end_phase(run_id, "teardown", "incomplete", problems=problems)
+        raise TeardownIncomplete(f"run {run_id}: " + "; ".join(problems))
+    runtime.slots.release(run_id)
+    registry.end_phase(run_id, "teardown", removed=removed)
+    return {"removed": removed}
+
+
+def _final_status(error: str | None) -> RunStatus:
+    if not error:
+        return RunStatus.SUCCEEDED
+    if error in {"RunTimedOut", "ExecutionTimedOut", "States.Timeout"}:
+        return RunStatus.TIMED_OUT
+    if error == "Aborted":
+        return RunStatus.ABORTED
+    return RunStatus.FAILED
+
+
+def report(runtime: Runtime, event: Event) -> dict[str, Any]:
+    """Finalize the record, write summary.json, free the slot and publish the run's one notification."""
+    run_id = _run_id(event)
+    state = _state(event)
+    registry = runtime.registry
+    failure = state.get("failure") or None
+    teardown_failure = state.get("teardown_failure") or None
+    if registry.find(run_id) is None:  # registration itself never succeeded
+        registry.create(run_id, {"execution_arn": event.get("execution_arn"), "dataset": _dataset_from(state)})
+    error_info = None
+    if failure:
+        name = str(failure.get("error") or "States.TaskFailed")
+        error_info = {
+            "step": failure.get("step"),
+            "error": name,
+            "plain": in_plain_words(name),
+            "cause": cause_text(failure.get("cause")),
+        }
+    if teardown_failure:
+        registry.set_fields(run_id, teardown_error=cause_text(teardown_failure.get("cause")))
+        if error_info is None:
+            error_info = {
+                "step": "Teardown",
+                "error": str(teardown_failure.get("error")),
+                "plain": in_plain_words(str(teardown_failure.get("error"))),
+                "cause": cause_text(teardown_failure.get("cause")),
+            }
+    record = registry.finish(run_id, _final_status(error_info["error"] if error_info else None), error=error_info)
+    runtime.slots.release(run_id)  # teardown released it; this covers the paths where teardown failed
+    record = registry.get(run_id)
+    summary = build_summary(record, bucket=runtime.bucket)
+    _put_json(runtime, f"runs/{run_id}/summary.json", summary, run_id)
+    if runtime.topic_arn and registry.claim_notification(run_id):
+        subject, body = notification(summary)
+        try:
+            runtime.sns.publish(TopicArn=runtime.topic_arn, Subject=subject, Message=body)
+        except ClientError as error:
+            registry.set_fields(run_id, notified_at=None)  # let the retry publish it
+            raise TransientError(f"run {run_id}: publishing the notification failed: {error}") from error
+    final = record["status"]
+    return {
+        "status": final,
+        "failed": final != RunStatus.SUCCEEDED.value,
+        "error": (record.get("error") or {}).get("error") or "",
+        "cause": (record.get("error") or {}).get("cause") or "",
+        "summary_uri": summary["summary_uri"],
+    }
+
+
+def _dataset_from(state: Mapping[str, Any]) -> dict[str, Any]:
+    if not state.get("bucket") or not state.get("key"):
+        return {}
+    return {
+        "bucket": state["bucket"],
+        "key": state["key"],
+        "version_id": state.get("version_id"),
+        "uri": f"s3://{state['bucket']}/{state['key']}",
+    }
+
+
+# -- executions that ended without reaching report (aborted, machine timeout, unexpected failure) ---------
+def reap(runtime: Runtime, event: Event) -> dict[str, Any]:
+    """Handle a Step Functions 'Execution Status Change' event: teardown + report if the run never got there."""
+    detail = event.get("detail") or {}
+    status = detail.get("status")
+    run_id = detail.get("name")
+    if status not in {"ABORTED", "TIMED_OUT", "FAILED"} or not run_id:
+        return {"reaped": False}
+    registry = runtime.registry
+    record = registry.find(run_id)
+    if record is None:
+        runtime.slots.release(run_id)
+        return {"reaped": False}
+    if record.get("notified_at") and RunStatus(record["status"]).terminal:
+        return {"reaped": False}  # the execution reported the run itself
+    open_phases = [name for name, entry in (record.get("phases") or {}).items() if "ended_at" not in entry]
+    step = open_phases[-1] if open_phases else record["status"]
+    error = {"ABORTED": "Aborted", "TIMED_OUT": "ExecutionTimedOut"}.get(status, "States.Runtime")
+    cause = {
+        "ABORTED": "the execution was stopped (StopExecution) before the run finished",
+        "TIMED_OUT": "the execution reached the state machine's TimeoutSeconds",
+    }.get(status, detail.get("cause") or "the execution failed outside a step")
+    state: dict[str, Any] = {"failure": {"step": step, "error": error, "cause": cause}}
+    try:
+        _invoke_teardown(runtime, run_id)
+    except PipelineError as failure:
+        state["teardown_failure"] = {"error": type(failure).__name__, "cause": str(failure)}
+    return {"reaped": True, **report(runtime, {"run_id": run_id, "state": state})}
+
+
+def _invoke_teardown(runtime: Runtime, run_id: str) -> None:
+    """Run teardown in the backend function (which holds the backend permissions), synchronously."""
+    if runtime.lambda_client is None or runtime.backend_function is None:
+        teardown(runtime, {"run_id": run_id})
+        return
+    response = runtime.lambda_client.invoke(
+        FunctionName=runtime.backend_function,
+        InvocationType="RequestResponse",
+        Payload=json.dumps({"action": "teardown", "run_id": run_id}).encode(),
+    )
+    payload = response["Payload"].read()
+    if response.get("FunctionError"):
+        try:
+            message = json.loads(payload).get("errorMessage", "")
+        except (json.JSONDecodeError, AttributeError):
+            message = payload.decode(errors="replace")
+        raise TeardownIncomplete(f"run {run_id}: teardown failed: {message}")
+
+
+BACKEND_ACTIONS: dict[str, Phase] = {
+    "preflight": preflight,
+    "provision": provision,
+    "submit": submit,
+    "status": check_status,
+    "evaluate": evaluate,
+    "teardown": teardown,
+}

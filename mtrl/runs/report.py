@@ -1,0 +1,105 @@
+"""The end of a run in words: ``runs/<run-id>/summary.json`` and the one notification per finished run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from mtrl.runs.errors import in_plain_words
+
+MAX_CAUSE_CHARS = 1500
+
+
+def cause_text(cause: str | None) -> str:
+    """The human part of a Step Functions ``Cause`` (Lambda errors arrive as a JSON document)."""
+    if not cause:
+        return ""
+    try:
+        document = json.loads(cause)
+    except (json.JSONDecodeError, TypeError):
+        return cause[:MAX_CAUSE_CHARS]
+    if isinstance(document, dict) and "errorMessage" in document:
+        return str(document["errorMessage"])[:MAX_CAUSE_CHARS]
+    return cause[:MAX_CAUSE_CHARS]
+
+
+def _seconds_between(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    try:
+        begin = datetime.fromisoformat(start.replace("Z", "+00:00"))
+        finish = datetime.fromisoformat(end.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return round((finish - begin).total_seconds(), 3)
+
+
+def build_summary(record: Mapping[str, Any], *, bucket: str) -> dict[str, Any]:
+    phases = {
+        name: {**entry, "seconds": _seconds_between(entry.get("started_at"), entry.get("ended_at"))}
+        for name, entry in dict(record.get("phases") or {}).items()
+    }
+    remaining = [r for r in record.get("resources") or [] if "removed_at" not in r]
+    return {
+        "run_id": record["run_id"],
+        "status": record["status"],
+        "created_at": record.get("created_at"),
+        "finished_at": record.get("finished_at"),
+        "duration_seconds": _seconds_between(record.get("created_at"), record.get("finished_at")),
+        "dataset": record.get("dataset"),
+        "settings": record.get("settings"),
+        "phases": phases,
+        "job_id": record.get("job_id"),
+        "progress": record.get("progress") or {},
+        "metrics": record.get("metrics") or {},
+        "evaluation": record.get("evaluation") or {},
+        "cost": record.get("cost") or {},
+        "outputs": record.get("outputs") or {},
+        "resources": record.get("resources") or [],
+        "resources_remaining": remaining,
+        "validation_report": record.get("validation", {}).get("report_uri"),
+        "error": record.get("error"),
+        "summary_uri": f"s3://{bucket}/runs/{record['run_id']}/summary.json",
+    }
+
+
+def notification(summary: Mapping[str, Any]) -> tuple[str, str]:
+    """(subject ≤ 100 characters, plain-text body) naming the failing step and cause in plain words."""
+    run_id = summary["run_id"]
+    status = summary["status"]
+    error = summary.get("error") or {}
+    dataset = summary.get("dataset") or {}
+    lines = []
+    if status == "SUCCEEDED":
+        subject = f"mtrl run succeeded: {run_id}"
+        lines.append(f"Run {run_id} finished successfully.")
+        if summary.get("metrics"):
+            metrics = ", ".join(f"{k}={v}" for k, v in sorted(summary["metrics"].items()))
+            lines.append(f"Metrics: {metrics}")
+        if summary.get("outputs"):
+            lines += [f"Output {name}: {uri}" for name, uri in sorted(summary["outputs"].items())]
+    else:
+        step = error.get("step") or "unknown step"
+        subject = f"mtrl run {status.lower().replace('_', ' ')} at {step}: {run_id}"
+        lines.append(f"Run {run_id} {status.replace('_', ' ').lower()} in step '{step}'.")
+        lines.append(f"What happened: {error.get('plain') or in_plain_words(str(error.get('error')))}.")
+        if error.get("cause"):
+            lines.append(f"Details: {error['cause']}")
+    if dataset.get("uri"):
+        lines.append(f"Dataset: {dataset['uri']} (version {dataset.get('version_id') or 'none'})")
+    if summary.get("duration_seconds") is not None:
+        lines.append(f"Duration: {summary['duration_seconds']:.0f} s")
+    if summary.get("cost"):
+        lines.append(f"Cost: {json.dumps(summary['cost'], sort_keys=True)}")
+    remaining = summary.get("resources_remaining") or []
+    if remaining:
+        names = ", ".join(f"{r['kind']} {r['identifier']}" for r in remaining)
+        lines.append(f"WARNING: teardown could not remove: {names}. Remove them by hand.")
+    else:
+        lines.append("Teardown: every resource the run created was removed and its slot released.")
+    lines.append(f"Summary: {summary['summary_uri']}")
+    if summary.get("validation_report"):
+        lines.append(f"Validation report: {summary['validation_report']}")
+    return subject[:100], "\n".join(lines)
