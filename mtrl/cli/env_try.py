@@ -1,0 +1,156 @@
+"""`mtrl env try ENV_ID`: the reward designer's dry run — the local GRPO backend on one environment, on this machine.
+
+It trains the small local policy on the environment's sample dataset (or ``--dataset``), prints each step's
+reward and success, then the held-out success before and after training and the per-component signal
+health: a component whose spread inside every GRPO group is zero teaches the policy nothing, whatever its
+weight. Exit code 0 when the reward carries signal, 1 when it never varies inside a group (or training
+failed), 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, fail, print_json
+from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
+from mtrl.local.agents import NoAgentError
+from mtrl.local.config import ConfigError, TrainConfig
+from mtrl.local.run import DirectoryStore, advance_run, create_run, parse_jsonl, read_summary
+from mtrl.local.trainer import TrainingError, TrainingState
+
+SAMPLE_TRAIN = Path("sample") / "train.jsonl"
+SAMPLE_EVAL = Path("sample") / "eval.jsonl"
+DEFAULT_OUTPUT = Path("runs-local")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``try`` command to the ``env`` command group."""
+    app.command("try")(try_environment)
+
+
+def try_environment(
+    env_id: Annotated[str, typer.Argument(help="Environment id (built-in or custom), e.g. wordle.")],
+    *,
+    steps: Annotated[int | None, typer.Option(help="GRPO steps (default: the environment's local default).")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed; the same seed gives the same run.")] = 0,
+    dataset: Annotated[
+        Path | None, typer.Option(help="Training JSONL (default: the environment's sample/train.jsonl).")
+    ] = None,
+    eval_dataset: Annotated[
+        Path | None,
+        typer.Option(help="Held-out JSONL (default: sample/eval.jsonl, or a seeded share of the training rows)."),
+    ] = None,
+    output: Annotated[Path | None, typer.Option(help="Directory for state, summary.json and training.png.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Dry-run an environment's reward with the local GRPO policy and report its signal health."""
+    try:
+        spec = load_spec(env_id)
+        values: dict[str, Any] = {"seed": seed}
+        if steps is not None:
+            values["steps"] = steps
+        config = TrainConfig.from_mapping(env_id, values)
+    except (EnvironmentNotFoundError, InvalidEnvironmentError, ConfigError) as error:
+        fail(str(error), as_json=as_json)
+    train_path = dataset or spec.path / SAMPLE_TRAIN
+    eval_path = eval_dataset or (spec.path / SAMPLE_EVAL if dataset is None else None)
+    if not train_path.is_file():
+        fail(f"no dataset: {train_path} does not exist (pass --dataset FILE.jsonl)", as_json=as_json)
+    out_dir = output or DEFAULT_OUTPUT / f"{env_id}-try-{time.strftime('%Y%m%d-%H%M%S')}"
+    if (out_dir / "state.json").exists():
+        fail(f"{out_dir} already holds a run; pass another --output", as_json=as_json)
+    store = DirectoryStore(out_dir)
+    started = time.perf_counter()
+    try:
+        train_rows = parse_jsonl(train_path.read_text(encoding="utf-8"), source=str(train_path))
+        eval_rows = (
+            parse_jsonl(eval_path.read_text(encoding="utf-8"), source=str(eval_path))
+            if eval_path is not None and eval_path.is_file()
+            else None
+        )
+        create_run(store, config, train_rows, eval_rows)
+        if as_json:
+            advance_run(store)
+        else:
+            _train_with_progress(store, config)
+    except (TrainingError, NoAgentError) as error:
+        fail(str(error), code=EXIT_INVALID if isinstance(error, TrainingError) else EXIT_USAGE, as_json=as_json)
+    summary = read_summary(store)
+    if summary is None:  # advance_run writes it when the state is done; its absence is a bug, not user error
+        fail("training ended without a summary", code=EXIT_INVALID, as_json=as_json)
+    summary["wall_seconds"] = round(time.perf_counter() - started, 2)
+    summary["output"] = str(out_dir)
+    reward_health = summary["signal_health"].get("reward", {})
+    no_signal = bool(summary["steps"]) and reward_health.get("zero_spread_share", 0.0) >= 1.0
+    if as_json:
+        print_json(summary)
+    else:
+        _print_summary(summary)
+    if no_signal:
+        if not as_json:
+            console.print(
+                "[bold red]no learning signal:[/] the reward was identical inside every group — GRPO cannot learn "
+                "from it. Make the reward distinguish better from worse episodes of the same task."
+            )
+        raise typer.Exit(EXIT_INVALID)
+
+
+def _train_with_progress(store: DirectoryStore, config: TrainConfig) -> None:
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[detail]}"),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        bar = progress.add_task(f"{config.env_id} GRPO", total=config.steps, detail="evaluating the untrained policy")
+
+        def on_step(state: TrainingState, record: dict[str, Any]) -> None:
+            detail = f"reward {record['reward_mean']:+.3f}  success {record['success_rate']:.0%}"
+            progress.update(bar, completed=state.step, detail=detail)
+
+        state = advance_run(store, on_step=on_step)
+        progress.update(bar, completed=state.step, detail="done")
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    heldout = summary["heldout"]
+    console.print(
+        f"\n[bold]{summary['env_id']}[/]: {summary['steps']} GRPO steps in {summary['wall_seconds']:.1f} s; "
+        f"held-out success ({heldout['tasks']} tasks, the environment's own criterion): "
+        f"[bold]{_pct(heldout['success_before'])} → {_pct(heldout['success_after'])}[/]; "
+        f"reward {_num(heldout['reward_before'])} → {_num(heldout['reward_after'])}"
+    )
+    table = Table(title="signal health (per reward component, averaged over training steps)")
+    for column in ("component", "mean within-group spread", "groups with zero spread", "verdict"):
+        table.add_column(column)
+    for name, health in summary["signal_health"].items():
+        table.add_row(name, f"{health['mean_spread']:.4f}", f"{health['zero_spread_share']:.0%}", _verdict(health))
+    console.print(table)
+    weights = ", ".join(f"{name} {value:+.2f}" for name, value in summary["weights"].items())
+    console.print(f"policy weights: {weights}")
+    console.print(f"plot: {summary['plot']}\nsummary: {Path(summary['output']) / 'summary.json'}")
+
+
+def _verdict(health: dict[str, float]) -> str:
+    share = health["zero_spread_share"]
+    if share >= 1.0:
+        return "[red]no signal: constant in every group[/]"
+    if share >= 0.5:
+        return f"[yellow]weak: flat in {share:.0%} of groups[/]"
+    return "[green]healthy[/]"
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.3f}"

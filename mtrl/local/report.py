@@ -1,0 +1,95 @@
+"""The run's end products: a PNG plot (reward and held-out success over steps) and a JSON summary."""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: no display in Lambda, CI or the demo
+
+import matplotlib.pyplot as plt  # the Agg backend is chosen above
+
+from mtrl.local.trainer import TrainingState
+
+
+def summarize(state: TrainingState, *, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Before/after held-out success (the environment's own success criterion), signal health and weights."""
+    evaluations = state.evaluations
+    before = evaluations[0] if evaluations else None
+    after = evaluations[-1] if state.done and len(evaluations) > 1 else None
+    health = _health_over_run(state.history)
+    summary: dict[str, Any] = {
+        "env_id": state.config.env_id,
+        "status": "completed" if state.done else state.phase,
+        "config": state.config.to_dict(),
+        "steps": state.step,
+        "train_seconds": round(state.train_seconds, 2),
+        "heldout": {
+            "tasks": before["tasks"] if before else 0,
+            "success_before": before["success_rate"] if before else None,
+            "success_after": after["success_rate"] if after else None,
+            "reward_before": before["reward_mean"] if before else None,
+            "reward_after": after["reward_mean"] if after else None,
+            "components_before": before["components"] if before else {},
+            "components_after": after["components"] if after else {},
+        },
+        "evaluations": evaluations,
+        "last_step": state.history[-1] if state.history else None,
+        "signal_health": health,
+        "weights": dict(zip(state.policy.feature_names, (round(float(w), 4) for w in state.policy.theta), strict=True)),
+    }
+    summary.update(extra or {})
+    return summary
+
+
+def _health_over_run(history: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per component: mean within-group spread and zero-spread share averaged over all training steps."""
+    names = sorted({name for record in history for name in record.get("signal_health", {})}, key=_reward_first)
+    result: dict[str, dict[str, float]] = {}
+    for name in names:
+        entries = [record["signal_health"][name] for record in history if name in record.get("signal_health", {})]
+        result[name] = {
+            "mean_spread": round(sum(e["mean_spread"] for e in entries) / len(entries), 4),
+            "zero_spread_share": round(sum(e["zero_spread_share"] for e in entries) / len(entries), 4),
+        }
+    return result
+
+
+def _reward_first(name: str) -> tuple[bool, str]:
+    return (name != "reward", name)
+
+
+def plot_png(state: TrainingState, *, title: str | None = None) -> bytes:
+    """Training reward mean per step and held-out success at each evaluation, as PNG bytes."""
+    figure, reward_axis = plt.subplots(figsize=(7.5, 4.2), dpi=110)
+    try:
+        steps = [record["step"] for record in state.history]
+        rewards = [record["reward_mean"] for record in state.history]
+        train_success = [record["success_rate"] for record in state.history]
+        reward_axis.plot(steps, rewards, color="tab:blue", label="training reward (mean)")
+        reward_axis.set_xlabel("GRPO step")
+        reward_axis.set_ylabel("reward", color="tab:blue")
+        success_axis = reward_axis.twinx()
+        success_axis.plot(steps, train_success, color="tab:orange", alpha=0.5, label="training success rate")
+        eval_steps = [entry["step"] for entry in state.evaluations]
+        eval_success = [entry["success_rate"] for entry in state.evaluations]
+        success_axis.plot(eval_steps, eval_success, "o-", color="tab:green", label="held-out success rate")
+        success_axis.set_ylabel("success rate")
+        success_axis.set_ylim(-0.02, 1.02)
+        handles = reward_axis.get_legend_handles_labels()[0] + success_axis.get_legend_handles_labels()[0]
+        labels = reward_axis.get_legend_handles_labels()[1] + success_axis.get_legend_handles_labels()[1]
+        success_axis.legend(handles, labels, loc="lower right", fontsize=8)
+        before = state.evaluations[0]["success_rate"] if state.evaluations else math.nan
+        after = state.evaluations[-1]["success_rate"] if len(state.evaluations) > 1 else math.nan
+        reward_axis.set_title(
+            title or f"{state.config.env_id}: held-out success {before:.0%} → {after:.0%} (local GRPO)", fontsize=10
+        )
+        figure.tight_layout()
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        return buffer.getvalue()
+    finally:
+        plt.close(figure)
