@@ -26,7 +26,7 @@ import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 from urllib.parse import unquote
 
@@ -45,11 +45,13 @@ from mtrl.backends._aws import (
     short_token,
 )
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
+from mtrl.cost import CostError, cost_for_run
 
 SCHEMA_VERSION = "1.0.0"
 TRAINING_CATEGORY = "AgentRFT"
 EVALUATION_CATEGORY = "AgentRFTEvaluation"
 JOB_KIND = "sagemaker-job"
+DEFAULT_BASE_MODEL = "openai-reasoning-gpt-oss-20b"
 JOB_TRUST_PRINCIPAL = "job.sagemaker.amazonaws.com"
 
 HyperValue = str | int | float | bool
@@ -87,7 +89,7 @@ class ServerlessSettings(BaseModel):
     serverless_agent_lambda_arn: str | None = None
     serverless_agent_runtime_arn: str | None = None
     serverless_agent_qualifier: str = "DEFAULT"
-    serverless_base_model: str = "openai-reasoning-gpt-oss-20b"
+    serverless_base_model: str = DEFAULT_BASE_MODEL
     serverless_base_model_arn: str | None = None
     serverless_accept_eula: bool = False
     serverless_mlflow_app_arn: str
@@ -599,6 +601,51 @@ class ServerlessAdapter:
         )
         return self._create_job(run, settings, job_name, EVALUATION_CATEGORY, document)
 
+    def evaluate(self, run: RunContext) -> dict[str, float]:
+        """Evaluate the trained model on the held-out split (pass@k); polled: raises transient until done.
+
+        The first call submits the ``AgentRFTEvaluation`` job (on the training job's output model package); later
+        calls return its metrics once it completes. Only one evaluation job may run per account at a time.
+        """
+        settings = parse_settings(run.settings)
+        eval_job = next(
+            (r for r in run.resources if r.kind == JOB_KIND and r.details.get("category") == EVALUATION_CATEGORY), None
+        )
+        if eval_job is None:
+            self.submit_evaluation(run, self._trained_model_package(run, settings))
+            raise BackendError(f"run {run.run_id}: evaluation job submitted, waiting for it", transient=True)
+        sagemaker = self._clients.client("sagemaker", settings.region)
+        try:
+            job = sagemaker.describe_job(JobName=eval_job.identifier, JobCategory=EVALUATION_CATEGORY)
+        except ClientError as error:
+            raise backend_error(f"run {run.run_id}: DescribeJob {eval_job.identifier}", error) from error
+        status = job_status_from_description(job)
+        if status.state is JobState.SUCCEEDED:
+            return dict(status.metrics)
+        if status.state.terminal:
+            raise BackendError(
+                f"run {run.run_id}: evaluation job {eval_job.identifier} ended {status.state}: {status.message}"
+            )
+        raise BackendError(
+            f"run {run.run_id}: evaluation job {eval_job.identifier} is {status.message}", transient=True
+        )
+
+    def _trained_model_package(self, run: RunContext, settings: ServerlessSettings) -> str | None:
+        training = next(
+            (
+                r
+                for r in run.resources
+                if r.kind == JOB_KIND and r.details.get("category", TRAINING_CATEGORY) == TRAINING_CATEGORY
+            ),
+            None,
+        )
+        if training is None:
+            return None
+        job = self._clients.client("sagemaker", settings.region).describe_job(
+            JobName=training.identifier, JobCategory=TRAINING_CATEGORY
+        )
+        return job_status_from_description(job).outputs.get("model_package_arn")
+
     def _create_job(
         self, run: RunContext, settings: ServerlessSettings, job_name: str, category: str, document: dict[str, Any]
     ) -> str:
@@ -630,7 +677,11 @@ class ServerlessAdapter:
             job = sagemaker.describe_job(JobName=name, JobCategory=category)
         except ClientError as error:
             raise backend_error(f"run {run.run_id}: DescribeJob {name}", error) from error
-        return job_status_from_description(job)
+        status = job_status_from_description(job)
+        usage = status.progress.get("billable_token_usage")
+        if usage:
+            status = _with_cost(status, run, usage)
+        return status
 
     def cancel(self, run: RunContext, job_id: str) -> None:
         category, name = _job_from_arn(job_id)
@@ -666,6 +717,23 @@ class ServerlessAdapter:
             if self._stop(region, resource.identifier, category, run.run_id):
                 removed.append(resource)
         return removed
+
+
+def _with_cost(status: JobStatus, run: RunContext, usage: Mapping[str, Any]) -> JobStatus:
+    """Add ``cost_usd`` (the pipeline's budget guard reads it) when prices.json knows the model and region."""
+    record = {
+        "backend": "serverless",
+        "region": run.settings.get("region"),
+        "model": run.settings.get(
+            "serverless_base_model", ServerlessSettings.model_fields["serverless_base_model"].default
+        ),
+        "billable_token_usage": usage,
+    }
+    try:
+        estimate = cost_for_run(record)
+    except CostError:
+        return status  # no price for this model/region: report usage, not a made-up cost
+    return replace(status, metrics={**status.metrics, "cost_usd": float(estimate.total)})
 
 
 def check_job_role_trust(role_name: str, document: Any) -> Finding:

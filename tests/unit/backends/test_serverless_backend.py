@@ -538,3 +538,49 @@ def test_unknown_hyperparameters_are_reported_not_blocked(world: FakeAws) -> Non
     findings = {f.check: f for f in adapter(world).preflight(make_run(hyperparameters={"kl_coef": 0.1}))}
     assert findings["hyperparameters"].ok
     assert "kl_coef" in findings["hyperparameters"].message
+
+
+def test_status_adds_cost_for_the_budget_guard(world: FakeAws) -> None:
+    usage = {"PrefillTokenCount": 1_000_000, "SampleTokenCount": 0, "TrainTokenCount": 1_000_000}
+    world.on(
+        "sagemaker",
+        "DescribeJob",
+        lambda p: describe(p["JobName"], "InProgress", "Training", {"BillableTokenUsage": usage}),
+    )
+    job = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:job/AgentRFT/mtrl-x"
+    assert adapter(world).status(make_run(), job).metrics["cost_usd"] == 0.48
+    unpriced = adapter(world).status(make_run(serverless_base_model="nova-textgeneration-lite-v2"), job)
+    assert "cost_usd" not in unpriced.metrics  # no price known: no made-up cost
+
+
+def test_evaluate_submits_on_the_trained_package_then_returns_metrics(world: FakeAws) -> None:
+    recorder = Recorder()
+    package = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/wordle/7"
+    jobs: dict[str, str] = {}
+
+    def create_job(params: dict[str, Any]) -> dict[str, Any]:
+        jobs[params["JobName"]] = "InProgress"
+        return {"JobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:job/{params['JobCategory']}/{params['JobName']}"}
+
+    def describe_job(params: dict[str, Any]) -> dict[str, Any]:
+        name = params["JobName"]
+        if params["JobCategory"] == "AgentRFT":
+            return describe(name, "Completed", "Completed", {"OutputModelPackageArn": package})
+        output = {"EvaluationMetrics": {"eval/reward/pass_at_1": 0.69}} if jobs[name] == "Completed" else None
+        return describe(name, jobs[name], "Evaluating", output)
+
+    world.on("sagemaker", "CreateJob", create_job)
+    world.on("sagemaker", "DescribeJob", describe_job)
+    recorder.resources.append(CreatedResource("sagemaker-job", f"mtrl-{RUN_ID}", {"category": "AgentRFT"}))
+    backend = adapter(world)
+    with pytest.raises(BackendError, match="submitted") as caught:
+        backend.evaluate(make_run(recorder))
+    assert caught.value.transient
+    document = json.loads(world.called("CreateJob")[0]["JobConfigDocument"])
+    assert document["ModelPackageConfig"] == {"InputModelPackageArn": package}
+    with pytest.raises(BackendError, match="InProgress") as caught:
+        backend.evaluate(make_run(recorder))
+    assert caught.value.transient
+    jobs.update(dict.fromkeys(jobs, "Completed"))
+    assert backend.evaluate(make_run(recorder)) == {"eval/reward/pass_at_1": 0.69}
+    assert len(world.called("CreateJob")) == 1
