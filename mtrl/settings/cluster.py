@@ -1,0 +1,292 @@
+"""Cluster settings: the EKS cluster, the HyperPod cluster and its instance groups (or an existing cluster)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from mtrl.settings.base import SettingsGroup
+
+# Names and shapes the SageMaker and EKS APIs accept (from the AWS::SageMaker::Cluster schema).
+_GROUP_NAME = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+_CLUSTER_NAME = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+_EKS_CLUSTER_NAME = r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$"
+_AZ_ID = r"^[a-z]{2,4}\d-az\d{1,2}$"  # e.g. use1-az6 (an AZ *ID*, the same in every account)
+_TRAINING_PLAN_ARN = r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]*:[0-9]{12}:training-plan/.+$"
+_ROLE_ARN = re.compile(r"^arn:aws[a-z\-]*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]+$")
+_TAINT_KEY = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+_COMMIT = r"^[0-9a-f]{40}$"
+
+# Helm values that switch each optional component of the HyperPod dependencies chart on or off.
+HELM_COMPONENT_VALUE_KEYS: dict[str, str] = {
+    "health-monitoring-agent": "health-monitoring-agent.enabled",
+    "nvidia-device-plugin": "nvidia-device-plugin.devicePlugin.enabled",
+    "aws-efa-k8s-device-plugin": "aws-efa-k8s-device-plugin.devicePlugin.enabled",
+    "training-operators": "trainingOperators.enabled",
+    "neuron-device-plugin": "neuron-device-plugin.devicePlugin.enabled",
+    "mpi-operator": "mpi-operator.enabled",
+    "deep-health-check": "deep-health-check.enabled",
+    "job-auto-restart": "job-auto-restart.enabled",
+    "hyperpod-patching": "hyperpod-patching.enabled",
+    "mlflow": "mlflow.enabled",
+    "kuberay": "kuberay.enabled",
+    "cert-manager": "cert-manager.enabled",
+}
+# Always installed: node resiliency (health agent), GPU/EFA scheduling and PyTorchJob (training operator).
+REQUIRED_HELM_COMPONENTS: tuple[str, ...] = (
+    "health-monitoring-agent",
+    "nvidia-device-plugin",
+    "aws-efa-k8s-device-plugin",
+    "training-operators",
+)
+ExtraHelmComponent = Literal[
+    "neuron-device-plugin",
+    "mpi-operator",
+    "deep-health-check",
+    "job-auto-restart",
+    "hyperpod-patching",
+    "mlflow",
+    "kuberay",
+    "cert-manager",
+]
+DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
+
+
+class _Nested(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class TaintSettings(_Nested):
+    """A Kubernetes taint HyperPod puts on every node of an instance group."""
+
+    key: str = Field(..., pattern=_TAINT_KEY, max_length=317, description="Taint key, e.g. 'nvidia.com/gpu'.")
+    value: str | None = Field(None, max_length=63, description="Taint value (optional).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        "NoSchedule", description="What the scheduler does with pods that do not tolerate the taint."
+    )
+
+
+class _GroupBase(_Nested):
+    name: str = Field(..., pattern=_GROUP_NAME, description="Instance group name (unique in the cluster).")
+    instance_type: str = Field(..., description="SageMaker instance type, e.g. 'ml.g5.8xlarge' (starts with 'ml.').")
+    run_count: int = Field(1, ge=1, le=6758, description="Instances the pipeline scales this group to during a run.")
+    idle_count: int = Field(
+        0, ge=0, le=6758, description="Instances when no run holds the cluster (0 = scale to zero, no GPU cost)."
+    )
+    threads_per_core: Literal[1, 2] = Field(
+        1, description="1 disables hyper-threading (usual for training), 2 keeps it."
+    )
+    ebs_volume_size_gb: int = Field(
+        500, ge=1, le=16384, description="Extra EBS volume per instance, mounted at /opt/sagemaker (container storage)."
+    )
+    deep_health_checks: list[DeepHealthCheck] = Field(
+        default_factory=list,
+        description="On-start deep health checks (InstanceStress, InstanceConnectivity); they lengthen node start-up.",
+    )
+    training_plan_arn: str | None = Field(
+        None, pattern=_TRAINING_PLAN_ARN, description="SageMaker flexible training plan that reserves the capacity."
+    )
+    availability_zone_id: str | None = Field(
+        None,
+        pattern=_AZ_ID,
+        description="Place the group in the private subnet of this AZ *ID* (e.g. 'use1-az6'; see "
+        "hyperpod_availability_zone_names). Empty means all private subnets.",
+    )
+
+    @field_validator("instance_type")
+    @classmethod
+    def _instance_type_is_sagemaker(cls, value: str) -> str:
+        if not value.startswith("ml.") or value.count(".") != 2:
+            raise ValueError("must be a SageMaker instance type such as 'ml.g5.8xlarge'")
+        return value
+
+    @field_validator("deep_health_checks")
+    @classmethod
+    def _checks_unique(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("contains duplicates")
+        return value
+
+    @model_validator(mode="after")
+    def _idle_not_above_run(self) -> Self:
+        if self.idle_count > self.run_count:
+            raise ValueError(f"idle_count ({self.idle_count}) is larger than run_count ({self.run_count})")
+        return self
+
+
+class InstanceGroupSettings(_GroupBase):
+    """One HyperPod instance group (created at its idle count; the pipeline scales it to run_count per run)."""
+
+    purpose: Literal["training", "system"] = Field(
+        "training",
+        description="'training': the group the pipeline scales per run (exactly one); 'system': an always-on "
+        "group for operators and controllers.",
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Kubernetes labels HyperPod puts on the nodes.")
+    taints: list[TaintSettings] = Field(default_factory=list, description="Kubernetes taints put on the nodes.")
+
+
+class RestrictedInstanceGroupSettings(_GroupBase):
+    """The restricted instance group Amazon Nova Forge trains on (no lifecycle script; HyperPod-managed FSx)."""
+
+    name: str = Field("nova-rig", pattern=_GROUP_NAME, description="Restricted instance group name.")
+    instance_type: str = Field("ml.p5.48xlarge", description="Instance type Nova Forge recipes support (ml.p5...).")
+    fsx_lustre_size_gib: int = Field(
+        1200, ge=1200, le=100800, description="Size of the FSx for Lustre file system HyperPod creates for the group."
+    )
+    fsx_lustre_throughput_per_tib: Literal[125, 250, 500, 1000] = Field(
+        250, description="FSx for Lustre throughput in MB/s per TiB of storage."
+    )
+
+
+def _default_instance_groups() -> list[dict[str, object]]:
+    # Dicts, not models, so the generated documentation can print the default as JSON.
+    return [
+        {
+            "name": "gpu",
+            "instance_type": "ml.g5.8xlarge",
+            "run_count": 1,
+            "idle_count": 0,
+            "purpose": "training",
+        }
+    ]
+
+
+class ClusterSettings(SettingsGroup):
+    """The EKS cluster and the SageMaker HyperPod cluster on it (or an existing HyperPod cluster to use)."""
+
+    kubernetes_version: str = Field(
+        "1.35", pattern=r"^1\.\d{2}$", description="Kubernetes version of the EKS cluster (one HyperPod supports)."
+    )
+    eks_endpoint_access: Literal["public", "public_and_private"] = Field(
+        "public",
+        description="EKS API endpoint access. HyperPod's health checks and the deploy-time Helm installer reach "
+        "the public endpoint, so it cannot be private-only; 'public_and_private' also lets in-VPC clients use "
+        "the private one. Access still needs an access entry (IAM); there is no anonymous access.",
+    )
+    eks_admin_role_arns: list[str] = Field(
+        default_factory=list,
+        description="IAM roles (operators) given cluster-admin through EKS access entries.",
+    )
+    eks_viewer_role_arns: list[str] = Field(
+        default_factory=list,
+        description="IAM roles given read-only cluster access through EKS access entries.",
+    )
+    hyperpod_instance_groups: list[InstanceGroupSettings] = Field(
+        default_factory=_default_instance_groups,  # type: ignore[arg-type]
+        description="HyperPod instance groups (JSON list of objects with keys name, instance_type, run_count, "
+        "idle_count, threads_per_core, ebs_volume_size_gb, deep_health_checks, training_plan_arn, "
+        "availability_zone_id, purpose, labels, taints). Exactly one has purpose 'training'.",
+    )
+    hyperpod_restricted_instance_group: RestrictedInstanceGroupSettings | None = Field(
+        None,
+        description="Optional restricted instance group for Amazon Nova Forge (JSON object: the instance-group keys "
+        "plus fsx_lustre_size_gib, fsx_lustre_throughput_per_tib).",
+    )
+    hyperpod_availability_zone_names: dict[str, str] = Field(
+        default_factory=dict,
+        description='AZ ID → AZ name in this account (e.g. {"use1-az6": "us-east-1d"}, from `aws ec2 '
+        "describe-availability-zones`); needed for every availability_zone_id an instance group uses.",
+    )
+    hyperpod_node_access_entry: bool = Field(
+        True,
+        description="Declare the HYPERPOD_LINUX EKS access entry for the node execution role in the stack "
+        "(so it is visible and removed with the stack) instead of leaving it to HyperPod.",
+    )
+    hyperpod_helm_chart_revision: str = Field(
+        "1504d53b28a6de4449c0fcdf9d56b8c87f28283f",
+        pattern=_COMMIT,
+        description="Commit of aws/sagemaker-hyperpod-cli whose helm_chart/HyperPodHelmChart is installed "
+        "(pinned; never a branch).",
+    )
+    hyperpod_helm_extra_components: list[ExtraHelmComponent] = Field(
+        default_factory=list,
+        description="Optional components of the HyperPod dependencies chart to install besides the required "
+        "health-monitoring-agent, NVIDIA and EFA device plugins and training operator.",
+    )
+    existing_hyperpod_cluster_name: str | None = Field(
+        None,
+        pattern=_CLUSTER_NAME,
+        description="Use this existing HyperPod cluster instead of creating EKS and HyperPod (needs "
+        "existing_eks_cluster_name).",
+    )
+    existing_eks_cluster_name: str | None = Field(
+        None, pattern=_EKS_CLUSTER_NAME, description="The EKS cluster that orchestrates existing_hyperpod_cluster_name."
+    )
+
+    @field_validator("eks_admin_role_arns", "eks_viewer_role_arns")
+    @classmethod
+    def _cluster_role_arns_shape(cls, value: list[str]) -> list[str]:
+        bad = [arn for arn in value if not _ROLE_ARN.match(arn)]
+        if bad:
+            raise ValueError(f"not IAM role ARNs: {bad}")
+        if len(set(value)) != len(value):
+            raise ValueError("contains duplicates")
+        return value
+
+    @field_validator("hyperpod_availability_zone_names")
+    @classmethod
+    def _zone_names_shape(cls, value: dict[str, str]) -> dict[str, str]:
+        for zone_id, name in value.items():
+            if not re.match(_AZ_ID, zone_id):
+                raise ValueError(f"'{zone_id}' is not an AZ ID such as 'use1-az6'")
+            if not re.match(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$", name):
+                raise ValueError(f"'{name}' is not an AZ name such as 'us-east-1d'")
+        return value
+
+    @field_validator("hyperpod_helm_extra_components")
+    @classmethod
+    def _extras_unique(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("contains duplicates")
+        return value
+
+    @model_validator(mode="after")
+    def _cluster_groups_consistent(self) -> Self:
+        if (self.existing_hyperpod_cluster_name is None) != (self.existing_eks_cluster_name is None):
+            raise ValueError(
+                "existing_eks_cluster_name: set both existing_hyperpod_cluster_name and existing_eks_cluster_name, "
+                "or neither"
+            )
+        groups: list[_GroupBase] = list(self.hyperpod_instance_groups)
+        if self.hyperpod_restricted_instance_group is not None:
+            groups.append(self.hyperpod_restricted_instance_group)
+        names = [group.name for group in groups]
+        if len(set(names)) != len(names):
+            raise ValueError(f"hyperpod_instance_groups: instance group names must be unique (got {names})")
+        if not self.hyperpod_instance_groups:
+            raise ValueError("hyperpod_instance_groups: at least one instance group is required")
+        training = [g.name for g in self.hyperpod_instance_groups if g.purpose == "training"]
+        if len(training) != 1:
+            raise ValueError(f"hyperpod_instance_groups: exactly one group needs purpose 'training' (got {training})")
+        missing = sorted(
+            {g.availability_zone_id for g in groups if g.availability_zone_id}
+            - set(self.hyperpod_availability_zone_names)
+        )
+        if missing:
+            raise ValueError(f"hyperpod_availability_zone_names: no AZ name given for AZ IDs {missing}")
+        if any(g.deep_health_checks for g in groups) and "deep-health-check" not in self.hyperpod_helm_extra_components:
+            raise ValueError(
+                "hyperpod_helm_extra_components: instance groups request deep health checks, so add "
+                "'deep-health-check' (its RBAC comes from the chart)"
+            )
+        return self
+
+    @property
+    def uses_existing_cluster(self) -> bool:
+        return self.existing_hyperpod_cluster_name is not None
+
+    @property
+    def training_instance_group(self) -> InstanceGroupSettings:
+        return next(g for g in self.hyperpod_instance_groups if g.purpose == "training")
+
+    @property
+    def helm_components(self) -> dict[str, bool]:
+        """Every switchable chart component with whether it is installed (unlisted ones stay off)."""
+        wanted = set(REQUIRED_HELM_COMPONENTS) | set(self.hyperpod_helm_extra_components)
+        return {name: name in wanted for name in HELM_COMPONENT_VALUE_KEYS}
