@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import typing
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from mtrl.settings.deploy import SETTINGS_GROUPS
@@ -52,9 +54,35 @@ def render_configuration_reference() -> str:
         title = group.__name__.removesuffix("Settings")
         lines += [f"## {title}", "", (group.__doc__ or "").strip(), ""]
         lines += ["| key | type | default | constraints | description |", "|---|---|---|---|---|"]
-        for name, field in group.model_fields.items():
-            row = [f"`{name}`", f"`{_type_name(field.annotation)}`", _default(field), _rule(field)]
-            row.append(field.description or "")
-            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+        lines += _rows(group)
         lines.append("")
+        # Settings whose values are objects (e.g. instance groups) get a table of their keys too.
+        for name, field in group.model_fields.items():
+            for model in _nested_models(field.annotation):
+                lines += [f"### {model.__name__} (in `{name}`)", "", (model.__doc__ or "").strip(), ""]
+                lines += ["| key | type | default | constraints | description |", "|---|---|---|---|---|"]
+                lines += _rows(model)
+                lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _rows(model: type[BaseModel]) -> list[str]:
+    rows = []
+    for name, field in model.model_fields.items():
+        default = "required" if field.is_required() else _default(field)
+        row = [f"`{name}`", f"`{_type_name(field.annotation)}`", default, _rule(field), field.description or ""]
+        rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    return rows
+
+
+def _nested_models(annotation: Any) -> list[type[BaseModel]]:
+    """Pydantic models a field holds (directly, in a list or optional), outermost first, nested ones after."""
+    found: list[type[BaseModel]] = []
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        found.append(annotation)
+        for field in annotation.model_fields.values():
+            found += [m for m in _nested_models(field.annotation) if m not in found]
+        return found
+    for arg in typing.get_args(annotation):
+        found += [m for m in _nested_models(arg) if m not in found]
+    return found
