@@ -1,0 +1,129 @@
+"""The local backend adapter through the lifecycle the state machine drives, against moto S3."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from mtrl.backends._aws import AwsClients
+from mtrl.backends.base import BackendError, JobState, RunContext
+from mtrl.backends.local import LocalAdapter
+from tests.unit.local.conftest import FAST_ENV_ARGS, SMALL, sample_path
+
+REGION = "us-east-1"
+BUCKET = "mtrl-data-test"
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        client = boto3.client("s3", region_name=REGION)
+        client.create_bucket(Bucket=BUCKET)
+        client.put_object(Bucket=BUCKET, Key="training-data/words.jsonl", Body=sample_path("train.jsonl").read_bytes())
+        eval_lines = sample_path("eval.jsonl").read_text().splitlines()[:12]
+        client.put_object(Bucket=BUCKET, Key="eval/words.jsonl", Body="\n".join(eval_lines).encode())
+        yield client
+
+
+def _run(settings: dict[str, Any] | None = None, *, run_id: str = "words-v1-abc") -> RunContext:
+    base: dict[str, Any] = {
+        "backend": "local",
+        "environment": "wordle",
+        "environment_args": FAST_ENV_ARGS,
+        "hyperparameters": {**SMALL, "steps": 3, "eval_every": 3, "eval_tasks": 12},
+        "region": REGION,
+    }
+    return RunContext(
+        run_id=run_id,
+        settings={**base, **(settings or {})},
+        dataset_uri=f"s3://{BUCKET}/training-data/words.jsonl",
+        eval_dataset_uri=f"s3://{BUCKET}/eval/words.jsonl",
+        output_uri=f"s3://{BUCKET}/runs/{run_id}/",
+    )
+
+
+def _adapter() -> LocalAdapter:
+    return LocalAdapter(clients=AwsClients(boto3.Session(region_name=REGION)), chunk_seconds=0.01)
+
+
+def test_lifecycle_trains_across_polls_and_writes_results(s3: Any) -> None:
+    adapter, run = _adapter(), _run()
+    assert adapter.name == "local"
+    findings = adapter.preflight(run)
+    assert findings
+    assert all(f.ok for f in findings), findings
+    assert adapter.provision(run) == []
+    job_id = adapter.submit(run)
+    assert job_id == "local-words-v1-abc"
+    assert adapter.submit(run) == job_id  # a retried submit finds the existing state
+    statuses = []
+    for _ in range(20):
+        status = adapter.status(run, job_id)
+        statuses.append(status)
+        if status.state.terminal:
+            break
+    # A tiny time slice means one unit of work per poll: before-evaluation, 3 steps, after-evaluation.
+    assert [s.state for s in statuses] == [JobState.RUNNING] * 4 + [JobState.SUCCEEDED]
+    assert [s.progress["step"] for s in statuses] == [0, 1, 2, 3, 3]
+    final = statuses[-1]
+    assert final.progress["total_steps"] == 3
+    assert set(final.metrics) >= {"reward_mean", "heldout_success_before", "heldout_success_after"}
+    assert final.outputs["summary_uri"] == f"s3://{BUCKET}/runs/words-v1-abc/local/summary.json"
+    assert json.loads(final.outputs["signal_health"])["reward"]["zero_spread_share"] < 1
+    summary = json.loads(s3.get_object(Bucket=BUCKET, Key="runs/words-v1-abc/local/summary.json")["Body"].read())
+    assert summary["run_id"] == "words-v1-abc"
+    assert summary["heldout"]["tasks"] == 12
+    png = s3.get_object(Bucket=BUCKET, Key="runs/words-v1-abc/local/training.png")["Body"].read()
+    assert png.startswith(b"\x89PNG")
+    assert adapter.status(run, job_id).state is JobState.SUCCEEDED  # polling a finished run is stable
+    assert adapter.cleanup(run) == []
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
+    assert not any(k.startswith("training-data/") and k != "training-data/words.jsonl" for k in keys)
+
+
+def test_cancel_stops_the_run(s3: Any) -> None:
+    adapter, run = _adapter(), _run(run_id="words-v2-def")
+    job_id = adapter.submit(run)
+    assert adapter.status(run, job_id).state is JobState.RUNNING
+    adapter.cancel(run, job_id)
+    stopped = adapter.status(run, job_id)
+    assert stopped.state is JobState.STOPPED
+    assert stopped.progress["step"] <= 1
+
+
+def test_preflight_names_bad_settings_before_anything_runs(s3: Any) -> None:
+    adapter = _adapter()
+    [finding] = adapter.preflight(_run({"hyperparameters": {"lora_rank": 8}}))
+    assert not finding.ok
+    assert "lora_rank" in finding.message
+    missing = adapter.preflight(_run({"environment": "no_such_env"}))
+    assert not missing[-1].ok
+    assert "no_such_env" in missing[-1].message
+    with pytest.raises(BackendError, match="lora_rank"):
+        adapter.submit(_run({"hyperparameters": {"lora_rank": 8}}))
+
+
+def test_submit_reports_unreadable_and_invalid_data(s3: Any) -> None:
+    adapter = _adapter()
+    s3.put_object(Bucket=BUCKET, Key="training-data/bad.jsonl", Body=b'{"id": "a", "metadata": {"answer": "zzzzz"}}\n')
+    run = _run(run_id="bad-v1")
+    bad = replace(run, dataset_uri=f"s3://{BUCKET}/training-data/bad.jsonl")
+    with pytest.raises(BackendError, match="zzzzz"):
+        adapter.submit(bad)
+    gone = replace(run, dataset_uri=f"s3://{BUCKET}/training-data/missing.jsonl")
+    with pytest.raises(BackendError, match="reading s3://"):
+        adapter.submit(gone)
+    assert adapter.status(bad, "local-bad-v1").state is JobState.FAILED

@@ -1,0 +1,96 @@
+"""`mtrl env try`: exit codes, JSON summary, signal-health verdicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from mtrl.cli import env_try
+from tests.unit.local.conftest import sample_path
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def _group() -> None:
+        """A stand-in for the ``env`` command group."""
+
+    env_try.register(app)
+    return app
+
+
+def _write(path: Path, answers: list[str]) -> Path:
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"r{i}", "metadata": {"prompt": "Guess the word", "answer": a}}) + "\n"
+            for i, a in enumerate(answers)
+        )
+    )
+    return path
+
+
+def test_json_summary_reports_before_after_and_signal_health(tmp_path: Path) -> None:
+    train = sample_path("train.jsonl")
+    held_out = tmp_path / "eval.jsonl"
+    held_out.write_text("\n".join(sample_path("eval.jsonl").read_text().splitlines()[:8]) + "\n")
+    result = CliRunner().invoke(
+        _app(),
+        [
+            "try",
+            "wordle",
+            "--steps",
+            "1",
+            "--dataset",
+            str(train),
+            "--eval-dataset",
+            str(held_out),
+            "--output",
+            str(tmp_path / "out"),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["env_id"] == "wordle"
+    assert summary["steps"] == 1
+    assert summary["heldout"]["tasks"] == 8
+    assert 0 <= summary["heldout"]["success_before"] <= 1
+    assert summary["heldout"]["success_after"] is not None
+    assert set(summary["signal_health"]) == {"reward", "outcome", "shaping"}
+    assert Path(summary["plot"]).is_file()
+    assert (tmp_path / "out" / "summary.json").is_file()
+
+
+def test_human_output_and_refusing_to_overwrite(tmp_path: Path) -> None:
+    train = _write(tmp_path / "t.jsonl", ["crane", "slate", "bring", "proud", "tasty", "sound"])
+    args = ["try", "wordle", "--steps", "1", "--dataset", str(train), "--output", str(tmp_path / "o")]
+    first = CliRunner().invoke(_app(), args)
+    assert first.exit_code == 0, first.output
+    assert "held-out success" in first.stdout
+    assert "signal health" in first.stdout
+    again = CliRunner().invoke(_app(), args)
+    assert again.exit_code == 2
+    assert "already holds a run" in again.output
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    unknown = CliRunner().invoke(_app(), ["try", "no_such_env", "--json"])
+    assert unknown.exit_code == 2
+    assert "no_such_env" in json.loads(unknown.stdout)["error"]
+    missing = CliRunner().invoke(_app(), ["try", "wordle", "--dataset", str(tmp_path / "nope.jsonl")])
+    assert missing.exit_code == 2
+    assert "does not exist" in missing.output
+    bad_steps = CliRunner().invoke(_app(), ["try", "wordle", "--steps", "-1", "--json"])
+    assert bad_steps.exit_code == 2
+    assert "steps" in json.loads(bad_steps.stdout)["error"]
+
+
+def test_invalid_dataset_exits_1(tmp_path: Path) -> None:
+    train = _write(tmp_path / "t.jsonl", ["crane", "zzzzz"])
+    result = CliRunner().invoke(_app(), ["try", "wordle", "--dataset", str(train), "--output", str(tmp_path / "o")])
+    assert result.exit_code == 1
+    assert "zzzzz" in result.output
