@@ -9,9 +9,11 @@ from dataclasses import dataclass
 import aws_cdk as cdk
 
 from mtrl.settings import DeploySettings, load_settings
+from stacks.cluster_stack import ClusterStack
 from stacks.data_stack import DataStack
 from stacks.nag import enable_checks
 from stacks.network_stack import NetworkStack
+from stacks.reward_workers_stack import RewardWorkersStack
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,8 @@ class Deployment:
     settings: DeploySettings
     data: DataStack
     network: NetworkStack
+    cluster: ClusterStack
+    reward_workers: RewardWorkersStack
 
 
 def settings_from_app(app: cdk.App, environ: Mapping[str, str] | None = None) -> DeploySettings:
@@ -39,7 +43,29 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
         env=env,
         description=f"{description}: network",
     )
-    for stack in (data, network):
+    cluster = ClusterStack(
+        app,
+        f"{prefix}-cluster",
+        settings=settings,
+        vpc=network.network.vpc,
+        security_group=network.network.hyperpod_security_group,
+        encryption_key=data.store.key,
+        access_log_bucket=data.store.access_log_bucket,
+        env=env,
+        description=f"{description}: EKS + HyperPod cluster",
+    )
+    reward_workers = RewardWorkersStack(
+        app,
+        f"{prefix}-reward-workers",
+        settings=settings,
+        vpc=network.network.vpc,
+        security_group=network.network.reward_worker_security_group,
+        data_bucket=data.store.data_bucket,
+        encryption_key=data.store.key,
+        env=env,
+        description=f"{description}: reward workers",
+    )
+    for stack in (data, network, cluster, reward_workers):
         cdk.Tags.of(stack).add("mtrl:deployment", prefix)
     enable_checks(app)
-    return Deployment(settings=settings, data=data, network=network)
+    return Deployment(settings=settings, data=data, network=network, cluster=cluster, reward_workers=reward_workers)

@@ -19,3 +19,27 @@ def acknowledge(construct: IConstruct, rule: str, reason: str) -> None:
     if len(reason) < 20:
         raise ValueError(f"acknowledgment of {rule} needs a real reason")
     cdk.Validations.of(construct).acknowledge(cdk.Acknowledgment(id=rule, reason=reason))
+
+
+def nag_resource(scope: IConstruct, value: str) -> str:
+    """How cdk-nag spells a (possibly tokenized) resource in a finding id, e.g. ``<Bucket1234.Arn>/runs/*``.
+
+    Lets acknowledgments name the exact wildcard resource without hard-coding account, region or logical ids.
+    """
+    return _flatten(cdk.Stack.of(scope).resolve(value))
+
+
+def _flatten(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        ((kind, arg),) = value.items()
+        if kind == "Fn::Join":
+            return str(arg[0]).join(_flatten(part) for part in arg[1])
+        if kind == "Ref":
+            return f"<{arg}>"
+        if kind == "Fn::GetAtt":
+            return f"<{arg[0]}.{arg[1]}>"
+        if kind == "Fn::ImportValue":
+            return _flatten(arg)
+    raise ValueError(f"cannot spell {value!r} the way cdk-nag does")

@@ -1,0 +1,229 @@
+"""Reward workers on ECS Fargate: a service idling at 0 tasks that a run scales up, with the weakest role
+in the system (the tasks run user-supplied environment code)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from mtrl.settings.reward_workers import RewardWorkerSettings
+from stacks.constructs.encrypted_log_group import EncryptedLogGroup
+from stacks.nag import acknowledge, nag_resource
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = "docker/reward-worker/Dockerfile"
+# The Docker build context is the repository root, reduced to what the Dockerfile copies.
+IMAGE_CONTEXT_EXCLUDES = [
+    "*",
+    "!pyproject.toml",
+    "!README.md",
+    "!requirements",
+    "!mtrl",
+    "!environments",
+    "!docker/reward-worker",
+    "**/__pycache__",
+    "**/*.pyc",
+]
+METRICS_NAMESPACE = "mtrl/RewardWorkers"
+CONTAINER_NAME = "reward-worker"
+
+_QUEUE_ACTIONS = [
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:SendMessage",
+    "sqs:GetQueueAttributes",
+    "sqs:GetQueueUrl",
+]
+
+
+class RewardWorkers(Construct):
+    """Attributes: ``cluster``, ``task_definition``, ``container``, ``service``, ``task_role``, ``log_group``,
+    ``scalable_target``, ``max_tasks``, ``queue_name_prefix`` (a run's queues must be named with it),
+    ``environment_prefix``, ``metrics_namespace``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        settings: RewardWorkerSettings,
+        prefix: str,
+        vpc: ec2.IVpc,
+        security_group: ec2.ISecurityGroup,
+        data_bucket: s3.IBucket,
+        encryption_key: kms.IKey,
+        log_retention_days: int,
+    ) -> None:
+        super().__init__(scope, id_)
+        stack = cdk.Stack.of(self)
+        self.max_tasks = settings.reward_worker_max_tasks
+        self.queue_name_prefix = f"{prefix}-run-"
+        self.environment_prefix = settings.reward_worker_environment_prefix
+        self.metrics_namespace = METRICS_NAMESPACE
+
+        self.cluster = ecs.Cluster(
+            self,
+            "Cluster",
+            cluster_name=f"{prefix}-reward-workers",
+            vpc=vpc,
+            container_insights_v2=ecs.ContainerInsights.ENABLED,
+        )
+        self.log_group = EncryptedLogGroup(
+            self,
+            "Logs",
+            log_group_name=f"/{prefix}/reward-workers",
+            encryption_key=encryption_key,
+            retention_days=log_retention_days,
+        ).log_group
+
+        self.task_role = iam.Role(
+            self,
+            "TaskRole",
+            # Only ECS tasks of this account may assume it (confused-deputy guard).
+            assumed_by=iam.ServicePrincipal(
+                "ecs-tasks.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:ecs:{stack.region}:{stack.account}:*"},
+                },
+            ),
+            description="Reward workers (run environment code): read environment packages, use the run's "
+            "queues, publish metrics. Nothing else.",
+        )
+        self._grant_task_role(data_bucket, encryption_key)
+
+        arm = settings.reward_worker_architecture == "arm64"
+        self.task_definition = ecs.FargateTaskDefinition(
+            self,
+            "TaskDefinition",
+            family=f"{prefix}-reward-worker",
+            cpu=settings.reward_worker_cpu,
+            memory_limit_mib=settings.reward_worker_memory_mib,
+            task_role=self.task_role,
+            runtime_platform=ecs.RuntimePlatform(
+                operating_system_family=ecs.OperatingSystemFamily.LINUX,
+                cpu_architecture=ecs.CpuArchitecture.ARM64 if arm else ecs.CpuArchitecture.X86_64,
+            ),
+        )
+        # Built by `cdk deploy` (Docker needed then); synth only stages the context directory.
+        image = ecs.ContainerImage.from_asset(
+            str(REPO_ROOT),
+            file=DOCKERFILE,
+            exclude=IMAGE_CONTEXT_EXCLUDES,
+            ignore_mode=cdk.IgnoreMode.DOCKER,
+            platform=_platform(arm),
+        )
+        self.container = self.task_definition.add_container(
+            "Worker",
+            container_name=CONTAINER_NAME,
+            image=image,
+            logging=ecs.LogDrivers.aws_logs(stream_prefix="worker", log_group=self.log_group),
+            environment={
+                "MTRL_MAX_WORKERS": str(settings.reward_worker_max_workers),
+                "MTRL_DATA_BUCKET": data_bucket.bucket_name,
+                "MTRL_ENVIRONMENT_PREFIX": self.environment_prefix,
+                "MTRL_QUEUE_PREFIX": self.queue_name_prefix,
+                "MTRL_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            },
+        )
+
+        self.service = ecs.FargateService(
+            self,
+            "Service",
+            service_name=f"{prefix}-reward-workers",
+            cluster=self.cluster,
+            task_definition=self.task_definition,
+            # Idle between runs; a run sets the desired count and sets it back to 0 at teardown.
+            desired_count=0,
+            min_healthy_percent=0,
+            max_healthy_percent=200,
+            assign_public_ip=False,
+            vpc_subnets=ec2.SubnetSelection(subnets=vpc.private_subnets),
+            security_groups=[security_group],
+            circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
+            enable_execute_command=False,
+            propagate_tags=ecs.PropagatedTagSource.SERVICE,
+        )
+        # The scaling limits a run works within (the pipeline sets counts inside [0, max_tasks]).
+        self.scalable_target = self.service.auto_scale_task_count(min_capacity=0, max_capacity=self.max_tasks)
+
+        acknowledge(
+            self.task_definition,
+            "AwsSolutions-ECS2",
+            "The environment variables are non-secret settings (bucket name, prefixes, worker count); "
+            "the workers hold no secrets.",
+        )
+        execution_role = self.task_definition.execution_role
+        assert execution_role is not None
+        default_policy = execution_role.node.try_find_child("DefaultPolicy")
+        assert default_policy is not None
+        acknowledge(
+            default_policy,
+            "AwsSolutions-IAM5[Resource::*]",
+            "ecr:GetAuthorizationToken (image pull login, added by CDK) has no resource-level permissions.",
+        )
+
+    def _grant_task_role(self, data_bucket: s3.IBucket, key: kms.IKey) -> None:
+        stack = cdk.Stack.of(self)
+        queues = f"arn:{stack.partition}:sqs:{stack.region}:{stack.account}:{self.queue_name_prefix}*"
+        bucket_arn = data_bucket.bucket_arn
+        producer = cdk.Stack.of(data_bucket)
+        if producer is not stack:
+            # A named export keeps the ARN readable in the finding id (an automatic export ends in a hash).
+            bucket_arn = producer.export_value(bucket_arn, name=f"{producer.stack_name}-DataBucketArn")
+        packages = f"{bucket_arn}/{self.environment_prefix}*"
+        policy = iam.Policy(
+            self,
+            "TaskPolicy",
+            statements=[
+                iam.PolicyStatement(
+                    sid="ReadEnvironmentPackages",
+                    actions=["s3:GetObject"],
+                    resources=[packages],
+                ),
+                iam.PolicyStatement(
+                    sid="ListEnvironmentPackages",
+                    actions=["s3:ListBucket"],
+                    resources=[bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [f"{self.environment_prefix}*"]}},
+                ),
+                iam.PolicyStatement(sid="UseRunQueues", actions=_QUEUE_ACTIONS, resources=[queues]),
+                iam.PolicyStatement(
+                    sid="DecryptThroughS3AndSqsOnly",
+                    actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                    resources=[key.key_arn],
+                    conditions={
+                        "StringEquals": {
+                            "kms:ViaService": [f"s3.{stack.region}.amazonaws.com", f"sqs.{stack.region}.amazonaws.com"]
+                        }
+                    },
+                ),
+                iam.PolicyStatement(
+                    sid="PublishRewardMetrics",
+                    actions=["cloudwatch:PutMetricData"],
+                    # PutMetricData has no resource-level permissions; the namespace condition scopes it.
+                    resources=["*"],
+                    conditions={"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}},
+                ),
+            ],
+        )
+        self.task_role.attach_inline_policy(policy)
+        for resource, reason in (
+            ("*", "cloudwatch:PutMetricData has no resource-level permissions; limited to one namespace."),
+            (packages, "Read of the environment-package prefix only (package names are chosen per run)."),
+            (queues, "A run's queues are created per run; the name prefix limits the workers to run queues."),
+        ):
+            acknowledge(policy, f"AwsSolutions-IAM5[Resource::{nag_resource(self, resource)}]", reason)
+
+
+def _platform(arm: bool) -> ecr_assets.Platform:
+    return ecr_assets.Platform.LINUX_ARM64 if arm else ecr_assets.Platform.LINUX_AMD64
