@@ -20,7 +20,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 LINT_PATHS := app.py stacks mtrl lambda environments tests scripts benchmarks
 TYPED_PATHS := app.py stacks mtrl lambda environments
 
-.PHONY: help setup test lint fmt typecheck pytest synth bench demo docs lock clean
+.PHONY: help setup emulator test lint fmt typecheck pytest synth bench demo docs lock clean
 
 help:
 	@grep -E '^#   make' Makefile | sed 's/^#   //'
@@ -28,6 +28,8 @@ help:
 PY_STAMP := $(VENV)/.stamp-$(shell cat requirements/dev.txt pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 NODE_STAMP := node_modules/.stamp-$(shell sha1sum package-lock.json 2>/dev/null | cut -c1-12)
 LAYER_STAMP := .build/.stamp-layer-$(shell cat requirements/lambda.txt | sha1sum | cut -c1-12)
+EMULATOR_VENV := .venv-emulator
+EMULATOR_STAMP := $(EMULATOR_VENV)/.stamp-$(shell sha1sum requirements/emulator.txt 2>/dev/null | cut -c1-12)
 
 setup: $(PY_STAMP) $(NODE_STAMP) $(LAYER_STAMP)
 
@@ -53,6 +55,15 @@ $(LAYER_STAMP): requirements/lambda.txt $(PY_STAMP)
 	  --only-binary=:all: -r requirements/lambda.txt
 	rm -f .build/.stamp-layer-* && touch $@
 
+# The embedded AWS emulator (MiniStack) for the demo and the emulator tests, in its own environment: it pins
+# a botocore that conflicts with the project's boto3.
+emulator: $(EMULATOR_STAMP)
+
+$(EMULATOR_STAMP): requirements/emulator.txt
+	test -x $(EMULATOR_VENV)/bin/python || $(PYTHON) -m venv $(EMULATOR_VENV)
+	$(EMULATOR_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/emulator.txt
+	rm -f $(EMULATOR_VENV)/.stamp-* && touch $@
+
 lint: setup
 	$(BIN)/ruff check $(wildcard $(LINT_PATHS))
 	$(BIN)/ruff format --check $(wildcard $(LINT_PATHS))
@@ -65,7 +76,7 @@ typecheck: setup
 	$(BIN)/mypy $(wildcard $(TYPED_PATHS))
 
 # pytest exit code 5 means "no tests ran": that is a failure here, never a pass.
-pytest: setup
+pytest: setup emulator
 	rc=0; $(BIN)/python -m pytest -q -n 2 --dist loadfile || rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
 
@@ -84,7 +95,7 @@ docs: setup
 	$(BIN)/mtrl config docs > docs/configuration.md
 
 lock:
-	cd requirements && for f in lambda runtime infra dev; do \
+	cd requirements && for f in lambda runtime infra dev emulator; do \
 	  ../$(BIN)/uv pip compile --python-version 3.11 --no-header --annotation-style line -q $$f.in -o $$f.txt; done
 
 clean:
