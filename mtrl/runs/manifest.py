@@ -12,6 +12,7 @@ from mtrl.settings.base import problems_from_validation_error
 from mtrl.settings.pipeline import PipelineSettings
 
 MAX_MANIFEST_BYTES = 64 * 1024
+EVAL_DATA_PREFIX = "eval-data/"
 HyperparameterValue = int | float | str | bool
 
 
@@ -32,7 +33,7 @@ class RunSettings(BaseModel):
     worker_count: int = Field(ge=0, le=256, description="Reward workers the run starts.")
     eval_split: float = Field(ge=0.0, le=0.5, description="Share of rows held out for evaluation.")
     eval_dataset: str | None = Field(
-        None, description="Key of a separate evaluation JSONL in the data bucket (outside training-data/)."
+        None, description="Key of a separate evaluation JSONL in the data bucket, under eval-data/."
     )
     run_timeout_minutes: int = Field(ge=5, le=7 * 24 * 60, description="Wall-clock limit of the training job.")
     max_budget_usd: float | None = Field(None, gt=0, description="Cost limit; the job is cancelled above it.")

@@ -1,0 +1,225 @@
+"""The pipeline's Lambda functions, each with its own least-privilege role."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from mtrl.runs.manifest import EVAL_DATA_PREFIX
+from mtrl.runs.runtime import ENV_BUCKET, ENV_TABLE
+from mtrl.settings.pipeline import PIPELINE_SETTINGS_ENV, PipelineSettings, pipeline_settings_json
+from stacks.constructs.data_store import RUNS_PREFIX, TRAINING_DATA_PREFIX
+from stacks.constructs.python_function import PythonFunction
+from stacks.nag import acknowledge
+
+TABLE_ACTIONS = [
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:Query",
+]
+KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
+
+
+class PipelineFunction(Construct):
+    """One pipeline function: a role of its own (no managed policies) and the PythonFunction."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        handler_dir: str,
+        description: str,
+        prefix: str,
+        key: kms.IKey,
+        table: dynamodb.ITable,
+        bucket: s3.IBucket,
+        bucket_arn: str,
+        settings: PipelineSettings,
+        log_retention_days: int,
+        timeout: cdk.Duration,
+        memory_size: int = 512,
+    ) -> None:
+        super().__init__(scope, id_)
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"{prefix} pipeline function {handler_dir}",
+        )
+        self.wrapped = PythonFunction(
+            self,
+            "Fn",
+            handler_dir=handler_dir,
+            description=description,
+            encryption_key=key,
+            log_retention_days=log_retention_days,
+            log_group_name=f"/{prefix}/pipeline/{handler_dir}",
+            environment={
+                ENV_TABLE: table.table_name,
+                ENV_BUCKET: bucket.bucket_name,
+                PIPELINE_SETTINGS_ENV: pipeline_settings_json(settings),
+            },
+            timeout=timeout,
+            memory_size=memory_size,
+            role=self.role,
+        )
+        self.function: lambda_.Function = self.wrapped.function
+        log_group = self.wrapped.log_group
+        self.policy = iam.Policy(
+            self,
+            "Policy",
+            statements=[
+                iam.PolicyStatement(
+                    sid="WriteOwnLogs",
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                    resources=[log_group.log_group_arn],  # "<group>:*": stream names are picked at run time
+                ),
+                iam.PolicyStatement(sid="RunTable", actions=TABLE_ACTIONS, resources=[table.table_arn]),
+                iam.PolicyStatement(sid="DataKey", actions=KEY_ACTIONS, resources=[key.key_arn]),
+            ],
+        )
+        self.policy.attach_to_role(self.role)
+        self.function.node.add_dependency(self.policy)
+        self._bucket_arn = bucket_arn
+        self._acknowledged: set[str] = set()
+        acknowledge(
+            self.policy,
+            iam5_resource_finding(self, log_group.log_group_arn),
+            "Lambda names its log streams at run time; the grant is limited to this function's own log group.",
+        )
+
+    def acknowledge_generated_grants(self) -> None:
+        """Acknowledge the wildcards CDK itself adds to the role's default policy (call after all wiring)."""
+        policy = self.role.node.try_find_child("DefaultPolicy")
+        if policy is None:
+            return
+        # Active tracing adds xray:PutTraceSegments/PutTelemetryRecords, which have no resource-level support.
+        acknowledge(
+            policy, "AwsSolutions-IAM5[Resource::*]", "X-Ray trace upload supports no resource-level permissions."
+        )
+        cfn_policy = policy.node.default_child
+        assert isinstance(cfn_policy, iam.CfnPolicy)
+        rendered = json.dumps(cdk.Stack.of(self).resolve(cfn_policy.policy_document))
+        for action in ("kms:GenerateDataKey*", "kms:ReEncrypt*"):
+            if action in rendered:
+                acknowledge(
+                    policy,
+                    f"AwsSolutions-IAM5[Action::{action}]",
+                    "CDK's SQS send grant for the on-failure queue, which is encrypted with the data key.",
+                )
+
+    def allow_read(self, *prefixes: str) -> None:
+        for prefix in prefixes:
+            self._bucket_statement("s3:GetObject", "s3:GetObjectVersion", prefix=prefix, reason="reads")
+
+    def allow_write(self, *prefixes: str) -> None:
+        for prefix in prefixes:
+            self._bucket_statement("s3:PutObject", prefix=prefix, reason="writes")
+
+    def _bucket_statement(self, *actions: str, prefix: str, reason: str) -> None:
+        objects = f"{self._bucket_arn}/{prefix}*"
+        self.policy.add_statements(iam.PolicyStatement(actions=list(actions), resources=[objects]))
+        finding = iam5_resource_finding(self, objects)
+        if finding not in self._acknowledged:
+            self._acknowledged.add(finding)
+            acknowledge(
+                self.policy,
+                finding,
+                f"The function {reason} objects it cannot name in advance; the grant is limited to {prefix}.",
+            )
+
+
+def _render(value: Any) -> str:
+    """A resolved CloudFormation value as cdk-nag prints it in finding ids."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        ((function, argument),) = value.items()
+        if function == "Fn::Join":
+            return str(argument[0]).join(_render(part) for part in argument[1])
+        if function == "Fn::GetAtt":
+            return f"<{argument[0]}.{argument[1]}>"
+        if function == "Ref":
+            return f"<{argument}>"
+        if function == "Fn::ImportValue":
+            return _render(argument)
+    raise ValueError(f"cannot render {value!r} as a cdk-nag finding id")
+
+
+def iam5_resource_finding(scope: Construct, resource: str) -> str:
+    """The id of the AwsSolutions-IAM5 finding a wildcard ``resource`` raises (built, never hand-typed:
+    it contains generated logical ids)."""
+    return f"AwsSolutions-IAM5[Resource::{_render(cdk.Stack.of(scope).resolve(resource))}]"
+
+
+class PipelineFunctions(Construct):
+    """Attributes: ``trigger``, ``register``, ``acquire_slot``, ``validate``, ``backend``, ``report``, ``reaper``
+    (each a ``PipelineFunction`` with ``.function`` and ``.role``)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        prefix: str,
+        key: kms.IKey,
+        table: dynamodb.ITable,
+        bucket: s3.IBucket,
+        bucket_arn: str,
+        settings: PipelineSettings,
+        log_retention_days: int,
+    ) -> None:
+        """``bucket_arn`` must render to a stable value (e.g. an explicit import) so the acknowledgments of
+        the prefix-scoped object grants can name it."""
+        super().__init__(scope, id_)
+
+        def make(
+            id_: str, handler_dir: str, description: str, timeout: cdk.Duration, memory_size: int = 512
+        ) -> PipelineFunction:
+            return PipelineFunction(
+                self,
+                id_,
+                handler_dir=handler_dir,
+                description=description,
+                prefix=prefix,
+                key=key,
+                table=table,
+                bucket=bucket,
+                bucket_arn=bucket_arn,
+                settings=settings,
+                log_retention_days=log_retention_days,
+                timeout=timeout,
+                memory_size=memory_size,
+            )
+
+        minute, quarter = cdk.Duration.minutes(1), cdk.Duration.minutes(15)
+        self.trigger = make("Trigger", "trigger", "Upload → pipeline execution", minute)
+        self.register = make("Register", "register", "Register a run", minute)
+        self.acquire_slot = make("AcquireSlot", "acquire_slot", "Take a concurrency slot", minute)
+        # CPU scales with memory; the validator is CPU-bound.
+        self.validate = make("Validate", "validate", "Validate a dataset (streamed)", quarter, 1024)
+        self.backend = make("Backend", "backend", "Backend phases via the run's adapter", quarter, 1024)
+        self.report = make("Report", "report", "Run summary and notification", minute)
+        self.reaper = make("Reaper", "reaper", "Teardown + report for aborted/timed-out executions", quarter)
+        self.trigger.allow_read(TRAINING_DATA_PREFIX)
+        self.validate.allow_read(TRAINING_DATA_PREFIX, EVAL_DATA_PREFIX)
+        self.validate.allow_write(RUNS_PREFIX)
+        self.backend.allow_read(TRAINING_DATA_PREFIX, EVAL_DATA_PREFIX, RUNS_PREFIX)
+        self.backend.allow_write(RUNS_PREFIX)
+        self.report.allow_write(RUNS_PREFIX)
+        self.reaper.allow_write(RUNS_PREFIX)
+
+    @property
+    def all(self) -> list[PipelineFunction]:
+        return [self.trigger, self.register, self.acquire_slot, self.validate, self.backend, self.report, self.reaper]

@@ -1,0 +1,173 @@
+"""Python Lambda functions packaged at synth time without Docker.
+
+A function's code asset is ``lambda/<name>/`` (its handler) plus the shared ``mtrl`` package and the
+reward environments, copied into ``.build/lambda-src/`` (one source for Lambdas, workers and the CLI).
+Third-party dependencies (Powertools, pydantic) come from one shared layer built by ``make setup`` into
+``.build/lambda-deps/`` for the Lambda platform (cp314, aarch64); boto3 comes from the runtime.
+
+Usage::
+
+    fn = PythonFunction(self, "Validate", handler_dir="validate", description="...", environment={...},
+                        encryption_key=key, log_retention_days=365, log_group_name="/mtrl/pipeline/validate")
+    fn.function.add_environment(...)   # a plain aws_lambda.Function
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from stacks.constructs.encrypted_log_group import EncryptedLogGroup
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BUILD_DIR = REPO_ROOT / ".build"
+LAYER_DIR = BUILD_DIR / "lambda-deps"
+STAGING_DIR = BUILD_DIR / "lambda-src"
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+ARCHITECTURE = lambda_.Architecture.ARM_64
+# Copied next to every handler: the shared library and the environment packages it loads.
+SHARED_DIRS = ("mtrl", "environments", "custom-environments")
+_SKIPPED_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+_LAYER_ID = "MtrlPythonDependencies"
+
+
+class MissingBuildError(RuntimeError):
+    pass
+
+
+def _source_files(root: Path) -> list[Path]:
+    files = []
+    for path in sorted(root.rglob("*")):
+        parts = path.relative_to(root).parts
+        skipped = any(part in _SKIPPED_DIRS or part.endswith(".egg-info") for part in parts)
+        if path.is_file() and not skipped and path.suffix not in {".pyc", ".pyo"}:
+            files.append(path)
+    return files
+
+
+def stage_function_code(handler_dir: str, *, repo_root: Path = REPO_ROOT, staging_dir: Path = STAGING_DIR) -> Path:
+    """Assemble ``lambda/<handler_dir>`` + shared packages into a content-addressed directory; return it.
+
+    Content addressing keeps the asset hash stable across synths and makes concurrent synths (parallel
+    test workers) safe: each writes a private temp dir and renames it into place atomically.
+    """
+    handler_root = repo_root / "lambda" / handler_dir
+    if not (handler_root / "handler.py").is_file():
+        raise FileNotFoundError(f"{handler_root}/handler.py not found (one folder per function under lambda/)")
+    sources: list[tuple[Path, Path]] = [(path, path.relative_to(handler_root)) for path in _source_files(handler_root)]
+    for shared in SHARED_DIRS:
+        base = repo_root / shared
+        if base.is_dir():
+            sources += [(path, path.relative_to(repo_root)) for path in _source_files(base)]
+    digest = hashlib.sha256()
+    for path, relative in sources:
+        digest.update(str(relative).encode() + b"\0" + path.read_bytes() + b"\0")
+    target = staging_dir / f"{handler_dir}-{digest.hexdigest()[:16]}"
+    if target.is_dir():
+        return target
+    staging_dir.mkdir(parents=True, exist_ok=True)
+    temporary = Path(tempfile.mkdtemp(prefix=f".{handler_dir}-", dir=staging_dir))
+    for path, relative in sources:
+        destination = temporary / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, destination)
+    try:
+        os.rename(temporary, target)
+    except OSError:  # another process staged the same content first
+        shutil.rmtree(temporary, ignore_errors=True)
+    _remove_stale(staging_dir, handler_dir, keep=target)
+    return target
+
+
+def _remove_stale(staging_dir: Path, handler_dir: str, *, keep: Path, older_than_seconds: float = 3600) -> None:
+    """Drop earlier stagings of this handler (an hour old, so a concurrent synth never loses its copy)."""
+    cutoff = time.time() - older_than_seconds
+    for old in staging_dir.glob(f"{handler_dir}-*"):
+        if old != keep and old.is_dir() and old.stat().st_mtime < cutoff:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def dependencies_layer(scope: Construct) -> lambda_.ILayerVersion:
+    """The stack's one shared dependency layer (created on first use)."""
+    stack = cdk.Stack.of(scope)
+    existing = stack.node.try_find_child(_LAYER_ID)
+    if isinstance(existing, lambda_.LayerVersion):
+        return existing
+    if not (LAYER_DIR / "python").is_dir():
+        raise MissingBuildError(
+            f"{LAYER_DIR}/python is missing: the Lambda dependency layer is built by `make setup` "
+            "(it downloads Powertools and pydantic wheels for Python 3.14 / arm64); run `make setup`, then synth again"
+        )
+    return lambda_.LayerVersion(
+        stack,
+        _LAYER_ID,
+        code=lambda_.Code.from_asset(str(LAYER_DIR)),
+        compatible_runtimes=[RUNTIME],
+        compatible_architectures=[ARCHITECTURE],
+        description="mtrl Lambda dependencies (aws-lambda-powertools, pydantic) from requirements/lambda.txt",
+    )
+
+
+class PythonFunction(Construct):
+    """Attributes: ``function`` (aws_lambda.Function), ``log_group``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        handler_dir: str,
+        description: str,
+        encryption_key: kms.IKey,
+        log_retention_days: int,
+        log_group_name: str,
+        environment: Mapping[str, str] | None = None,
+        timeout: cdk.Duration | None = None,
+        memory_size: int = 512,
+        reserved_concurrent_executions: int | None = None,
+        function_name: str | None = None,
+        role: iam.IRole | None = None,
+    ) -> None:
+        super().__init__(scope, id_)
+        code_dir = stage_function_code(handler_dir)
+        self.log_group = EncryptedLogGroup(
+            self,
+            "Logs",
+            log_group_name=log_group_name,
+            encryption_key=encryption_key,
+            retention_days=log_retention_days,
+        ).log_group
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            function_name=function_name,
+            description=description,
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            handler="handler.handler",
+            code=lambda_.Code.from_asset(str(code_dir)),
+            layers=[dependencies_layer(self)],
+            timeout=timeout or cdk.Duration.minutes(1),
+            memory_size=memory_size,
+            environment={
+                "POWERTOOLS_SERVICE_NAME": "mtrl-pipeline",
+                "POWERTOOLS_LOG_LEVEL": "INFO",
+                **(environment or {}),
+            },
+            environment_encryption=encryption_key,
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=self.log_group,
+            reserved_concurrent_executions=reserved_concurrent_executions,
+            role=role,
+        )

@@ -1,0 +1,143 @@
+"""Pipeline stack: upload trigger, phase functions, the run state machine, notifications, alarms, dashboard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from mtrl.runs.runtime import ENV_BACKEND_FUNCTION, ENV_BACKEND_SETTINGS, ENV_STATE_MACHINE, ENV_TOPIC
+from mtrl.settings import DeploySettings
+from stacks.constructs.pipeline_alerts import PipelineAlarms, PipelineTopic
+from stacks.constructs.pipeline_events import PipelineEvents
+from stacks.constructs.pipeline_functions import PipelineFunction, PipelineFunctions
+from stacks.constructs.pipeline_state_machine import PipelineStateMachine
+
+
+@jsii.implements(cdk.IStableStringProducer)
+class _JsonProducer:
+    """Renders the backend settings at synth time, after every backend stack has added its values."""
+
+    def __init__(self, stack: cdk.Stack, values: dict[str, str]) -> None:
+        self._stack = stack
+        self._values = values
+
+    def produce(self) -> str:
+        return self._stack.to_json_string(self._values)
+
+
+class PipelineStack(cdk.Stack):
+    """Backends extend it through ``backend_role`` (permissions) and ``add_backend_setting`` (configuration)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        settings: DeploySettings,
+        key: kms.IKey,
+        bucket: s3.IBucket,
+        table: dynamodb.ITable,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id_, **kwargs)
+        prefix = settings.prefix
+        # An explicitly named export: policies on bucket prefixes then render to a stable, acknowledgeable id.
+        export_name = f"{prefix}-data-bucket-arn"
+        cdk.Stack.of(bucket).export_value(bucket.bucket_arn, name=export_name)
+        self.functions = PipelineFunctions(
+            self,
+            "Functions",
+            prefix=prefix,
+            key=key,
+            table=table,
+            bucket=bucket,
+            bucket_arn=cdk.Fn.import_value(export_name),
+            settings=settings,
+            log_retention_days=settings.log_retention_days,
+        )
+        fns = self.functions
+        self.topic = PipelineTopic(
+            self, "Notifications", prefix=prefix, key=key, alert_email=settings.alert_email
+        ).topic
+        self.machine = PipelineStateMachine(
+            self,
+            "Run",
+            prefix=prefix,
+            settings=settings,
+            functions={
+                "RegisterFunctionArn": fns.register.function,
+                "AcquireSlotFunctionArn": fns.acquire_slot.function,
+                "ValidateFunctionArn": fns.validate.function,
+                "BackendFunctionArn": fns.backend.function,
+                "ReportFunctionArn": fns.report.function,
+            },
+            key=key,
+            log_retention_days=settings.log_retention_days,
+        )
+        state_machine = self.machine.state_machine
+        fns.trigger.function.add_environment(ENV_STATE_MACHINE, state_machine.state_machine_arn)
+        fns.trigger.policy.add_statements(
+            iam.PolicyStatement(actions=["states:StartExecution"], resources=[state_machine.state_machine_arn])
+        )
+        for publisher in (fns.report, fns.reaper):
+            publisher.function.add_environment(ENV_TOPIC, self.topic.topic_arn)
+            publisher.policy.add_statements(
+                iam.PolicyStatement(actions=["sns:Publish"], resources=[self.topic.topic_arn])
+            )
+        fns.reaper.function.add_environment(ENV_BACKEND_FUNCTION, fns.backend.function.function_name)
+        fns.reaper.policy.add_statements(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[fns.backend.function.function_arn])
+        )
+        self._backend_settings: dict[str, str] = {
+            "region": self.region,
+            "prefix": prefix,
+            "data_bucket": bucket.bucket_name,
+            "kms_key_arn": key.key_arn,
+        }
+        fns.backend.function.add_environment(
+            ENV_BACKEND_SETTINGS, cdk.Lazy.string(_JsonProducer(self, self._backend_settings))
+        )
+        self.events = PipelineEvents(
+            self,
+            "Events",
+            prefix=prefix,
+            bucket=bucket,
+            state_machine=state_machine,
+            trigger=fns.trigger.function,
+            reaper=fns.reaper.function,
+            key=key,
+        )
+        self.alarms = PipelineAlarms(
+            self,
+            "Alarms",
+            prefix=prefix,
+            topic=self.topic,
+            state_machine=state_machine,
+            trigger=fns.trigger.function,
+            functions={fn.node.id: fn.function for fn in fns.all},
+            queues=self.events.queues,
+        )
+        for function in fns.all:
+            function.acknowledge_generated_grants()
+        cdk.CfnOutput(self, "StateMachineArn", value=state_machine.state_machine_arn)
+        cdk.CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
+        cdk.CfnOutput(self, "DashboardName", value=f"{prefix}-pipeline")
+
+    @property
+    def backend(self) -> PipelineFunction:
+        """The function that runs every backend phase (preflight … teardown); grant backend permissions to
+        ``backend.role`` / ``backend.policy``."""
+        return self.functions.backend
+
+    def add_backend_setting(self, name: str, value: str) -> None:
+        """Expose a deploy-time value (e.g. a cluster name or role ARN) to the adapters in RunContext.settings."""
+        if name in self._backend_settings and self._backend_settings[name] != value:
+            raise ValueError(f"backend setting '{name}' is already set")
+        self._backend_settings[name] = value
