@@ -13,6 +13,7 @@ from stacks.cluster_stack import ClusterStack
 from stacks.data_stack import DataStack
 from stacks.nag import enable_checks
 from stacks.network_stack import NetworkStack
+from stacks.pipeline_stack import PipelineStack
 from stacks.reward_workers_stack import RewardWorkersStack
 
 
@@ -23,6 +24,7 @@ class Deployment:
     network: NetworkStack
     cluster: ClusterStack
     reward_workers: RewardWorkersStack
+    pipeline: PipelineStack
 
 
 def settings_from_app(app: cdk.App, environ: Mapping[str, str] | None = None) -> DeploySettings:
@@ -65,7 +67,19 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
         env=env,
         description=f"{description}: reward workers",
     )
-    for stack in (data, network, cluster, reward_workers):
+    pipeline = PipelineStack(
+        app,
+        f"{prefix}-pipeline",
+        settings=settings,
+        key=data.store.key,
+        bucket=data.store.data_bucket,
+        table=data.store.run_table,
+        env=env,
+        description=f"{description}: run pipeline",
+    )
+    for stack in (data, network, cluster, reward_workers, pipeline):
         cdk.Tags.of(stack).add("mtrl:deployment", prefix)
     enable_checks(app)
-    return Deployment(settings=settings, data=data, network=network, cluster=cluster, reward_workers=reward_workers)
+    return Deployment(
+        settings=settings, data=data, network=network, cluster=cluster, reward_workers=reward_workers, pipeline=pipeline
+    )
