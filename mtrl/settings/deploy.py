@@ -21,6 +21,7 @@ from mtrl.settings.base import SettingsError, SettingsGroup, problems_from_valid
 from mtrl.settings.cluster import ClusterSettings
 from mtrl.settings.core import CoreSettings
 from mtrl.settings.data import DataSettings
+from mtrl.settings.emulator import EmulatorSettings
 from mtrl.settings.environments import EnvironmentSettings
 from mtrl.settings.network import NetworkSettings
 from mtrl.settings.pipeline import PipelineSettings
@@ -39,11 +40,13 @@ SETTINGS_GROUPS: tuple[type[SettingsGroup], ...] = (
     PipelineSettings,
     ClusterSettings,
     RewardWorkerSettings,
+    EmulatorSettings,
 )
 
 
 # Bases reversed: pydantic orders fields base-last.
 class DeploySettings(
+    EmulatorSettings,
     RewardWorkerSettings,
     ClusterSettings,
     PipelineSettings,
