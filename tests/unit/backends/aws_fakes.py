@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -73,3 +74,134 @@ class Recorder:
 
     def __call__(self, resource: CreatedResource) -> None:
         self.resources.append(resource)
+
+
+class FakeCluster:
+    """A HyperPod cluster with one CPU group and one GPU group, answering the SageMaker cluster operations.
+
+    ``arrive()`` lets the requested nodes come up (or not, with ``capacity=False``), the way continuous
+    provisioning does: the cluster returns to ``InService`` either way.
+    """
+
+    def __init__(self, aws: FakeAws, *, name: str = "mtrl-hp", group: str = "gpu", restricted: bool = False) -> None:
+        self.name, self.group, self.restricted = name, group, restricted
+        self.status = "InService"
+        self.group_status = "InService"
+        self.target = 0
+        self.current = 0
+        self.node_status = "Running"
+        self.events: list[dict[str, Any]] = []
+        self.updates: list[dict[str, Any]] = []
+        self.on_update: Callable[[dict[str, Any]], None] = lambda _params: None
+        for operation, handler in {
+            "DescribeCluster": self._describe,
+            "UpdateCluster": self._update,
+            "ListClusterNodes": self._nodes,
+            "ListClusterEvents": self._events,
+        }.items():
+            aws.on("sagemaker", operation, handler)
+
+    @property
+    def arn(self) -> str:
+        return f"arn:aws:sagemaker:us-east-1:123456789012:cluster/{self.name}"
+
+    def arrive(self, *, capacity: bool = True) -> None:
+        self.current = self.target if capacity else 0
+        self.status = self.group_status = "InService"
+
+    def _gpu_group(self) -> dict[str, Any]:
+        role = "arn:aws:iam::123456789012:role/mtrl-hyperpod-nodes"
+        common: dict[str, Any] = {
+            "CurrentCount": self.current,
+            "TargetCount": self.target,
+            "InstanceGroupName": self.group,
+            "InstanceType": "ml.p5.48xlarge",
+            "ExecutionRole": role,
+            "ThreadsPerCore": 1,
+            "InstanceStorageConfigs": [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}],
+            "Status": self.group_status,
+            "OverrideVpcConfig": {"SecurityGroupIds": ["sg-0123"], "Subnets": ["subnet-0123"]},
+        }
+        if self.restricted:
+            common["EnvironmentConfig"] = {
+                "FSxLustreConfig": {"SizeInGiB": 1200, "PerUnitStorageThroughput": 250},
+                "S3OutputPath": "s3://reported-only/",
+            }
+            return common
+        return {
+            **common,
+            "MinCount": 0,
+            "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/scripts/", "OnCreate": "on_create.sh"},
+            "OnStartDeepHealthChecks": ["InstanceStress"],
+            "CurrentImageId": "ami-0aaa",
+            "DesiredImageId": "ami-0aaa",
+            "KubernetesConfig": {
+                "CurrentLabels": {"mtrl/role": "gpu"},
+                "DesiredLabels": {"mtrl/role": "gpu"},
+                "DesiredTaints": [{"Key": "nvidia.com/gpu", "Value": "true", "Effect": "NoSchedule"}],
+            },
+        }
+
+    def _describe(self, params: dict[str, Any]) -> dict[str, Any]:
+        if params["ClusterName"] != self.name:
+            raise FakeError("ResourceNotFound", f"Cluster {params['ClusterName']} not found")
+        cpu = {
+            "CurrentCount": 1,
+            "TargetCount": 1,
+            "InstanceGroupName": "system",
+            "InstanceType": "ml.m5.xlarge",
+            "ExecutionRole": "arn:aws:iam::123456789012:role/mtrl-hyperpod-nodes",
+            "Status": "InService",
+        }
+        groups = (
+            {"InstanceGroups": [cpu], "RestrictedInstanceGroups": [self._gpu_group()]}
+            if self.restricted
+            else {"InstanceGroups": [cpu, self._gpu_group()]}
+        )
+        return {
+            "ClusterArn": self.arn,
+            "ClusterName": self.name,
+            "ClusterStatus": self.status,
+            "NodeProvisioningMode": "Continuous",
+            **groups,
+        }
+
+    def _update(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.updates.append(params)
+        self.on_update(params)
+        if self.status != "InService":
+            raise FakeError("ConflictException", f"Cluster {self.name} is {self.status}")
+        (spec,) = params["RestrictedInstanceGroups" if self.restricted else "InstanceGroups"]
+        self.target = spec["InstanceCount"]
+        self.status = self.group_status = "Updating"
+        self.current = min(self.current, self.target)  # scale-down is immediate enough for these tests
+        return {"ClusterArn": self.arn}
+
+    def _nodes(self, params: dict[str, Any]) -> dict[str, Any]:
+        now = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+        nodes = [
+            {
+                "InstanceGroupName": "system",
+                "InstanceId": "i-system",
+                "InstanceType": "ml.m5.xlarge",
+                "LaunchTime": now,
+                "InstanceStatus": {"Status": "Running"},
+            }
+        ]
+        nodes += [
+            {
+                "InstanceGroupName": self.group,
+                "InstanceId": f"i-gpu{index}",
+                "InstanceType": "ml.p5.48xlarge",
+                "LaunchTime": now,
+                "InstanceStatus": {"Status": self.node_status, "Message": "InsufficientInstanceCapacity"}
+                if self.node_status == "Failure"
+                else {"Status": self.node_status},
+            }
+            for index in range(self.current)
+        ]
+        wanted = params.get("InstanceGroupNameContains", "")
+        return {"ClusterNodeSummaries": [n for n in nodes if wanted in n["InstanceGroupName"]]}
+
+    def _events(self, _params: dict[str, Any]) -> dict[str, Any]:
+        return {"Events": self.events}

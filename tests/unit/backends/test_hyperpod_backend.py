@@ -1,0 +1,452 @@
+"""The hyperpod adapter: GPU scale-up/readiness/scale-down on a model-validated fake HyperPod cluster, reward workers
+and the Nova Forge runner on moto ECS, runner results and the per-run stack on moto S3/CloudFormation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from aws_fakes import REGION, FakeAws, FakeCluster, Recorder
+from moto.ec2.models.elastic_network_interfaces import NetworkInterface
+from moto.moto_api import state_manager
+
+from mtrl.backends._aws import AwsClients
+from mtrl.backends.base import BackendError, CreatedResource, JobState, RunContext
+from mtrl.backends.hyperpod import (
+    CAPACITY_KIND,
+    STACK_KIND,
+    TASKS_KIND,
+    HyperPodAdapter,
+    ProvisioningInProgress,
+    cloudformation_stack_name,
+    gpu_holds,
+    group_spec,
+    parse_settings,
+    sdk_stack_name,
+)
+from mtrl.cost import cost_for_run
+
+BUCKET = "mtrl-data-123456789012"
+RUN_ID = "wordle-v7-20261129T104500Z"
+STACK_TEMPLATE = {
+    "Resources": {"RolloutQueue": {"Type": "AWS::SQS::Queue"}},
+    "Outputs": {
+        "RolloutQueueUrl": {"Value": {"Ref": "RolloutQueue"}},
+        "ProxyFunctionUrl": {"Value": "https://proxy.lambda-url.us-east-1.on.aws/"},
+    },
+}
+
+
+@pytest.fixture(autouse=True)
+def _moto_ecs_tasks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # moto 5.2.5 builds an awsvpc task's attachment from an ENI attribute it never sets; give it one.
+    monkeypatch.setattr(
+        NetworkInterface, "private_dns_name", property(lambda self: "ip-10-0-1-10.ec2.internal"), raising=False
+    )
+    # moto advances a task's lastStatus towards STOPPED on every DescribeTasks; keep started tasks RUNNING.
+    state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10**9})
+    yield
+    state_manager.unset_transition("ecs::task")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_795_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class World:
+    def __init__(self, aws: FakeAws, *, restricted: bool = False) -> None:
+        self.aws = aws
+        self.cluster = FakeCluster(aws, restricted=restricted)
+        self.clock = Clock()
+        session = aws.session
+        session.client("s3").create_bucket(Bucket=BUCKET)
+        ec2 = session.client("ec2")
+        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        self.subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+        self.sg = ec2.create_security_group(GroupName="workers", Description="reward workers", VpcId=vpc)["GroupId"]
+        self.ecs = session.client("ecs")
+        self.ecs_cluster = self.ecs.create_cluster(clusterName="mtrl-rewards")["cluster"]["clusterArn"]
+        for family in ("mtrl-reward-worker", "mtrl-nova-runner"):
+            self.ecs.register_task_definition(
+                family=family,
+                networkMode="awsvpc",
+                requiresCompatibilities=["FARGATE"],
+                cpu="1024",
+                memory="2048",
+                containerDefinitions=[
+                    {"name": "worker" if "worker" in family else "runner", "image": "x", "memory": 2048}
+                ],
+            )
+        self.adapter = HyperPodAdapter(AwsClients(session), clock=self.clock, sleep=self._sleep)
+        self.recorder = Recorder()
+
+    def _sleep(self, seconds: float) -> None:
+        self.clock.now += seconds
+
+    def settings(self, **overrides: Any) -> dict[str, Any]:
+        return {
+            "region": REGION,
+            "prefix": "mtrl",
+            "run_id": RUN_ID,
+            "hyperpod_cluster_name": "mtrl-hp",
+            "hyperpod_gpu_instance_group": "gpu",
+            "instance_count": 2,
+            "hyperpod_capacity_timeout_minutes": 30,
+            "ecs_cluster_arn": self.ecs_cluster,
+            "task_subnet_ids": [self.subnet],
+            "task_security_group_ids": [self.sg],
+            "reward_task_definition": "mtrl-reward-worker",
+            "worker_count": 2,
+            "environment": "wordle",
+            "environment_args": {"max_turns": 6},
+            "nova_runner_task_definition": "mtrl-nova-runner",
+            "nova_rft_role_name": "mtrl-rft",
+            "hyperparameters": {"max_steps": 10},
+            **overrides,
+        }
+
+    def run(self, **overrides: Any) -> RunContext:
+        return RunContext(
+            run_id=RUN_ID,
+            settings=self.settings(**overrides),
+            dataset_uri=f"s3://{BUCKET}/training-data/wordle.jsonl",
+            eval_dataset_uri=None,
+            output_uri=f"s3://{BUCKET}/runs/{RUN_ID}/",
+            resources=tuple(self.recorder.resources),
+            record_resource=self.recorder,
+        )
+
+    def tasks(self, role: str, status: str = "RUNNING") -> list[str]:
+        started_by = next(r.identifier.split("|")[1] for r in self.recorder.resources if r.details.get("role") == role)
+        return self.ecs.list_tasks(cluster=self.ecs_cluster, startedBy=started_by, desiredStatus=status)["taskArns"]
+
+    def runner_finishes(self, command: str, result: dict[str, Any], *, ok: bool = True) -> None:
+        """What the runner container would do: write its result (and, for setup, the SDK's stack)."""
+        if command == "setup" and ok:
+            self.aws.session.client("cloudformation").create_stack(
+                StackName=cloudformation_stack_name(parse_settings(self.settings()), RUN_ID),
+                TemplateBody=json.dumps(STACK_TEMPLATE),
+            )
+        document = {"command": command, "ok": ok, "finished_at_epoch": self.clock.now}
+        document.update({"result": result} if ok else {"error": result.get("error", "failed")})
+        self.aws.session.client("s3").put_object(
+            Bucket=BUCKET, Key=f"runs/{RUN_ID}/backend/{command}.json", Body=json.dumps(document).encode()
+        )
+        for arn in self.tasks(f"nova-runner-{command}"):
+            self.ecs.stop_task(cluster=self.ecs_cluster, task=arn, reason="done")
+
+    def provision_until_ready(self) -> list[CreatedResource]:
+        with pytest.raises(ProvisioningInProgress):
+            self.adapter.provision(self.run())
+        self.cluster.arrive()
+        self.runner_finishes("setup", SETUP_OUTPUTS)
+        return self.adapter.provision(self.run())
+
+
+SETUP_OUTPUTS = {
+    "rollout_request_queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/q",
+    "rollout_response_sqs_url": "https://sqs.us-east-1.amazonaws.com/123456789012/r",
+    "proxy_function_url": "https://proxy.lambda-url.us-east-1.on.aws/",
+}
+
+
+@pytest.fixture
+def world(aws: FakeAws) -> World:
+    return World(aws)
+
+
+# -- GPU capacity --------------------------------------------------------------------------------------------------
+
+
+def test_scale_up_records_first_and_changes_only_the_count(world: World) -> None:
+    recorded_at_update: list[list[str]] = []
+    world.cluster.on_update = lambda _p: recorded_at_update.append([r.kind for r in world.recorder.resources])
+    with pytest.raises(ProvisioningInProgress, match="GPU nodes 0/2 Running"):
+        world.adapter.provision(world.run())
+    assert recorded_at_update == [[CAPACITY_KIND]]  # recorded before UpdateCluster
+    (update,) = world.cluster.updates
+    assert update["ClusterName"] == "mtrl-hp"
+    (spec,) = update["InstanceGroups"]  # only the GPU group, never the system group
+    assert spec == {
+        "InstanceCount": 2,
+        "MinInstanceCount": 0,
+        "InstanceGroupName": "gpu",
+        "InstanceType": "ml.p5.48xlarge",
+        "LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-lifecycle/scripts/", "OnCreate": "on_create.sh"},
+        "ExecutionRole": "arn:aws:iam::123456789012:role/mtrl-hyperpod-nodes",
+        "ThreadsPerCore": 1,
+        "InstanceStorageConfigs": [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}],
+        "OnStartDeepHealthChecks": ["InstanceStress"],
+        "OverrideVpcConfig": {"SecurityGroupIds": ["sg-0123"], "Subnets": ["subnet-0123"]},
+        "ImageId": "ami-0aaa",
+        "KubernetesConfig": {
+            "Labels": {"mtrl/role": "gpu"},
+            "Taints": [{"Key": "nvidia.com/gpu", "Value": "true", "Effect": "NoSchedule"}],
+        },
+    }
+    capacity = world.recorder.resources[0]
+    assert capacity.details["target_count"] == 2
+    assert capacity.details["idle_count"] == 0
+    assert capacity.details["instance_type"] == "ml.p5.48xlarge"
+
+
+def test_restricted_group_spec_drops_reported_only_fields(aws: FakeAws) -> None:
+    world = World(aws, restricted=True)
+    with pytest.raises(ProvisioningInProgress):
+        world.adapter.provision(world.run())
+    (spec,) = world.cluster.updates[0]["RestrictedInstanceGroups"]
+    assert spec["EnvironmentConfig"] == {"FSxLustreConfig": {"SizeInGiB": 1200, "PerUnitStorageThroughput": 250}}
+    assert spec["InstanceCount"] == 2
+    assert "InstanceGroups" not in world.cluster.updates[0]
+
+
+def test_in_service_cluster_without_gpu_nodes_is_not_ready(world: World) -> None:
+    with pytest.raises(ProvisioningInProgress):
+        world.adapter.provision(world.run())
+    world.cluster.arrive(capacity=False)  # continuous provisioning: InService, zero GPU nodes
+    world.runner_finishes("setup", SETUP_OUTPUTS)
+    with pytest.raises(ProvisioningInProgress, match="GPU nodes 0/2 Running"):
+        world.adapter.provision(world.run())
+    assert len(world.cluster.updates) == 1  # the request is not repeated
+
+
+def test_capacity_that_never_arrives_fails_after_the_bound(world: World) -> None:
+    with pytest.raises(ProvisioningInProgress):
+        world.adapter.provision(world.run())
+    world.cluster.arrive(capacity=False)
+    world.clock.now += 31 * 60
+    with pytest.raises(BackendError, match=r"did not arrive within 30 minutes \(0/2 nodes Running\)") as caught:
+        world.adapter.provision(world.run())
+    assert not caught.value.transient
+
+
+def test_in_call_wait_is_bounded_by_wait_seconds(world: World) -> None:
+    adapter = HyperPodAdapter(
+        AwsClients(world.aws.session), clock=world.clock, sleep=world._sleep, wait_seconds=120, poll_seconds=30
+    )
+    start = world.clock.now
+    with pytest.raises(ProvisioningInProgress):
+        adapter.provision(world.run())
+    assert world.clock.now - start == 120
+
+
+def test_capacity_error_events_are_reported_in_plain_words(world: World) -> None:
+    with pytest.raises(ProvisioningInProgress):
+        world.adapter.provision(world.run())
+    world.cluster.events = [
+        {
+            "EventId": "e1",
+            "ClusterArn": world.cluster.arn,
+            "ClusterName": "mtrl-hp",
+            "InstanceGroupName": "gpu",
+            "ResourceType": "InstanceGroup",
+            "EventTime": datetime.fromtimestamp(world.clock.now, UTC),
+            "Description": "Insufficient capacity: InsufficientInstanceCapacity for ml.p5.48xlarge in use1-az6",
+            "EventLevel": "Error",
+        }
+    ]
+    with pytest.raises(BackendError, match=r"GPU capacity for 2 × ml\.p5\.48xlarge in gpu is not available") as caught:
+        world.adapter.provision(world.run())
+    assert "quota increase" in str(caught.value)
+    assert not caught.value.transient
+
+
+def test_another_update_in_progress_is_waited_for_not_fought(world: World) -> None:
+    world.cluster.status = "Updating"  # someone else's change (e.g. a software update)
+    with pytest.raises(ProvisioningInProgress, match="cluster mtrl-hp is Updating") as caught:
+        world.adapter.provision(world.run())
+    assert caught.value.transient
+    assert world.cluster.updates == []
+
+
+def test_group_spec_uses_the_service_model() -> None:
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    spec = group_spec(
+        model,
+        "InstanceGroups",
+        {"InstanceGroupName": "g", "ExecutionRole": "r", "MinCount": 3, "CurrentCount": 5, "Status": "InService"},
+        1,
+    )
+    assert spec == {"InstanceGroupName": "g", "ExecutionRole": "r", "MinInstanceCount": 1, "InstanceCount": 1}
+
+
+# -- Nova runner, workers, submit, status ---------------------------------------------------------------------------
+
+
+def test_full_provision_starts_runner_then_workers_with_the_run_settings(world: World) -> None:
+    held = world.provision_until_ready()
+    assert {r.kind for r in held} >= {CAPACITY_KIND, TASKS_KIND, STACK_KIND}
+    stack = next(r for r in world.recorder.resources if r.kind == STACK_KIND)
+    assert stack.identifier == f"{sdk_stack_name(parse_settings(world.settings()), RUN_ID)}-NovaForgeSDK"
+    assert stack.identifier.startswith("mtrl-run-")
+    spec = json.loads(
+        world.aws.session.client("s3").get_object(Bucket=BUCKET, Key=f"runs/{RUN_ID}/backend/spec.json")["Body"].read()
+    )
+    assert spec["stack_name"] + "-NovaForgeSDK" == stack.identifier
+    assert spec["environment"] == "wordle"
+    assert spec["overrides"] == {"max_steps": 10}
+    runner_task = world.ecs.describe_tasks(
+        cluster=world.ecs_cluster, tasks=world.tasks("nova-runner-setup", status="STOPPED")
+    )["tasks"][0]
+    assert runner_task["overrides"]["containerOverrides"][0]["command"] == [
+        "setup",
+        "--spec",
+        f"s3://{BUCKET}/runs/{RUN_ID}/backend/spec.json",
+    ]
+    workers = world.tasks("reward-workers")
+    assert len(workers) == 2
+    env = {
+        e["name"]: e["value"]
+        for e in world.ecs.describe_tasks(cluster=world.ecs_cluster, tasks=workers[:1])["tasks"][0]["overrides"][
+            "containerOverrides"
+        ][0]["environment"]
+    }
+    assert env["MTRL_ENVIRONMENT_ID"] == "wordle"
+    assert json.loads(env["MTRL_ENVIRONMENT_ARGS"]) == {"max_turns": 6}
+    assert env["MTRL_ROLLOUT_REQUEST_QUEUE_URL"] == SETUP_OUTPUTS["rollout_request_queue_url"]
+    assert env["MTRL_COMPLETION_URL"] == SETUP_OUTPUTS["proxy_function_url"]
+    # A further call is a no-op: nothing scaled, started or recorded twice.
+    count = len(world.recorder.resources)
+    world.adapter.provision(world.run())
+    assert len(world.tasks("reward-workers")) == 2
+    assert len(world.recorder.resources) == count
+    assert len(world.cluster.updates) == 1
+
+
+def test_runner_reported_failure_stops_provisioning(world: World) -> None:
+    with pytest.raises(ProvisioningInProgress):
+        world.adapter.provision(world.run())
+    world.runner_finishes(
+        "setup", {"error": "AccessDenied: s3:HeadObject on the starter kit (no Nova Forge subscription)"}, ok=False
+    )
+    with pytest.raises(BackendError, match="Nova Forge setup failed: AccessDenied") as caught:
+        world.adapter.provision(world.run())
+    assert not caught.value.transient
+
+
+def test_runner_that_dies_without_a_result_is_an_error(world: World) -> None:
+    with pytest.raises(ProvisioningInProgress):
+        world.adapter.provision(world.run())
+    for arn in world.tasks("nova-runner-setup"):
+        world.ecs.stop_task(cluster=world.ecs_cluster, task=arn, reason="Essential container exited")
+    with pytest.raises(BackendError, match="stopped without writing a result: Essential container exited"):
+        world.adapter.provision(world.run())
+
+
+def test_submit_then_status(world: World) -> None:
+    world.provision_until_ready()
+    with pytest.raises(BackendError, match="submission in progress") as caught:
+        world.adapter.submit(world.run())
+    assert caught.value.transient
+    assert len(world.tasks("nova-runner-submit")) == 1
+    with pytest.raises(BackendError):
+        world.adapter.submit(world.run())
+    assert len(world.tasks("nova-runner-submit")) == 1  # a retry never starts a second submission
+    world.runner_finishes("submit", {"job_name": "mtrl-abc"})
+    job = world.adapter.submit(world.run())
+    assert job == "mtrl-abc"
+
+    pending = world.adapter.status(world.run(), job)
+    assert pending.state is JobState.PENDING
+    assert len(world.tasks("nova-runner-status")) == 1
+    world.runner_finishes("status", {"job_name": job, "state": "Running", "message": "Running", "step": 3})
+    running = world.adapter.status(world.run(), job)
+    assert running.state is JobState.RUNNING
+    assert running.progress == {"step": 3}
+    assert world.tasks("nova-runner-status") == []  # fresh report: no new status task
+    world.clock.now += 120
+    world.adapter.status(world.run(), job)
+    assert len(world.tasks("nova-runner-status")) == 1  # stale: refreshed
+    world.runner_finishes("status", {"job_name": job, "state": "Failed", "message": "OOMKilled"})
+    failed = world.adapter.status(world.run(), job)
+    assert failed.state is JobState.FAILED
+    assert failed.message == "OOMKilled"
+
+
+# -- cleanup -----------------------------------------------------------------------------------------------------
+
+
+def test_cleanup_is_complete_and_idempotent(world: World) -> None:
+    world.provision_until_ready()
+    sdk_family = sdk_stack_name(parse_settings(world.settings()), RUN_ID)
+    # What the SDK registers for its SAM deploy task (moto matches familyPrefix exactly, so the family is the prefix).
+    world.ecs.register_task_definition(
+        family=sdk_family, containerDefinitions=[{"name": "sam", "image": "x", "memory": 512}]
+    )
+    world.clock.now += 3600
+    run = world.run()
+    removed = world.adapter.cleanup(run)
+    assert {r.kind for r in removed} == {r.kind for r in run.resources}
+    assert len(removed) == len(run.resources)
+    assert world.cluster.target == 0  # GPU group back at its idle count
+    assert world.cluster.updates[-1]["InstanceGroups"][0]["InstanceCount"] == 0
+    assert world.tasks("reward-workers") == []
+    assert world.tasks("nova-runner-setup") == []
+    stacks = world.aws.session.client("cloudformation").list_stacks()["StackSummaries"]
+    assert {s["StackStatus"] for s in stacks} == {"DELETE_COMPLETE"}
+    assert world.ecs.list_task_definitions(familyPrefix=sdk_family, status="ACTIVE")["taskDefinitionArns"] == []
+    # Cost of the run from what cleanup returned: 2 GPUs held for the hour.
+    holds = gpu_holds(removed)
+    assert len(holds) == 1
+    record = {"backend": "hyperpod", "region": REGION, "gpu_holds": holds}
+    assert cost_for_run(record).lines[0].quantity == 2
+    updates = len(world.cluster.updates)
+    world.cluster.arrive()
+    second = world.adapter.cleanup(world.run())
+    assert [(r.kind, r.identifier) for r in second] == [(r.kind, r.identifier) for r in removed]
+    assert len(world.cluster.updates) == updates  # already at idle: no second UpdateCluster
+
+
+def test_cleanup_after_failed_provision_still_releases_gpus(world: World) -> None:
+    with pytest.raises(ProvisioningInProgress):
+        world.adapter.provision(world.run())  # scale-up requested, setup runner started, nothing else
+    world.cluster.arrive(capacity=False)
+    removed = world.adapter.cleanup(world.run())
+    assert world.cluster.target == 0
+    assert world.tasks("nova-runner-setup") == []
+    assert {r.kind for r in removed} == {r.kind for r in world.recorder.resources}  # stack never existed: fine
+
+
+def test_cleanup_while_cluster_is_updating_retries_the_gpu_but_removes_the_rest(world: World) -> None:
+    world.provision_until_ready()
+    world.cluster.status = "SystemUpdating"
+    with pytest.raises(BackendError, match="GPU group not yet released") as caught:
+        world.adapter.cleanup(world.run())
+    assert caught.value.transient
+    assert world.tasks("reward-workers") == []  # the other resources went anyway
+    world.cluster.arrive()
+    world.adapter.cleanup(world.run())
+    assert world.cluster.target == 0
+
+
+def test_cleanup_with_nothing_recorded_is_a_no_op(world: World) -> None:
+    assert world.adapter.cleanup(world.run()) == []
+    assert world.cluster.updates == []
+
+
+# -- preflight -----------------------------------------------------------------------------------------------------
+
+
+def test_preflight(world: World) -> None:
+    findings = {f.check: f for f in world.adapter.preflight(world.run())}
+    assert all(f.ok for f in findings.values()), findings
+    world.cluster.target = 2  # another run holds the group
+    held = {f.check: f for f in world.adapter.preflight(world.run())}
+    assert not held["gpu-group"].ok
+    assert "another run holds it" in held["gpu-group"].message
+    missing = {f.check: f for f in world.adapter.preflight(world.run(hyperpod_gpu_instance_group="gpu-x"))}
+    assert not missing["cluster"].ok
+    assert "no instance group 'gpu-x'" in missing["cluster"].message
+    bad = world.adapter.preflight(world.run(task_subnet_ids=[]))
+    assert len(bad) == 1
+    assert not bad[0].ok
+    assert "task_subnet_ids" in bad[0].message
