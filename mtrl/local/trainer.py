@@ -20,7 +20,7 @@ from mtrl.envs.registry import EnvironmentSpec
 from mtrl.local.agents import Agent
 from mtrl.local.config import TrainConfig
 from mtrl.local.policy import Adam, FloatArray, LogLinearPolicy
-from mtrl.local.signal import signal_health
+from mtrl.signal_health import compute as compute_signal_health
 
 Task = Mapping[str, Any]  # one dataset row's ``metadata``
 
@@ -194,7 +194,7 @@ class Trainer:
             "success_rate": _mean([1.0 if r.success else 0.0 for r in flat]),
             "components": _component_means(flat),
             "metrics": _metric_means(flat),
-            "signal_health": signal_health([[r.result for r in group] for group in groups]),
+            **_signal_health([[r.result for r in group] for group in groups]),
             "informative_groups": informative,
             "grad_norm": float(np.linalg.norm(gradient)),
             "seconds": round(time.perf_counter() - started, 4),
@@ -247,6 +247,16 @@ class Trainer:
             state.rng_state = dict(rng.bit_generator.state)
             state.train_seconds += time.perf_counter() - started
         return state
+
+
+def _signal_health(groups: list[list[EpisodeResult]]) -> dict[str, Any]:
+    """Per component (the aggregate ``reward`` first): within-group spread, zero-spread share and mean."""
+    report = compute_signal_health(groups)
+    health = {
+        item.name: {"mean_spread": item.mean_spread, "zero_spread_share": item.zero_spread_share, "mean": item.mean}
+        for item in [report.aggregate, *report.components.values()]
+    }
+    return {"signal_health": health, "signal_warnings": list(report.warnings)}
 
 
 def _mean(values: Sequence[float]) -> float:

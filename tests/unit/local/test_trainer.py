@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
-from mtrl.envs.contract import EpisodeResult
-from mtrl.envs.registry import load_spec
+from mtrl.envs.contract import EpisodeResult, StepResult
+from mtrl.envs.registry import EnvironmentSpec, load_spec
 from mtrl.local.agents import NoAgentError, agent_for
 from mtrl.local.config import ConfigError, TrainConfig
 from mtrl.local.policy import Adam, LogLinearPolicy
 from mtrl.local.run import DirectoryStore, advance_run, create_run, load_run, read_summary
-from mtrl.local.signal import signal_health
 from mtrl.local.trainer import TaskSplit, Trainer, TrainingState, new_state
 from tests.unit.local.conftest import FAST_ENV_ARGS, SMALL
 
@@ -95,14 +96,56 @@ def test_holdout_is_split_from_training_rows_when_there_is_no_eval_set(wordle_ro
     assert split == TaskSplit.from_rows(train, None, holdout_fraction=0.2, seed=3)
 
 
-def test_groups_without_spread_contribute_no_gradient() -> None:
-    same = [EpisodeResult(reward=1.0, components={"a": 1.0, "b": 0.0}) for _ in range(4)]
-    varied = [EpisodeResult(reward=float(i), components={"a": 1.0, "b": float(i)}) for i in range(4)]
-    health = signal_health([same, varied])
-    assert health["a"] == {"mean_spread": 0.0, "zero_spread_share": 1.0}
-    assert health["b"]["zero_spread_share"] == 0.5
-    assert health["b"]["mean_spread"] > 0
-    assert health["reward"]["zero_spread_share"] == 0.5
+class _ConstantEnv:
+    """Every episode scores the same, whatever the policy does: a reward with no signal."""
+
+    def __init__(self) -> None:
+        self._done = False
+
+    def reset(self, task: Mapping[str, Any]) -> str:
+        return "pick one"
+
+    def step(self, action: str) -> StepResult:
+        self._done = True
+        return StepResult("ok", True)
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def result(self) -> EpisodeResult:
+        return EpisodeResult(reward=1.0, components={"flat": 0.5}, success=True)
+
+
+class _TwoChoices:
+    env_id = "constant"
+    feature_names = ("a", "b")
+    max_turns = 3
+
+    def start(self, task: Mapping[str, Any], observation: str, rng: np.random.Generator) -> Any:
+        class _Episode:
+            def options(self) -> tuple[list[str], np.ndarray]:
+                return ["x", "y"], np.array([[1.0, 0.0], [0.0, 1.0]])
+
+            def observe(self, action: str, observation: str) -> None:
+                return None
+
+        return _Episode()
+
+
+def test_groups_without_spread_teach_nothing_and_are_flagged() -> None:
+    module = SimpleNamespace(make_env=_ConstantEnv)
+    spec = EnvironmentSpec(env_id="constant", source="custom", path=Path(), module=module)  # type: ignore[arg-type]
+    agent = _TwoChoices()
+    tasks = [{"prompt": str(i)} for i in range(6)]
+    config = TrainConfig(env_id="constant", steps=2, tasks_per_step=3, group_size=4, eval_tasks=2)
+    state = Trainer(spec, agent, TaskSplit(tasks[:4], tasks[4:])).advance(new_state(config, agent))
+    assert state.policy.theta.tolist() == [0.0, 0.0]  # zero advantages everywhere: no update
+    record = state.history[-1]
+    assert record["informative_groups"] == 0
+    assert record["signal_health"]["reward"]["zero_spread_share"] == 1.0
+    assert record["signal_health"]["flat"] == {"mean_spread": 0.0, "zero_spread_share": 1.0, "mean": 0.5}
+    assert any("'flat' is constant" in warning for warning in record["signal_warnings"])
 
 
 def test_policy_gradient_is_the_score_function() -> None:
