@@ -1,0 +1,54 @@
+"""`mtrl env list` and `mtrl env play`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from mtrl.cli import app
+
+runner = CliRunner()
+
+
+def test_list_json() -> None:
+    result = runner.invoke(app, ["env", "list", "--json"])
+    assert result.exit_code == 0
+    rows = {row["env_id"]: row for row in json.loads(result.stdout)}
+    assert rows["wordle"]["source"] == "builtin"
+    assert rows["ask_to_code"]["description"]
+
+
+def test_play_wordle_prints_feedback_and_components() -> None:
+    result = runner.invoke(
+        app, ["env", "play", "wordle", "--answer", "beach", "--action", "raise", "--action", "beach"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "RAISE -> XYXXY" in result.stdout
+    assert "solved it in 2" in result.stdout
+    assert "outcome" in result.stdout
+    assert "shaping" in result.stdout
+
+
+def test_play_json_and_actions_from_stdin() -> None:
+    result = runner.invoke(app, ["env", "play", "wordle", "--answer", "beach", "--json"], input="raise\nbeach\nextra\n")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["done"] is True
+    assert document["unused_actions"] == 1
+    assert document["result"]["components"]["outcome"] == pytest.approx(1.45)
+    roles = [turn["role"] for turn in document["transcript"]]
+    assert roles == ["environment", "policy", "environment", "policy", "environment"]
+
+
+def test_play_errors_have_distinct_exit_codes() -> None:
+    invalid = runner.invoke(app, ["env", "play", "wordle", "--answer", "zzzzz", "--action", "raise", "--json"])
+    assert invalid.exit_code == 1
+    assert "not in the wordle answer list" in json.loads(invalid.stdout)["error"]
+    unknown = runner.invoke(app, ["env", "play", "nope", "--action", "x"])
+    assert unknown.exit_code == 2
+    bad_json = runner.invoke(app, ["env", "play", "wordle", "--task", "{oops", "--action", "x"])
+    assert bad_json.exit_code == 2
+    no_actions = runner.invoke(app, ["env", "play", "wordle", "--answer", "beach"], input="")
+    assert no_actions.exit_code == 2
