@@ -21,7 +21,8 @@ from mtrl.runs.runtime import Runtime, runtime_from_env
 logger = Logger(service="mtrl-pipeline")
 # The X-Ray SDK is optional in the layer; without it the functions still get X-Ray segments from
 # active tracing, only Powertools' subsegments are skipped.
-tracer = Tracer(service="mtrl-pipeline", disabled=importlib.util.find_spec("aws_xray_sdk") is None)
+# (None keeps Powertools' own detection: off outside Lambda or with POWERTOOLS_TRACE_DISABLED.)
+tracer = Tracer(service="mtrl-pipeline", disabled=True if importlib.util.find_spec("aws_xray_sdk") is None else None)
 
 Handler = Callable[[Runtime, Mapping[str, Any]], dict[str, Any]]
 

@@ -1,0 +1,436 @@
+"""Run the real pipeline (ASL file + Lambda handlers) inside moto, with a test-double backend adapter.
+
+What is real: ``statemachine/pipeline.asl.json`` executed by moto's interpreter, every handler in
+``lambda/<name>/handler.py`` (imported and called through moto's Lambda invoke), the run table, the data
+bucket, S3 → EventBridge delivery with the stack's own upload pattern, and SNS. What is adapted for
+speed: Retry intervals are rewritten to 0 s and the poll intervals come from settings set to 0 s.
+What stands in: the backend adapter (``FakeAdapter``) and EventBridge → Lambda delivery (moto does not
+deliver to Lambda targets, so the rule targets an SQS capture queue and the test feeds the trigger).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import io
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+from moto import mock_aws
+from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.dynamodb.models import DynamoDBBackend
+
+from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
+from mtrl.runs import adapters, runtime
+from mtrl.runs.runtime import (
+    ENV_BACKEND_FUNCTION,
+    ENV_BACKEND_SETTINGS,
+    ENV_BUCKET,
+    ENV_STATE_MACHINE,
+    ENV_TABLE,
+    ENV_TOPIC,
+)
+from mtrl.settings.pipeline import PIPELINE_SETTINGS_ENV, PipelineSettings
+from stacks.constructs.pipeline_events import upload_event_pattern
+from stacks.constructs.pipeline_state_machine import SUBSTITUTIONS
+
+REPO = Path(__file__).resolve().parents[2]
+ASL_PATH = REPO / "statemachine" / "pipeline.asl.json"
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+BUCKET = "mtrl-data-test"
+TABLE = "mtrl-runs-test"
+FUNCTIONS = ("trigger", "register", "acquire_slot", "validate", "backend", "report", "reaper")
+SUBSTITUTION_FUNCTION = {
+    "RegisterFunctionArn": "register",
+    "AcquireSlotFunctionArn": "acquire_slot",
+    "ValidateFunctionArn": "validate",
+    "BackendFunctionArn": "backend",
+    "ReportFunctionArn": "report",
+}
+MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+
+WORDLE_PROMPT = [
+    {"role": "system", "content": "Play Wordle: guess the five-letter word in six tries."},
+    {"role": "user", "content": "Make your first guess."},
+]
+
+
+def wordle_rows(count: int, *, start: int = 0) -> list[dict[str, Any]]:
+    words = ["crane", "slate", "pious", "mango", "vivid", "bread", "plumb", "quart"]
+    return [
+        {"id": f"w-{i:05d}", "metadata": {"prompt": WORDLE_PROMPT, "answer": words[i % len(words)], "task": "wordle"}}
+        for i in range(start, start + count)
+    ]
+
+
+def jsonl(rows: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(row) + "\n" for row in rows).encode()
+
+
+# ---------------------------------------------------------------------------------------------------
+# The test double behind the adapter interface
+@dataclass
+class FakeAdapter:
+    """A backend that keeps its 'infrastructure' in memory and fails where told to."""
+
+    name: str = "local"
+    fail_preflight: bool = False
+    fail_at: set[str] = field(default_factory=set)  # provision / submit / status / evaluate
+    job_states: list[JobState] = field(default_factory=lambda: [JobState.RUNNING, JobState.SUCCEEDED])
+    hang: bool = False  # the job never finishes
+    cleanup_failures: int = 0  # cleanup raises this many times (transiently) before it works
+    live: set[str] = field(default_factory=set)  # resources that currently exist
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    active: set[str] = field(default_factory=set)
+    max_active: int = 0
+    acquired_order: list[str] = field(default_factory=list)
+    _polls: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _call(self, phase: str, run: RunContext) -> None:
+        with self._lock:
+            self.calls.append((phase, run.run_id))
+        if phase in self.fail_at:
+            raise BackendError(f"{phase} exploded on purpose")
+
+    def phases(self, run_id: str) -> list[str]:
+        return [phase for phase, rid in self.calls if rid == run_id]
+
+    def preflight(self, run: RunContext) -> list[Finding]:
+        self._call("preflight", run)
+        if self.fail_preflight:
+            return [Finding("quota", False, "no ml.p5.48xlarge capacity in us-east-1 (request a quota increase)")]
+        return [Finding("quota", True, "capacity available")]
+
+    def provision(self, run: RunContext) -> list[CreatedResource]:
+        self._call("provision", run)
+        resource = CreatedResource("fake-workers", f"{run.run_id}-workers", {"count": 2})
+        run.record_resource(resource)  # recorded before it exists
+        with self._lock:
+            self.live.add(resource.identifier)
+            self.active.add(run.run_id)
+            self.acquired_order.append(run.run_id)
+            self.max_active = max(self.max_active, len(self.active))
+        return [resource]
+
+    def submit(self, run: RunContext) -> str:
+        self._call("submit", run)
+        with self._lock:
+            self.live.add(f"{run.run_id}-job")
+        return f"job-{run.run_id}"
+
+    def status(self, run: RunContext, job_id: str) -> JobStatus:
+        self._call("status", run)
+        with self._lock:
+            count = self._polls.get(run.run_id, 0)
+            self._polls[run.run_id] = count + 1
+        if self.hang:
+            time.sleep(0.05)
+            return JobStatus(JobState.RUNNING, progress={"step": count})
+        state = self.job_states[min(count, len(self.job_states) - 1)]
+        metrics = {"reward_mean": 0.5} if state is JobState.SUCCEEDED else {}
+        return JobStatus(state, message="job crashed (OOM)" if state is JobState.FAILED else "", metrics=metrics,
+                         progress={"step": count + 1})
+
+    def evaluate(self, run: RunContext) -> dict[str, float]:
+        self._call("evaluate", run)
+        return {"pass@1": 0.25}
+
+    def cancel(self, run: RunContext, job_id: str) -> None:
+        self._call("cancel", run)
+        with self._lock:
+            self.live.discard(f"{run.run_id}-job")
+
+    def cleanup(self, run: RunContext) -> list[CreatedResource]:
+        with self._lock:
+            self.calls.append(("cleanup", run.run_id))
+            if self.cleanup_failures > 0:
+                self.cleanup_failures -= 1
+                raise BackendError("workers still draining", transient=True)
+            for resource in run.resources:
+                self.live.discard(resource.identifier)
+            self.live.discard(f"{run.run_id}-job")
+            self.active.discard(run.run_id)
+        return list(run.resources)
+
+
+# ---------------------------------------------------------------------------------------------------
+# moto patches
+_HANDLERS: dict[str, ModuleType] = {}
+_DDB_LOCK = threading.RLock()
+
+
+def _handler_module(name: str) -> ModuleType:
+    if name not in _HANDLERS:
+        path = REPO / "lambda" / name / "handler.py"
+        spec = importlib.util.spec_from_file_location(f"mtrl_test_lambda_{name}", path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _HANDLERS[name] = module
+    return _HANDLERS[name]
+
+
+def _run_handler(
+    self: LambdaSimpleBackend, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
+) -> bytes:
+    """Replacement for LambdaSimpleBackend.invoke: run the real handler with the function's environment."""
+    function = self.get_function(function_name, qualifier)
+    name = function.function_name.removeprefix("mtrl-")
+    configured = function.environment_vars or {}
+    missing = {k: v for k, v in configured.items() if os.environ.get(k) != v}
+    assert not missing, f"{name}: environment not applied: {missing}"
+    event = json.loads(body) if body else {}
+    try:
+        result = _handler_module(name).handler(event, None)
+    except Exception as error:
+        response_headers["x-amz-function-error"] = "Unhandled"
+        return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode()
+    return json.dumps(result).encode()
+
+
+def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
+    # DynamoDB applies each conditional write atomically; moto's check-then-write is not thread-safe, and
+    # the pipeline's executions run in parallel threads here.
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _DDB_LOCK:
+            return method(*args, **kwargs)
+
+    return wrapper
+
+
+def _zero_retry_intervals(definition: dict[str, Any]) -> dict[str, Any]:
+    for state in definition["States"].values():
+        for retrier in state.get("Retry", []):
+            retrier["IntervalSeconds"] = 1  # moto sleeps for real; 1 s is the ASL minimum
+            retrier["BackoffRate"] = 1.0
+            retrier.pop("JitterStrategy", None)
+            retrier.pop("MaxDelaySeconds", None)
+    return definition
+
+
+# ---------------------------------------------------------------------------------------------------
+@dataclass
+class Harness:
+    adapter: FakeAdapter
+    settings: PipelineSettings
+    s3: Any
+    ddb: Any
+    sfn: Any
+    sqs: Any
+    lambda_client: Any
+    state_machine_arn: str
+    capture_queue: str
+    notification_queue: str
+
+    # -- uploads and events ------------------------------------------------------------------------
+    def put(self, key: str, body: bytes) -> str:
+        return str(self.s3.put_object(Bucket=BUCKET, Key=key, Body=body)["VersionId"])
+
+    def captured_events(self, expected: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Events the upload rule matched (moto's real S3 → EventBridge path, with the stack's pattern)."""
+        events: list[dict[str, Any]] = []
+        deadline = time.time() + timeout
+        while len(events) < expected and time.time() < deadline:
+            response = self.sqs.receive_message(QueueUrl=self.capture_queue, MaxNumberOfMessages=10)
+            for message in response.get("Messages", []):
+                events.append(json.loads(message["Body"]))
+                self.sqs.delete_message(QueueUrl=self.capture_queue, ReceiptHandle=message["ReceiptHandle"])
+        return events
+
+    def deliver(self, event: dict[str, Any]) -> dict[str, Any]:
+        """What EventBridge does on AWS: invoke the trigger function with the event."""
+        return self.invoke("trigger", event)
+
+    def invoke(self, name: str, event: dict[str, Any]) -> dict[str, Any]:
+        response = self.lambda_client.invoke(FunctionName=f"mtrl-{name}", Payload=json.dumps(event).encode())
+        payload = json.loads(response["Payload"].read())
+        if response.get("FunctionError"):
+            raise RuntimeError(f"{name} failed: {payload}")
+        return dict(payload)
+
+    def upload_and_trigger(self, key: str, body: bytes) -> dict[str, Any]:
+        self.put(key, body)
+        (event,) = self.captured_events(1)
+        return self.deliver(event)
+
+    # -- executions ----------------------------------------------------------------------------------
+    def executions(self) -> list[dict[str, Any]]:
+        return list(self.sfn.list_executions(stateMachineArn=self.state_machine_arn)["executions"])
+
+    def wait(self, execution_arn: str, timeout: float = 60.0) -> dict[str, Any]:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            description = self.sfn.describe_execution(executionArn=execution_arn)
+            if description["status"] != "RUNNING":
+                return dict(description)
+            time.sleep(0.05)
+        raise TimeoutError(f"{execution_arn} still running after {timeout} s")
+
+    def wait_all(self, count: int, timeout: float = 90.0) -> list[dict[str, Any]]:
+        deadline = time.time() + timeout
+        while len(self.executions()) < count and time.time() < deadline:
+            time.sleep(0.05)
+        return [self.wait(e["executionArn"], max(1.0, deadline - time.time())) for e in self.executions()]
+
+    def entered_states(self, execution_arn: str) -> list[str]:
+        history = self.sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+        return [e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e]
+
+    # -- records -------------------------------------------------------------------------------------
+    def record(self, run_id: str) -> dict[str, Any]:
+        from mtrl.runs.registry import RunRegistry
+
+        return RunRegistry(self.ddb, TABLE).get(run_id)
+
+    def runs(self) -> list[dict[str, Any]]:
+        from mtrl.runs.registry import decode_item
+
+        items = self.ddb.scan(TableName=TABLE)["Items"]
+        return [decode_item(item) for item in items if item["sk"]["S"] == "RUN"]
+
+    def slots(self) -> dict[str, Any]:
+        from mtrl.runs.slots import SlotPool
+
+        pool = SlotPool(self.ddb, TABLE, capacity=self.settings.max_concurrent_runs, lease_seconds=60,
+                        stale_after_seconds=300)
+        return pool.snapshot()
+
+    def notifications(self) -> list[dict[str, str]]:
+        found = []
+        while True:
+            response = self.sqs.receive_message(QueueUrl=self.notification_queue, MaxNumberOfMessages=10)
+            messages = response.get("Messages", [])
+            if not messages:
+                return found
+            for message in messages:
+                body = json.loads(message["Body"])
+                found.append({"subject": body.get("Subject", ""), "message": body["Message"]})
+                self.sqs.delete_message(QueueUrl=self.notification_queue, ReceiptHandle=message["ReceiptHandle"])
+
+    def object_json(self, key: str) -> dict[str, Any]:
+        return dict(json.loads(self.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()))
+
+    def shift_clock(self, seconds: float) -> None:
+        """Make every phase see a later time (for the run timeout) without waiting for it."""
+        for cached in runtime._cache.values():
+            cached.clock = lambda: time.time() + seconds
+
+
+def _setup(adapter: FakeAdapter, settings: PipelineSettings) -> Harness:
+    session = boto3.Session(region_name=REGION)
+    s3, ddb, sfn, sqs, sns, events, lam, iam = (
+        session.client(name) for name in ("s3", "dynamodb", "stepfunctions", "sqs", "sns", "events", "lambda", "iam")
+    )
+    s3.create_bucket(Bucket=BUCKET)
+    s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_bucket_notification_configuration(
+        Bucket=BUCKET, NotificationConfiguration={"EventBridgeConfiguration": {}}
+    )
+    ddb.create_table(
+        TableName=TABLE,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    capture = sqs.create_queue(QueueName="upload-capture")["QueueUrl"]
+    capture_arn = sqs.get_queue_attributes(QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name="upload", EventPattern=json.dumps(upload_event_pattern(BUCKET)))
+    events.put_targets(Rule="upload", Targets=[{"Id": "capture", "Arn": capture_arn}])
+    topic_arn = sns.create_topic(Name="mtrl-runs")["TopicArn"]
+    notified = sqs.create_queue(QueueName="notifications")["QueueUrl"]
+    notified_arn = sqs.get_queue_attributes(QueueUrl=notified, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=notified_arn)
+    role = iam.create_role(RoleName="pipeline", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+
+    common = {
+        ENV_TABLE: TABLE,
+        ENV_BUCKET: BUCKET,
+        PIPELINE_SETTINGS_ENV: settings.model_dump_json(),
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+    }
+    machine_name = "mtrl-training-run"
+    state_machine_arn = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{machine_name}"
+    extra = {
+        "trigger": {ENV_STATE_MACHINE: state_machine_arn},
+        "report": {ENV_TOPIC: topic_arn},
+        "reaper": {ENV_TOPIC: topic_arn, ENV_BACKEND_FUNCTION: "mtrl-backend"},
+        "backend": {ENV_BACKEND_SETTINGS: json.dumps({"region": REGION})},
+    }
+    arns = {}
+    for name in FUNCTIONS:
+        variables = {**common, **extra.get(name, {})}
+        arns[name] = lam.create_function(
+            FunctionName=f"mtrl-{name}",
+            Runtime="python3.12",
+            Role=role,
+            Handler="handler.handler",
+            Code={"ZipFile": _empty_zip()},
+            Environment={"Variables": variables},
+        )["FunctionArn"]
+        os.environ.update(variables)  # one process plays every function (their variables never conflict)
+    text = ASL_PATH.read_text()
+    for substitution in SUBSTITUTIONS:
+        text = text.replace("${" + substitution + "}", arns[SUBSTITUTION_FUNCTION[substitution]])
+    assert "${" not in text
+    definition = _zero_retry_intervals(json.loads(text))
+    created = sfn.create_state_machine(name=machine_name, definition=json.dumps(definition), roleArn=role)
+    assert created["stateMachineArn"] == state_machine_arn
+    return Harness(adapter, settings, s3, ddb, sfn, sqs, lam, state_machine_arn, capture, notified)
+
+
+def _empty_zip() -> bytes:
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("handler.py", "def handler(event, context):\n    return event\n")
+    return buffer.getvalue()
+
+
+@functools.lru_cache(maxsize=1)
+def _patch_once() -> None:
+    LambdaSimpleBackend.invoke = _run_handler  # type: ignore[method-assign]
+    for method in ("put_item", "update_item", "delete_item", "get_item", "query", "scan"):
+        setattr(DynamoDBBackend, method, _locked(getattr(DynamoDBBackend, method)))
+
+
+def running_pipeline(adapter: FakeAdapter | None = None, **overrides: Any) -> Iterator[Harness]:
+    """Generator for a pytest fixture: moto up, pipeline deployed, adapter registered; all undone after."""
+    _patch_once()
+    values = {
+        "run_backend": "local",
+        "slot_poll_seconds": 0,
+        "status_poll_seconds": 0,
+        "max_concurrent_runs": 1,
+        **overrides,
+    }
+    settings = PipelineSettings.model_validate(values)
+    fake = adapter or FakeAdapter()
+    saved_env = dict(os.environ)
+    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION})
+    runtime._cache.clear()
+    adapters.register_adapter("local", lambda: fake)
+    try:
+        with mock_aws(config=MOTO_CONFIG):
+            yield _setup(fake, settings)
+    finally:
+        adapters.unregister_adapter("local")
+        runtime._cache.clear()
+        os.environ.clear()
+        os.environ.update(saved_env)
