@@ -1,0 +1,63 @@
+"""Sandbox: executions/s on 2 cores and p50/p99 latency for a trivial program with 5 tests.
+
+Targets: ≥ 20 executions/s with 2 concurrent executions, p50 ≤ 50 ms, p99 ≤ 200 ms. Needs root (the
+sandbox's namespaces and uid switch), as on the reward workers and CI.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from mtrl.sandbox import Limits, run_code
+
+PROGRAM = "def add(a, b):\n    return a + b\n"
+TESTS = "from solution import add\n\n" + "".join(
+    f"def test_{i}():\n    assert add({i}, {i}) == {2 * i}\n\n" for i in range(5)
+)
+LIMITS = Limits(timeout_s=5.0)
+TARGET_RATE = 20.0
+TARGET_P50_MS = 50.0
+TARGET_P99_MS = 200.0
+WORKERS = 2
+RUNS = 200
+
+
+def _one() -> float:
+    started = time.perf_counter()
+    result = run_code(PROGRAM, TESTS, LIMITS)
+    if result.status != "passed" or result.tests_passed != 5:
+        raise RuntimeError(f"benchmark program did not pass: {result}")
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    if os.geteuid() != 0:
+        print("   sandbox: skipped (needs root for namespaces and the uid switch)")
+        return
+    for _ in range(5):
+        _one()
+    sequential = sorted(_one() * 1000 for _ in range(RUNS // 2))
+    p50 = statistics.median(sequential)
+    p99 = sequential[min(len(sequential) - 1, round(0.99 * len(sequential)))]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        concurrent = sorted(ms * 1000 for ms in pool.map(lambda _: _one(), range(RUNS)))
+    rate = RUNS / (time.perf_counter() - started)
+    cp99 = concurrent[min(len(concurrent) - 1, round(0.99 * len(concurrent)))]
+    print(
+        f"   sandbox latency (sequential, {len(sequential)} runs): p50 {p50:.0f} ms (target ≤ {TARGET_P50_MS:.0f}) "
+        f"{'OK' if p50 <= TARGET_P50_MS else 'ABOVE TARGET'}, p99 {p99:.0f} ms (target ≤ {TARGET_P99_MS:.0f}) "
+        f"{'OK' if p99 <= TARGET_P99_MS else 'ABOVE TARGET'}"
+    )
+    print(
+        f"   sandbox throughput ({WORKERS} concurrent, {RUNS} runs, {os.cpu_count()} CPUs): {rate:.1f} exec/s "
+        f"(target ≥ {TARGET_RATE:.0f}) {'OK' if rate >= TARGET_RATE else 'BELOW TARGET'}; "
+        f"p50 {statistics.median(concurrent):.0f} ms, p99 {cp99:.0f} ms under load"
+    )
+
+
+if __name__ == "__main__":
+    main()
