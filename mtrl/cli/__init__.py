@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from mtrl import __version__
-from mtrl.cli import config_cmd, cost_cmd, env_cmd, sandbox_cmd
+from mtrl.cli import config_cmd, cost_cmd, env_cmd, sandbox_cmd, validate_cmd
 
 app = typer.Typer(
     name="mtrl",
@@ -20,6 +20,7 @@ app.add_typer(config_cmd.app, name="config")
 app.command("cost")(cost_cmd.cost)
 app.add_typer(env_cmd.app, name="env")
 app.add_typer(sandbox_cmd.app, name="sandbox")
+app.command("validate")(validate_cmd.validate)
 
 
 def _print_version(value: bool) -> None:

@@ -1,0 +1,75 @@
+"""`mtrl validate FILE`: the pipeline's dataset validator, locally (exit 0 valid, 1 invalid, 2 usage)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mtrl.cli.output import EXIT_INVALID, console, error_console, fail, print_json
+from mtrl.settings.pipeline import PipelineSettings
+from mtrl.validation import Limits, UnknownEnvironmentError, ValidationReport, validate_file
+
+
+def validate(
+    file: Annotated[Path, typer.Argument(help="The JSONL dataset to check (Nova Forge row format).")],
+    *,
+    env: Annotated[
+        str | None, typer.Option("--env", help="Also run this environment's own row checks (e.g. wordle).")
+    ] = None,
+    eval_split: Annotated[
+        float, typer.Option("--eval-split", min=0.0, max=0.5, help="Held-out share; checks train/eval overlap.")
+    ] = 0.0,
+    eval_file: Annotated[
+        Path | None, typer.Option("--eval-file", help="A separate evaluation JSONL; no row may overlap it.")
+    ] = None,
+    max_errors: Annotated[int, typer.Option("--max-errors", min=1, help="Errors to list.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the validation report as JSON.")] = False,
+) -> None:
+    """Validate a dataset exactly as the pipeline's Validate step does (same limits as the defaults)."""
+    for path in (file, eval_file):
+        if path is not None and not path.is_file():
+            fail(f"{path}: no such file", as_json=as_json)
+    if eval_file is not None and eval_split > 0:
+        fail("use either --eval-split or --eval-file, not both", as_json=as_json)
+    defaults = PipelineSettings.model_validate({})
+    limits = Limits(
+        max_bytes=defaults.dataset_max_bytes,
+        max_rows=defaults.dataset_max_rows,
+        min_rows=defaults.dataset_min_rows,
+        max_line_bytes=defaults.dataset_max_line_bytes,
+        max_errors=max_errors,
+    )
+    try:
+        report, eval_report = validate_file(
+            file, environment=env, limits=limits, eval_split=eval_split, eval_path=eval_file
+        )
+    except UnknownEnvironmentError as error:
+        fail(str(error), as_json=as_json)
+    valid = report.valid and (eval_report is None or eval_report.valid)
+    if as_json:
+        print_json({"valid": valid, "train": report.to_dict(), "eval": eval_report.to_dict() if eval_report else None})
+    else:
+        for item in (eval_report, report):
+            if item is not None:
+                _print_human(item)
+    if not valid:
+        raise typer.Exit(EXIT_INVALID)
+
+
+def _print_human(report: ValidationReport) -> None:
+    if report.valid:
+        console.print(f"[green]valid[/] {report.summary()}", highlight=False, soft_wrap=True)
+        return
+    error_console.print(
+        f"[bold red]invalid[/] {report.source}: {report.error_count} error(s)", highlight=False, soft_wrap=True
+    )
+    for issue in report.errors:
+        error_console.print(
+            f"  {report.source}:{issue.render()}  [dim]({issue.code})[/]", highlight=False, soft_wrap=True
+        )
+    if report.error_count > len(report.errors):
+        error_console.print(f"  … {report.error_count - len(report.errors)} more", highlight=False, soft_wrap=True)
+    if report.stopped_early:
+        error_console.print(f"  stopped early: {report.stopped_early}", highlight=False, soft_wrap=True)
