@@ -14,8 +14,8 @@ class ConfigError(ValueError):
 # Defaults per environment: sized so a whole run (both evaluations included) fits the local budget of a few
 # minutes on 2 cores while still clearly beating the untrained policy.
 _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
-    "wordle": {"steps": 30, "tasks_per_step": 8, "group_size": 8, "learning_rate": 0.25},
-    "ask_to_code": {"steps": 30, "tasks_per_step": 6, "group_size": 8, "learning_rate": 0.2},
+    "wordle": {"steps": 20, "tasks_per_step": 8, "group_size": 8, "learning_rate": 0.25, "eval_every": 5},
+    "ask_to_code": {"steps": 20, "tasks_per_step": 6, "group_size": 8, "learning_rate": 0.2, "eval_every": 5},
 }
 
 
