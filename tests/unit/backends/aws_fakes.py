@@ -16,12 +16,25 @@ from datetime import UTC, datetime
 from typing import Any
 
 import boto3
+import botocore.loaders
+import botocore.session
 from botocore.awsrequest import AWSResponse
 from botocore.validate import ParamValidator
 
 from mtrl.backends.base import CreatedResource
 
 REGION = "us-east-1"
+# One model loader for every test session: parsing the SageMaker service model takes about a second, so a fresh
+# boto3.Session per test (needed for per-test event hooks) would otherwise pay it again and again.
+_LOADER = botocore.loaders.create_loader()
+
+
+def new_session() -> boto3.Session:
+    core = botocore.session.get_session()
+    core.register_component("data_loader", _LOADER)
+    return boto3.Session(botocore_session=core, region_name=REGION)
+
+
 ACCOUNT = "123456789012"  # moto's default account
 
 

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import boto3
 import pytest
-from aws_fakes import REGION, FakeAws
+from aws_fakes import REGION, FakeAws, new_session
 from moto import mock_aws
-
-from mtrl.backends._aws import AwsClients
 
 
 @pytest.fixture
@@ -22,9 +19,4 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeAws]:
     }.items():
         monkeypatch.setenv(name, value)
     with mock_aws():
-        yield FakeAws(boto3.Session(region_name=REGION))
-
-
-@pytest.fixture
-def clients(aws: FakeAws) -> AwsClients:
-    return AwsClients(aws.session)
+        yield FakeAws(new_session())

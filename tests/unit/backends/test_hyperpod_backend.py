@@ -4,12 +4,16 @@ and the Nova Forge runner on moto ECS, runner results and the per-run stack on m
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from aws_fakes import REGION, FakeAws, FakeCluster, Recorder
+from aws_fakes import REGION, FakeAws, FakeCluster, Recorder, new_session
+from moto import mock_aws
 from moto.ec2.models.elastic_network_interfaces import NetworkInterface
 from moto.moto_api import state_manager
 
@@ -30,7 +34,6 @@ from mtrl.backends.hyperpod import (
 from mtrl.cost import cost_for_run
 
 BUCKET = "mtrl-data-123456789012"
-RUN_ID = "wordle-v7-20261129T104500Z"
 STACK_TEMPLATE = {
     "Resources": {"RolloutQueue": {"Type": "AWS::SQS::Queue"}},
     "Outputs": {
@@ -40,16 +43,57 @@ STACK_TEMPLATE = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _moto_ecs_tasks(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+@dataclass(frozen=True)
+class Shared:
+    """What every test can share: one moto account with the network, ECS cluster, task definitions and bucket.
+
+    Creating a VPC in moto costs about a second, so the module shares one; each test gets its own run id, so its
+    S3 keys, ECS ``startedBy`` tokens and stack names never meet another test's.
+    """
+
+    subnet: str
+    sg: str
+    ecs_cluster: str
+
+
+@pytest.fixture(scope="module")
+def shared() -> Iterator[Shared]:
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")}
+    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "t"})
     # moto 5.2.5 builds an awsvpc task's attachment from an ENI attribute it never sets; give it one.
-    monkeypatch.setattr(
-        NetworkInterface, "private_dns_name", property(lambda self: "ip-10-0-1-10.ec2.internal"), raising=False
-    )
+    original_dns = getattr(NetworkInterface, "private_dns_name", None)
+    NetworkInterface.private_dns_name = property(lambda self: "ip-10-0-1-10.ec2.internal")  # type: ignore[attr-defined]
     # moto advances a task's lastStatus towards STOPPED on every DescribeTasks; keep started tasks RUNNING.
     state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10**9})
-    yield
-    state_manager.unset_transition("ecs::task")
+    try:
+        with mock_aws():
+            session = new_session()
+            session.client("s3").create_bucket(Bucket=BUCKET)
+            ec2 = session.client("ec2")
+            vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+            subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+            sg = ec2.create_security_group(GroupName="workers", Description="reward workers", VpcId=vpc)["GroupId"]
+            ecs = session.client("ecs")
+            cluster = ecs.create_cluster(clusterName="mtrl-rewards")["cluster"]["clusterArn"]
+            for family, container in (("mtrl-reward-worker", "worker"), ("mtrl-nova-runner", "runner")):
+                ecs.register_task_definition(
+                    family=family,
+                    networkMode="awsvpc",
+                    requiresCompatibilities=["FARGATE"],
+                    cpu="1024",
+                    memory="2048",
+                    containerDefinitions=[{"name": container, "image": "x", "memory": 2048}],
+                )
+            yield Shared(subnet, sg, cluster)
+    finally:
+        state_manager.unset_transition("ecs::task")
+        if original_dns is None:
+            del NetworkInterface.private_dns_name  # type: ignore[attr-defined]
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 class Clock:
@@ -61,30 +105,14 @@ class Clock:
 
 
 class World:
-    def __init__(self, aws: FakeAws, *, restricted: bool = False) -> None:
-        self.aws = aws
-        self.cluster = FakeCluster(aws, restricted=restricted)
+    def __init__(self, shared: Shared, *, restricted: bool = False) -> None:
+        self.run_id = f"wordle-{uuid.uuid4().hex[:12]}"
+        self.aws = FakeAws(new_session())
+        self.cluster = FakeCluster(self.aws, restricted=restricted)
         self.clock = Clock()
-        session = aws.session
-        session.client("s3").create_bucket(Bucket=BUCKET)
-        ec2 = session.client("ec2")
-        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-        self.subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
-        self.sg = ec2.create_security_group(GroupName="workers", Description="reward workers", VpcId=vpc)["GroupId"]
-        self.ecs = session.client("ecs")
-        self.ecs_cluster = self.ecs.create_cluster(clusterName="mtrl-rewards")["cluster"]["clusterArn"]
-        for family in ("mtrl-reward-worker", "mtrl-nova-runner"):
-            self.ecs.register_task_definition(
-                family=family,
-                networkMode="awsvpc",
-                requiresCompatibilities=["FARGATE"],
-                cpu="1024",
-                memory="2048",
-                containerDefinitions=[
-                    {"name": "worker" if "worker" in family else "runner", "image": "x", "memory": 2048}
-                ],
-            )
-        self.adapter = HyperPodAdapter(AwsClients(session), clock=self.clock, sleep=self._sleep)
+        self.subnet, self.sg, self.ecs_cluster = shared.subnet, shared.sg, shared.ecs_cluster
+        self.ecs = self.aws.session.client("ecs")
+        self.adapter = HyperPodAdapter(AwsClients(self.aws.session), clock=self.clock, sleep=self._sleep)
         self.recorder = Recorder()
 
     def _sleep(self, seconds: float) -> None:
@@ -94,7 +122,7 @@ class World:
         return {
             "region": REGION,
             "prefix": "mtrl",
-            "run_id": RUN_ID,
+            "run_id": self.run_id,
             "hyperpod_cluster_name": "mtrl-hp",
             "hyperpod_gpu_instance_group": "gpu",
             "instance_count": 2,
@@ -114,11 +142,11 @@ class World:
 
     def run(self, **overrides: Any) -> RunContext:
         return RunContext(
-            run_id=RUN_ID,
+            run_id=self.run_id,
             settings=self.settings(**overrides),
             dataset_uri=f"s3://{BUCKET}/training-data/wordle.jsonl",
             eval_dataset_uri=None,
-            output_uri=f"s3://{BUCKET}/runs/{RUN_ID}/",
+            output_uri=f"s3://{BUCKET}/runs/{self.run_id}/",
             resources=tuple(self.recorder.resources),
             record_resource=self.recorder,
         )
@@ -131,13 +159,13 @@ class World:
         """What the runner container would do: write its result (and, for setup, the SDK's stack)."""
         if command == "setup" and ok:
             self.aws.session.client("cloudformation").create_stack(
-                StackName=cloudformation_stack_name(parse_settings(self.settings()), RUN_ID),
+                StackName=cloudformation_stack_name(parse_settings(self.settings()), self.run_id),
                 TemplateBody=json.dumps(STACK_TEMPLATE),
             )
         document = {"command": command, "ok": ok, "finished_at_epoch": self.clock.now}
         document.update({"result": result} if ok else {"error": result.get("error", "failed")})
         self.aws.session.client("s3").put_object(
-            Bucket=BUCKET, Key=f"runs/{RUN_ID}/backend/{command}.json", Body=json.dumps(document).encode()
+            Bucket=BUCKET, Key=f"runs/{self.run_id}/backend/{command}.json", Body=json.dumps(document).encode()
         )
         for arn in self.tasks(f"nova-runner-{command}"):
             self.ecs.stop_task(cluster=self.ecs_cluster, task=arn, reason="done")
@@ -158,8 +186,8 @@ SETUP_OUTPUTS = {
 
 
 @pytest.fixture
-def world(aws: FakeAws) -> World:
-    return World(aws)
+def world(shared: Shared) -> World:
+    return World(shared)
 
 
 # -- GPU capacity --------------------------------------------------------------------------------------------------
@@ -197,8 +225,8 @@ def test_scale_up_records_first_and_changes_only_the_count(world: World) -> None
     assert capacity.details["instance_type"] == "ml.p5.48xlarge"
 
 
-def test_restricted_group_spec_drops_reported_only_fields(aws: FakeAws) -> None:
-    world = World(aws, restricted=True)
+def test_restricted_group_spec_drops_reported_only_fields(shared: Shared) -> None:
+    world = World(shared, restricted=True)
     with pytest.raises(ProvisioningInProgress):
         world.adapter.provision(world.run())
     (spec,) = world.cluster.updates[0]["RestrictedInstanceGroups"]
@@ -286,10 +314,12 @@ def test_full_provision_starts_runner_then_workers_with_the_run_settings(world: 
     held = world.provision_until_ready()
     assert {r.kind for r in held} >= {CAPACITY_KIND, TASKS_KIND, STACK_KIND}
     stack = next(r for r in world.recorder.resources if r.kind == STACK_KIND)
-    assert stack.identifier == f"{sdk_stack_name(parse_settings(world.settings()), RUN_ID)}-NovaForgeSDK"
+    assert stack.identifier == f"{sdk_stack_name(parse_settings(world.settings()), world.run_id)}-NovaForgeSDK"
     assert stack.identifier.startswith("mtrl-run-")
     spec = json.loads(
-        world.aws.session.client("s3").get_object(Bucket=BUCKET, Key=f"runs/{RUN_ID}/backend/spec.json")["Body"].read()
+        world.aws.session.client("s3")
+        .get_object(Bucket=BUCKET, Key=f"runs/{world.run_id}/backend/spec.json")["Body"]
+        .read()
     )
     assert spec["stack_name"] + "-NovaForgeSDK" == stack.identifier
     assert spec["environment"] == "wordle"
@@ -300,7 +330,7 @@ def test_full_provision_starts_runner_then_workers_with_the_run_settings(world: 
     assert runner_task["overrides"]["containerOverrides"][0]["command"] == [
         "setup",
         "--spec",
-        f"s3://{BUCKET}/runs/{RUN_ID}/backend/spec.json",
+        f"s3://{BUCKET}/runs/{world.run_id}/backend/spec.json",
     ]
     workers = world.tasks("reward-workers")
     assert len(workers) == 2
@@ -377,7 +407,7 @@ def test_submit_then_status(world: World) -> None:
 
 def test_cleanup_is_complete_and_idempotent(world: World) -> None:
     world.provision_until_ready()
-    sdk_family = sdk_stack_name(parse_settings(world.settings()), RUN_ID)
+    sdk_family = sdk_stack_name(parse_settings(world.settings()), world.run_id)
     # What the SDK registers for its SAM deploy task (moto matches familyPrefix exactly, so the family is the prefix).
     world.ecs.register_task_definition(
         family=sdk_family, containerDefinitions=[{"name": "sam", "image": "x", "memory": 512}]
@@ -391,8 +421,13 @@ def test_cleanup_is_complete_and_idempotent(world: World) -> None:
     assert world.cluster.updates[-1]["InstanceGroups"][0]["InstanceCount"] == 0
     assert world.tasks("reward-workers") == []
     assert world.tasks("nova-runner-setup") == []
-    stacks = world.aws.session.client("cloudformation").list_stacks()["StackSummaries"]
-    assert {s["StackStatus"] for s in stacks} == {"DELETE_COMPLETE"}
+    stack = next(r.identifier for r in run.resources if r.kind == STACK_KIND)
+    statuses = [
+        s["StackStatus"]
+        for s in world.aws.session.client("cloudformation").list_stacks()["StackSummaries"]
+        if s["StackName"] == stack
+    ]
+    assert statuses == ["DELETE_COMPLETE"]
     assert world.ecs.list_task_definitions(familyPrefix=sdk_family, status="ACTIVE")["taskDefinitionArns"] == []
     # Cost of the run from what cleanup returned: 2 GPUs held for the hour.
     holds = gpu_holds(removed)
