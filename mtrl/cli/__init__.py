@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from mtrl import __version__
-from mtrl.cli import config_cmd, cost_cmd, env_cmd, sandbox_cmd, validate_cmd
+from mtrl.cli import config_cmd, cost_cmd, env_cmd, env_try, sandbox_cmd, validate_cmd
 
 app = typer.Typer(
     name="mtrl",
@@ -19,6 +19,7 @@ app = typer.Typer(
 app.add_typer(config_cmd.app, name="config")
 app.command("cost")(cost_cmd.cost)
 app.add_typer(env_cmd.app, name="env")
+env_try.register(env_cmd.app)
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("validate")(validate_cmd.validate)
 

@@ -131,7 +131,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
     table = Table(title="signal health (per reward component, averaged over training steps)")
     for column in ("component", "mean within-group spread", "groups with zero spread", "verdict"):
         table.add_column(column)
-    for name, health in summary["signal_health"].items():
+    ordered = sorted(summary["signal_health"].items(), key=lambda item: (item[0] != "reward", item[0]))
+    for name, health in ordered:
         table.add_row(name, f"{health['mean_spread']:.4f}", f"{health['zero_spread_share']:.0%}", _verdict(health))
     console.print(table)
     weights = ", ".join(f"{name} {value:+.2f}" for name, value in summary["weights"].items())

@@ -94,3 +94,11 @@ def test_invalid_dataset_exits_1(tmp_path: Path) -> None:
     result = CliRunner().invoke(_app(), ["try", "wordle", "--dataset", str(train), "--output", str(tmp_path / "o")])
     assert result.exit_code == 1
     assert "zzzzz" in result.output
+
+
+def test_registered_under_mtrl_env() -> None:
+    from mtrl.cli import app
+
+    result = CliRunner().invoke(app, ["env", "try", "--help"])
+    assert result.exit_code == 0
+    assert "--steps" in result.output
