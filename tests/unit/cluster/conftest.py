@@ -1,0 +1,34 @@
+"""Cluster-stack fixtures: the session's default synth, plus one synth of a fully customized cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Template
+
+from stacks.app_builder import Deployment
+from tests.conftest import make_app
+from tests.unit.cluster.custom_cluster import CUSTOM_CLUSTER
+
+
+@pytest.fixture(scope="session")
+def cluster_template(deployment: Deployment) -> Template:
+    return Template.from_stack(deployment.cluster)
+
+
+@pytest.fixture(scope="session")
+def cluster_json(cluster_template: Template) -> dict[str, Any]:
+    return cluster_template.to_json()
+
+
+@pytest.fixture(scope="module")
+def custom_deployment() -> Deployment:
+    app, deployment = make_app(CUSTOM_CLUSTER)
+    app.synth()  # with cdk-nag: raises on any unacknowledged finding
+    return deployment
+
+
+@pytest.fixture(scope="module")
+def custom_json(custom_deployment: Deployment) -> dict[str, Any]:
+    return Template.from_stack(custom_deployment.cluster).to_json()

@@ -1,0 +1,141 @@
+"""Cluster stack with every option set (one extra synth), existing-cluster mode, and placement errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Template
+from cfnlint.api import ManualArgs, lint
+
+from stacks.app_builder import Deployment
+from tests.conftest import make_app
+from tests.unit.cluster.custom_cluster import ADMIN_ROLE, VIEWER_ROLE
+from tests.unit.cluster.template_tools import least_privilege_violations, of_type, only
+
+
+def _groups(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    _, hyperpod = only(template, "AWS::SageMaker::Cluster")
+    return {g["InstanceGroupName"]: g for g in hyperpod["Properties"]["InstanceGroups"]}
+
+
+def _subnet_in(deployment: Deployment, zone: str) -> str:
+    network = deployment.network
+    (subnet,) = [s for s in network.network.vpc.private_subnets if s.availability_zone == zone]
+    return network.get_logical_id(subnet.node.default_child)  # type: ignore[arg-type]
+
+
+def test_training_group_options_reach_the_template(custom_deployment: Deployment, custom_json: dict[str, Any]) -> None:
+    gpu = _groups(custom_json)["gpu"]
+    assert gpu["InstanceCount"] == 2  # its idle count, not its run count (4)
+    assert gpu["ThreadsPerCore"] == 2
+    assert gpu["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 1000}}]
+    assert sorted(gpu["OnStartDeepHealthChecks"]) == ["InstanceConnectivity", "InstanceStress"]
+    assert gpu["TrainingPlanArn"] == "arn:aws:sagemaker:us-east-1:123456789012:training-plan/plan-1"
+    assert gpu["KubernetesConfig"] == {
+        "Labels": {"mtrl/role": "trainer"},
+        "Taints": [{"Effect": "NoSchedule", "Key": "nvidia.com/gpu"}],
+    }
+
+
+def test_availability_zone_id_maps_to_the_private_subnet_of_that_zone(
+    custom_deployment: Deployment, custom_json: dict[str, Any]
+) -> None:
+    override = _groups(custom_json)["gpu"]["OverrideVpcConfig"]
+    (subnet,) = override["Subnets"]
+    assert _subnet_in(custom_deployment, "us-east-1b") in json.dumps(subnet)
+    assert _subnet_in(custom_deployment, "us-east-1a") not in json.dumps(subnet)
+    assert "OverrideVpcConfig" not in _groups(custom_json)["system"]
+
+
+def test_system_group_idles_at_its_own_count(custom_json: dict[str, Any]) -> None:
+    system = _groups(custom_json)["system"]
+    assert system["InstanceCount"] == 1
+    assert system["InstanceType"] == "ml.m5.xlarge"
+    assert "LifeCycleConfig" in system
+
+
+def test_restricted_instance_group_for_nova(custom_json: dict[str, Any]) -> None:
+    _, hyperpod = only(custom_json, "AWS::SageMaker::Cluster")
+    (rig,) = hyperpod["Properties"]["RestrictedInstanceGroups"]
+    assert rig["InstanceGroupName"] == "nova-rig"
+    assert rig["InstanceCount"] == 0
+    assert rig["EnvironmentConfig"] == {"FSxLustreConfig": {"SizeInGiB": 2400, "PerUnitStorageThroughput": 500}}
+    assert "LifeCycleConfig" not in rig  # restricted groups take none
+    assert "OverrideVpcConfig" in rig
+
+
+def test_extra_helm_components_are_switched_on(custom_json: dict[str, Any]) -> None:
+    _, release = only(custom_json, "Custom::HyperPodHelmRelease")
+    values = json.loads(release["Properties"]["Values"])
+    assert values["deep-health-check.enabled"] is True
+    assert values["job-auto-restart.enabled"] is True
+    assert values["mlflow.enabled"] is False
+
+
+def test_operator_access_entries(custom_json: dict[str, Any]) -> None:
+    entries = {
+        json.dumps(v["Properties"]["PrincipalArn"]): v["Properties"]
+        for v in of_type(custom_json, "AWS::EKS::AccessEntry").values()
+    }
+    assert [p["PolicyArn"]["Fn::Join"][1][2] for p in entries[json.dumps(ADMIN_ROLE)]["AccessPolicies"]] == [
+        ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+    ]
+    assert [p["PolicyArn"]["Fn::Join"][1][2] for p in entries[json.dumps(VIEWER_ROLE)]["AccessPolicies"]] == [
+        ":eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+    ]
+
+
+def test_public_and_private_endpoint_option(custom_json: dict[str, Any]) -> None:
+    _, eks = only(custom_json, "AWS::EKS::Cluster")
+    vpc = eks["Properties"]["ResourcesVpcConfig"]
+    assert vpc["EndpointPublicAccess"] is True
+    assert vpc["EndpointPrivateAccess"] is True
+
+
+def test_customized_template_passes_cfn_lint_and_least_privilege(custom_json: dict[str, Any]) -> None:
+    # cfn-lint validates the HyperPod schema: RIG, deep health checks, Kubernetes config, training plan.
+    matches = lint(json.dumps(custom_json), config=ManualArgs(regions=["us-east-1"], ignore_checks=["W3005"]))
+    assert [f"{m.rule.id} {m.message}" for m in matches] == []
+    assert least_privilege_violations(custom_json) == []
+
+
+# --- existing-cluster mode ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def existing_json() -> dict[str, Any]:
+    app, deployment = make_app(
+        {"existing_hyperpod_cluster_name": "team-hyperpod", "existing_eks_cluster_name": "team-eks"}
+    )
+    app.synth()  # cdk-nag must stay clean in this mode too
+    assert deployment.cluster.hyperpod is None
+    return Template.from_stack(deployment.cluster).to_json()
+
+
+def test_existing_cluster_mode_creates_no_cluster_resources(existing_json: dict[str, Any]) -> None:
+    types = {resource["Type"] for resource in existing_json["Resources"].values()}
+    assert types == {"AWS::IAM::Role", "AWS::IAM::Policy"}  # only the job-submission role
+
+
+def test_existing_cluster_mode_targets_the_named_clusters(existing_json: dict[str, Any]) -> None:
+    outputs = {name: output["Value"] for name, output in existing_json["Outputs"].items()}
+    assert outputs["HyperPodClusterName"] == "team-hyperpod"
+    assert outputs["EksClusterName"] == "team-eks"
+    assert "HyperPodClusterArn" not in outputs
+    statements = {
+        s["Sid"]: s
+        for policy in of_type(existing_json, "AWS::IAM::Policy").values()
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    }
+    assert statements["ReachEks"]["Resource"] == "arn:aws:eks:us-east-1:123456789012:cluster/team-eks"
+    assert statements["ScaleAndWatchHyperPod"]["Resource"] == "arn:aws:sagemaker:us-east-1:123456789012:cluster/*"
+    assert "PassNodeRoleToSageMaker" not in statements
+    assert least_privilege_violations(existing_json) == []
+
+
+def test_zone_without_a_private_subnet_is_refused() -> None:
+    groups = [{"name": "gpu", "instance_type": "ml.g5.8xlarge", "availability_zone_id": "use1-az9"}]
+    with pytest.raises(ValueError, match=r"maps to us-east-1c, but the private subnets are in"):
+        make_app({"hyperpod_instance_groups": groups, "hyperpod_availability_zone_names": {"use1-az9": "us-east-1c"}})

@@ -1,0 +1,91 @@
+"""Cluster settings: types, defaults and the cross-field rules, with messages naming the key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mtrl.settings import SettingsError, load_settings
+
+
+def _problem(context: dict[str, Any]) -> str:
+    with pytest.raises(SettingsError) as caught:
+        load_settings({"region": "us-east-1", **context})
+    return str(caught.value)
+
+
+def _group(**fields: Any) -> dict[str, Any]:
+    return {"name": "gpu", "instance_type": "ml.g5.8xlarge", **fields}
+
+
+def test_defaults_idle_the_gpu_group_at_zero() -> None:
+    settings = load_settings({"region": "us-east-1"})
+    (group,) = settings.hyperpod_instance_groups
+    assert (group.name, group.idle_count, group.run_count, group.purpose) == ("gpu", 0, 1, "training")
+    assert settings.training_instance_group is group
+    assert settings.eks_endpoint_access == "public"
+    assert not settings.uses_existing_cluster
+    assert settings.hyperpod_restricted_instance_group is None
+
+
+def test_groups_parse_from_a_cli_json_string() -> None:
+    raw = '[{"name":"gpu","instance_type":"ml.p5.48xlarge","run_count":8,"idle_count":1}]'
+    settings = load_settings({"region": "us-east-1", "hyperpod_instance_groups": raw})
+    assert settings.training_instance_group.run_count == 8
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        (
+            {"hyperpod_instance_groups": [_group(instance_type="p5.48xlarge")]},
+            "hyperpod_instance_groups.0.instance_type",
+        ),
+        ({"hyperpod_instance_groups": [_group(idle_count=3, run_count=2)]}, "idle_count (3) is larger than run_count"),
+        ({"hyperpod_instance_groups": [_group(idle_count=-1)]}, "hyperpod_instance_groups.0.idle_count"),
+        ({"hyperpod_instance_groups": [_group(threads_per_core=4)]}, "threads_per_core"),
+        ({"hyperpod_instance_groups": [_group(), _group()]}, "names must be unique"),
+        ({"hyperpod_instance_groups": [_group(purpose="system")]}, "exactly one group needs purpose 'training'"),
+        ({"hyperpod_instance_groups": []}, "at least one instance group"),
+        ({"hyperpod_instance_groups": [_group(availability_zone_id="use1-az6")]}, "no AZ name given for AZ IDs"),
+        ({"hyperpod_instance_groups": [_group(availability_zone_id="us-east-1a")]}, "availability_zone_id"),
+        ({"hyperpod_instance_groups": [_group(deep_health_checks=["InstanceStress"])]}, "'deep-health-check'"),
+        ({"hyperpod_instance_groups": [_group(training_plan_arn="plan-1")]}, "training_plan_arn"),
+        ({"existing_hyperpod_cluster_name": "hp"}, "existing_eks_cluster_name"),
+        ({"eks_admin_role_arns": ["arn:aws:iam::123456789012:user/bob"]}, "eks_admin_role_arns"),
+        ({"eks_endpoint_access": "private"}, "eks_endpoint_access"),
+        ({"hyperpod_helm_chart_revision": "main"}, "hyperpod_helm_chart_revision"),
+        ({"hyperpod_helm_extra_components": ["unknown-thing"]}, "hyperpod_helm_extra_components"),
+        ({"hyperpod_availability_zone_names": {"use1-az6": "use1-az6"}}, "not an AZ name"),
+        (
+            {"hyperpod_restricted_instance_group": {"fsx_lustre_size_gib": 100}},
+            "hyperpod_restricted_instance_group.fsx_lustre_size_gib",
+        ),
+        (
+            {"hyperpod_restricted_instance_group": {"name": "gpu"}},
+            "names must be unique",
+        ),
+    ],
+)
+def test_invalid_cluster_settings_name_the_key(context: dict[str, Any], message: str) -> None:
+    assert message in _problem(context)
+
+
+def test_helm_components_always_include_the_required_ones() -> None:
+    settings = load_settings({"region": "us-east-1", "hyperpod_helm_extra_components": ["mlflow"]})
+    on = {name for name, enabled in settings.helm_components.items() if enabled}
+    assert on == {
+        "health-monitoring-agent",
+        "nvidia-device-plugin",
+        "aws-efa-k8s-device-plugin",
+        "training-operators",
+        "mlflow",
+    }
+
+
+def test_existing_cluster_mode() -> None:
+    settings = load_settings(
+        {"region": "us-east-1", "existing_hyperpod_cluster_name": "hp", "existing_eks_cluster_name": "eks"}
+    )
+    assert settings.uses_existing_cluster
