@@ -28,6 +28,7 @@ IMAGE_CONTEXT_EXCLUDES = [
     "!requirements",
     "!mtrl",
     "!environments",
+    "!custom-environments",
     "!docker/reward-worker",
     "**/__pycache__",
     "**/*.pyc",
@@ -128,7 +129,8 @@ class RewardWorkers(Construct):
             image=image,
             logging=ecs.LogDrivers.aws_logs(stream_prefix="worker", log_group=self.log_group),
             environment={
-                "MTRL_MAX_WORKERS": str(settings.reward_worker_max_workers),
+                # Read by mtrl.worker; per-run values (queues, env id, run id) come as container overrides.
+                "MTRL_CONCURRENCY": str(settings.reward_worker_max_workers),
                 "MTRL_DATA_BUCKET": data_bucket.bucket_name,
                 "MTRL_ENVIRONMENT_PREFIX": self.environment_prefix,
                 "MTRL_QUEUE_PREFIX": self.queue_name_prefix,

@@ -72,7 +72,7 @@ def test_task_size_and_image_from_the_repo_dockerfile(
     (container,) = props["ContainerDefinitions"]
     assert "container-assets" in json.dumps(container["Image"])  # a CDK image asset, built at deploy
     env = {e["Name"]: e["Value"] for e in container["Environment"]}
-    assert env["MTRL_MAX_WORKERS"] == str(settings.reward_worker_max_workers)
+    assert env["MTRL_CONCURRENCY"] == str(settings.reward_worker_max_workers)  # what mtrl.worker reads
     assert env["MTRL_ENVIRONMENT_PREFIX"] == settings.reward_worker_environment_prefix
     assert container["LogConfiguration"]["LogDriver"] == "awslogs"
 
@@ -84,6 +84,7 @@ def test_task_size_and_image_from_the_repo_dockerfile(
     assert (staged / DOCKERFILE).is_file()
     assert (staged / "mtrl" / "__init__.py").is_file()
     assert (staged / "pyproject.toml").is_file()
+    assert (staged / "custom-environments").is_dir()
     for absent in (".venv", "node_modules", "tests", ".git", "cdk.out", "stacks"):
         assert not (staged / absent).exists(), absent
 
