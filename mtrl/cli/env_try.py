@@ -128,12 +128,20 @@ def _print_summary(summary: dict[str, Any]) -> None:
         f"[bold]{_pct(heldout['success_before'])} → {_pct(heldout['success_after'])}[/]; "
         f"reward {_num(heldout['reward_before'])} → {_num(heldout['reward_after'])}"
     )
-    table = Table(title="signal health (per reward component, averaged over training steps)")
-    for column in ("component", "mean within-group spread", "groups with zero spread", "verdict"):
+    table = Table(title="signal health per reward component (GRPO learns only from spread inside a group)")
+    for column in ("component", "spread, step 1", "flat groups, step 1", "flat groups, all steps", "verdict"):
         table.add_column(column)
+    first = summary.get("signal_health_first_step", {})
     ordered = sorted(summary["signal_health"].items(), key=lambda item: (item[0] != "reward", item[0]))
     for name, health in ordered:
-        table.add_row(name, f"{health['mean_spread']:.4f}", f"{health['zero_spread_share']:.0%}", _verdict(health))
+        start = first.get(name, health)
+        table.add_row(
+            name,
+            f"{start['mean_spread']:.4f}",
+            f"{start['zero_spread_share']:.0%}",
+            f"{health['zero_spread_share']:.0%}",
+            _verdict(start),
+        )
     console.print(table)
     weights = ", ".join(f"{name} {value:+.2f}" for name, value in summary["weights"].items())
     console.print(f"policy weights: {weights}")

@@ -39,6 +39,8 @@ def summarize(state: TrainingState, *, extra: dict[str, Any] | None = None) -> d
         "evaluations": evaluations,
         "last_step": state.history[-1] if state.history else None,
         "signal_health": health,
+        # What the untrained policy's groups offered: the reward designer's view (later steps converge and flatten).
+        "signal_health_first_step": state.history[0]["signal_health"] if state.history else {},
         "weights": dict(zip(state.policy.feature_names, (round(float(w), 4) for w in state.policy.theta), strict=True)),
     }
     summary.update(extra or {})
