@@ -1,9 +1,12 @@
 """Runs inside the sandbox child (``python -I -S -B -c <this source>``). Standard library only.
 
-Phase 1, still privileged: enter fresh network and mount namespaces (no interface is up, so even
+Phase 1 (as root, ``namespaces``): enter fresh network and mount namespaces (no interface is up, so even
 loopback is unreachable), put a size-capped tmpfs at the work directory, make every other mount
 read-only, hide /tmp-like scratch dirs behind throwaway tmpfs, set rlimits, drop to an unprivileged uid
-that owns nothing on the host. Phase 2: read the program, tests and marker from stdin (never from disk,
+that owns nothing on the host. Always, last: a seccomp filter (no sockets, no signals to the worker, no
+leaving the process group) — without root it is the network barrier on its own.
+
+Phase 2: read the program, tests and marker from stdin (never from disk,
 so the program cannot read the hidden tests from its directory), then import the program as module
 ``solution`` and run every ``test*`` function, reporting each result on fd 3 prefixed with the marker.
 
@@ -46,9 +49,7 @@ def _isolate(cfg: dict[str, Any]) -> None:
 
     uid = cfg["uid"]
     if libc.unshare(CLONE_NEWNET | CLONE_NEWNS) != 0:
-        if cfg["require_isolation"]:
-            _fail_setup("unshare(network, mount): " + os.strerror(ctypes.get_errno()))
-        return
+        _fail_setup("unshare(network, mount): " + os.strerror(ctypes.get_errno()))
     error = mount("none", "/", None, MS_REC | MS_PRIVATE, None)
     if error:
         _fail_setup("mount private: " + error)
@@ -114,6 +115,91 @@ def _drop(cfg: dict[str, Any]) -> None:
             _fail_setup("could not drop privileges")
 
 
+# seccomp-BPF (works without privileges, e.g. on Fargate where namespaces are unavailable).
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+SYSCALLS = {
+    # name: (x86_64, aarch64)
+    "socket": (41, 198),
+    "kill": (62, 129),
+    "tkill": (200, 130),
+    "tgkill": (234, 131),
+    "setsid": (112, 157),
+    "setpgid": (109, 154),
+    "ptrace": (101, 117),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),
+    "pidfd_open": (434, 434),
+    "pidfd_send_signal": (424, 424),
+    "pidfd_getfd": (438, 438),
+    "io_uring_setup": (425, 425),
+    "unshare": (272, 97),
+    "setns": (308, 268),
+    "mount": (165, 40),
+}
+_RET_KILL, _RET_ALLOW = 0x80000000, 0x7FFF0000
+_EPERM, _EACCES = 0x00050000 | 1, 0x00050000 | 13
+
+
+def _seccomp() -> None:
+    """No network sockets, no signals to the worker or init or everyone, no escaping the process group.
+
+    ``socket()`` fails with EACCES for every family (``socketpair`` still works), so no connection of any
+    kind can be made; kill/tkill/tgkill aimed at the worker, init, -1 or another process group fail with
+    EPERM; setsid/setpgid, ptrace, process_vm_*, pidfd_*, io_uring and namespace calls fail with EPERM.
+    """
+    import ctypes
+
+    machine = os.uname().machine
+    if machine not in AUDIT_ARCH:
+        _fail_setup(f"seccomp: unsupported architecture {machine}")
+    column = 0 if machine == "x86_64" else 1
+    own_group = os.getpgrp()
+    program: list[tuple[int, int, int, int]] = [
+        (0x20, 0, 0, 4),  # A = arch
+        (0x15, 1, 0, AUDIT_ARCH[machine]),
+        (0x06, 0, 0, _RET_KILL),
+        (0x20, 0, 0, 0),  # A = syscall number
+        (0x35, 0, 1, 0x40000000),  # x32 ABI numbers: refuse outright
+        (0x06, 0, 0, _RET_KILL),
+    ]
+    worker = os.getppid()
+    for name in ("kill", "tkill", "tgkill"):
+        # A = low 32 bits of the target pid. Deny the worker, init, -1 (everyone) and other process groups
+        # (negative targets other than -own_group); allow everything else (its own processes).
+        block = [
+            (0x20, 0, 0, 16),  # 0: A = args[0]
+            (0x15, 5, 0, worker),  # 1: -> 7 deny
+            (0x15, 4, 0, 1),  # 2: -> 7 deny
+            (0x15, 3, 0, 0xFFFFFFFF),  # 3: -> 7 deny
+            (0x15, 1, 0, (-own_group) & 0xFFFFFFFF),  # 4: -> 6 allow
+            (0x35, 1, 0, 0x80000000),  # 5: negative -> 7 deny
+            (0x06, 0, 0, _RET_ALLOW),  # 6
+            (0x06, 0, 0, _EPERM),  # 7
+        ]
+        program.append((0x15, 0, len(block), SYSCALLS[name][column]))
+        program += block
+    for name in SYSCALLS:
+        if name in ("kill", "tkill", "tgkill"):
+            continue
+        program.append((0x15, 0, 1, SYSCALLS[name][column]))
+        program.append((0x06, 0, 0, _EACCES if name == "socket" else _EPERM))
+    program.append((0x06, 0, 0, _RET_ALLOW))
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    filters = (Filter * len(program))(*[Filter(*instruction) for instruction in program])
+    fprog = Program(len(program), filters)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        _fail_setup("prctl(NO_NEW_PRIVS): " + os.strerror(ctypes.get_errno()))
+    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+        _fail_setup("seccomp filter: " + os.strerror(ctypes.get_errno()))
+
+
 def _flush_and_exit(code: int) -> None:
     # os._exit skips atexit handlers the program may have registered, so flush its output by hand.
     for stream in (sys.stdout, sys.stderr):
@@ -128,10 +214,12 @@ def main() -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    if os.getuid() == 0:
+    if cfg["namespaces"]:
         _isolate(cfg)
     _limit(cfg)
-    _drop(cfg)
+    if cfg["namespaces"]:
+        _drop(cfg)
+    _seccomp()  # last: it forbids mount/unshare, which _isolate needs
     out = os.write
     result_fd = cfg["result_fd"]
 

@@ -1,12 +1,17 @@
 """Run untrusted Python (and optional hidden tests) in a throwaway, locked-down child process.
 
-Isolation (as root, which is how workers and CI run; see ``_harness.py`` for the child side):
+Isolation tiers (see ``_harness.py`` for the child side). As root (CI, a root worker), everything below;
+without root (e.g. a Fargate task, which can never create namespaces) the seccomp tier: clean
+environment, rlimits, the seccomp filter (no ``socket()`` at all, no signals to the worker, init or other
+process groups, no setsid/setpgid, ptrace or io_uring), output caps, marked results and the deadline.
+Full tier:
 - environment: only PATH/LANG/HOME/TMPDIR — no AWS or other credentials; ``python -I -S`` ignores
   PYTHON* variables, user and site packages (the standard library only);
 - network: a fresh network namespace with no interface up (loopback and 169.254.169.254 unreachable);
 - filesystem: a size-capped tmpfs work directory (the only writable place besides throwaway /tmp), every
   other mount read-only, and a fresh unprivileged uid per execution that owns nothing on the host;
 - resources: CPU seconds, address space, processes (per the fresh uid), file size, open files;
+- syscalls: the seccomp filter as above (defence in depth: the namespaces already cut the network);
 - time: a wall-clock deadline, after which the process group and every process of the execution's uid
   are killed (a program that escapes its group with setsid is still found by uid);
 - output: stdout/stderr captured up to a cap, the rest discarded while still draining the pipes;
@@ -18,8 +23,11 @@ Residual risk, by design of an in-process test runner: the program shares an int
 hidden tests, so a program that deliberately searches interpreter memory could find the marker. Run the
 reward worker itself in its own container (as deployed) for defence in depth.
 
-Without root (a developer laptop) the namespaces and uid switch are unavailable: ``require_isolation``
-(default True) makes that an error instead of silently running with network access.
+What the seccomp tier cannot give without privileges: a private filesystem (the program can read and
+write what the worker's uid can — run the worker as an unprivileged user with a read-only root file
+system) and killing a program's leftovers by uid (it cannot leave its process group, so the group kill
+suffices). If even the seccomp filter cannot be installed, ``SandboxUnavailableError`` is raised: code is
+never run without a network barrier.
 """
 
 from __future__ import annotations
@@ -64,10 +72,13 @@ class Limits:
     max_files: int = 512
     max_open_files: int = 64
     max_output_bytes: int = 64 * 1024
-    require_isolation: bool = True
+    # "auto": namespaces + fresh uid when root, else the unprivileged seccomp tier; "seccomp" forces the latter.
+    isolation: Literal["auto", "seccomp"] = "auto"
 
     def __post_init__(self) -> None:
-        positive = {name: value for name, value in asdict(self).items() if name != "require_isolation"}
+        if self.isolation not in ("auto", "seccomp"):
+            raise ValueError(f"sandbox isolation must be 'auto' or 'seccomp' (got {self.isolation!r})")
+        positive = {name: value for name, value in asdict(self).items() if name != "isolation"}
         bad = [name for name, value in positive.items() if not value > 0]
         if bad:
             raise ValueError(f"sandbox limits must be positive: {', '.join(bad)}")
@@ -120,6 +131,20 @@ def _clean_env(workdir: str) -> dict[str, str]:
     }
 
 
+def _tasks_of_uid(uid: int) -> int:
+    """Threads currently owned by ``uid`` (what RLIMIT_NPROC counts)."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid == uid:
+                total += len(os.listdir(f"/proc/{entry.name}/task"))
+        except OSError:
+            continue
+    return total
+
+
 def _is_zombie(pid: str) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
@@ -168,22 +193,18 @@ def run_code(program: str, tests: str | None = None, limits: Limits | None = Non
     """Execute ``program`` (as module ``solution``) and, if given, the ``test*`` functions of ``tests``."""
     limits = limits or Limits()
     total = count_tests(tests) if tests is not None else 0
-    privileged = os.geteuid() == 0
-    if not privileged and limits.require_isolation:
-        raise SandboxUnavailableError(
-            "network and filesystem isolation need root (namespaces, uid switch); run as root as the "
-            "reward workers and CI do, or pass Limits(require_isolation=False) on a trusted dev machine"
-        )
+    privileged = os.geteuid() == 0 and limits.isolation == "auto"
     uid = secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) + UID_RANGE[0] if privileged else os.getuid()
     marker = secrets.token_hex(16)
     workdir = tempfile.mkdtemp(prefix="mtrl-sandbox-")
     config = {
         "uid": uid,
         "workdir": workdir,
-        "require_isolation": limits.require_isolation,
+        "namespaces": privileged,
         "cpu_s": limits.cpu_s,
         "memory_mb": limits.memory_mb,
-        "max_processes": limits.max_processes,
+        # RLIMIT_NPROC counts every process and thread of the uid: a fresh uid has none, ours has the worker's.
+        "max_processes": limits.max_processes + (0 if privileged else _tasks_of_uid(uid)),
         "file_mb": limits.file_mb,
         "disk_mb": limits.disk_mb,
         "max_files": limits.max_files,
@@ -225,10 +246,12 @@ def run_code(program: str, tests: str | None = None, limits: Limits | None = Non
     )
     result.duration_s = time.monotonic() - started
     result.isolation = (
-        ["clean-env", "rlimits", "netns", "mountns-readonly", "tmpfs-workdir", "fresh-uid"]
+        ["clean-env", "rlimits", "seccomp", "netns", "mountns-readonly", "tmpfs-workdir", "fresh-uid"]
         if privileged
-        else ["clean-env", "rlimits"]
+        else ["clean-env", "rlimits", "seccomp"]
     )
+    if result.status == "error" and result.detail.startswith("sandbox setup failed"):
+        raise SandboxUnavailableError(result.detail)
     return result
 
 

@@ -1,0 +1,88 @@
+"""Reward-worker entry point (the container's command): ``python -m mtrl.worker``.
+
+Configuration comes from the task definition's environment:
+MTRL_ENV_ID (default wordle), MTRL_CUSTOM_ENV (true: load from custom-environments/), MTRL_REQUEST_QUEUE_URL,
+MTRL_RESULT_QUEUE_URL, MTRL_POLICY_URL, MTRL_POLICY_MODEL, MTRL_CONCURRENCY, MTRL_EPISODE_TIMEOUT_S,
+MTRL_MAX_TURNS, MTRL_GRACE_S, MTRL_GROUP_SIZE, MTRL_RUN_ID. A missing or bad value exits with code 2 and a
+message naming it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Mapping
+
+from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
+from mtrl.worker.runtime import WorkerConfig, WorkerRuntime
+from mtrl.worker.transport import HttpChatPolicy, SqsResultSink, SqsRolloutSource
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _required(environ: Mapping[str, str], name: str) -> str:
+    value = environ.get(name, "").strip()
+    if not value:
+        raise ConfigError(f"{name} is required")
+    return value
+
+
+def _number(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number (got {raw!r})") from None
+
+
+def config_from_env(environ: Mapping[str, str]) -> WorkerConfig:
+    dimensions = {"RunId": environ["MTRL_RUN_ID"]} if environ.get("MTRL_RUN_ID") else {}
+    try:
+        return WorkerConfig(
+            concurrency=int(_number(environ, "MTRL_CONCURRENCY", 4)),
+            episode_timeout_s=_number(environ, "MTRL_EPISODE_TIMEOUT_S", 300.0),
+            max_turns=int(_number(environ, "MTRL_MAX_TURNS", 32)),
+            grace_s=_number(environ, "MTRL_GRACE_S", 25.0),
+            group_size=int(_number(environ, "MTRL_GROUP_SIZE", 8)),
+            health_dimensions=dimensions,
+        )
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
+def main(environ: Mapping[str, str] | None = None) -> int:
+    env = dict(os.environ if environ is None else environ)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        config = config_from_env(env)
+        spec = load_spec(env.get("MTRL_ENV_ID", "wordle"), custom=env.get("MTRL_CUSTOM_ENV", "").lower() == "true")
+        request_url = _required(env, "MTRL_REQUEST_QUEUE_URL")
+        result_url = _required(env, "MTRL_RESULT_QUEUE_URL")
+        policy = HttpChatPolicy(_required(env, "MTRL_POLICY_URL"), model=env.get("MTRL_POLICY_MODEL", "default"))
+    except (ConfigError, EnvironmentNotFoundError, InvalidEnvironmentError, ValueError) as error:
+        print(f"reward worker: {error}", file=sys.stderr)
+        return 2
+    import boto3  # noqa: PLC0415 - only the container needs AWS clients
+
+    sqs = boto3.client("sqs")  # region and credentials from the ECS task environment
+    source = SqsRolloutSource(sqs, request_url)
+    sink = SqsResultSink(sqs, result_url)
+    runtime = WorkerRuntime(spec, source, sink, policy, config)
+    runtime.install_signal_handlers()
+    runtime.run()
+    logging.getLogger("mtrl.worker").info(
+        "stopped: %d rollouts published, %d abandoned", runtime.published, runtime.abandoned
+    )
+    logging.shutdown()
+    sys.stdout.flush()
+    # Abandoned episodes may still be running in threads; they were released and will not publish.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
