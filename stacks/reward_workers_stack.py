@@ -45,7 +45,10 @@ class RewardWorkersStack(cdk.Stack):
         w = self.workers
         outputs = {
             "ClusterName": (w.cluster.cluster_name, "ECS cluster of the reward workers"),
+            "ClusterArn": (w.cluster.cluster_arn, "ECS cluster ARN"),
             "ServiceName": (w.service.service_name, "Reward-worker service (desired count 0 between runs)"),
+            "ServiceArn": (w.service.service_arn, "Reward-worker service ARN"),
+            "ContainerName": (w.container.container_name, "Container to override per run (environment, queues)"),
             "TaskDefinitionArn": (w.task_definition.task_definition_arn, "Reward-worker task definition"),
             "TaskRoleArn": (w.task_role.role_arn, "Role the environment code runs with"),
             "LogGroupName": (w.log_group.log_group_name, "Reward-worker logs"),
