@@ -33,7 +33,6 @@ IMAGE_CONTEXT_EXCLUDES = [
     "**/__pycache__",
     "**/*.pyc",
 ]
-METRICS_NAMESPACE = "mtrl/RewardWorkers"
 CONTAINER_NAME = "reward-worker"
 
 _QUEUE_ACTIONS = [
@@ -49,7 +48,7 @@ _QUEUE_ACTIONS = [
 class RewardWorkers(Construct):
     """Attributes: ``cluster``, ``task_definition``, ``container``, ``service``, ``task_role``, ``log_group``,
     ``scalable_target``, ``max_tasks``, ``queue_name_prefix`` (a run's queues must be named with it),
-    ``environment_prefix``, ``metrics_namespace``."""
+    ``environment_prefix``. Metrics leave as CloudWatch EMF log lines, so the role needs no metrics API."""
 
     def __init__(
         self,
@@ -69,7 +68,6 @@ class RewardWorkers(Construct):
         self.max_tasks = settings.reward_worker_max_tasks
         self.queue_name_prefix = f"{prefix}-run-"
         self.environment_prefix = settings.reward_worker_environment_prefix
-        self.metrics_namespace = METRICS_NAMESPACE
 
         self.cluster = ecs.Cluster(
             self,
@@ -97,8 +95,8 @@ class RewardWorkers(Construct):
                     "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:ecs:{stack.region}:{stack.account}:*"},
                 },
             ),
-            description="Reward workers (run environment code): read environment packages, use the run's "
-            "queues, publish metrics. Nothing else.",
+            description="Reward workers (run environment code): read environment packages and use the run's "
+            "queues. Nothing else (logs and EMF metrics go through the awslogs driver).",
         )
         self._grant_task_role(data_bucket, encryption_key)
 
@@ -134,7 +132,6 @@ class RewardWorkers(Construct):
                 "MTRL_DATA_BUCKET": data_bucket.bucket_name,
                 "MTRL_ENVIRONMENT_PREFIX": self.environment_prefix,
                 "MTRL_QUEUE_PREFIX": self.queue_name_prefix,
-                "MTRL_METRICS_NAMESPACE": METRICS_NAMESPACE,
             },
         )
 
@@ -209,18 +206,10 @@ class RewardWorkers(Construct):
                         }
                     },
                 ),
-                iam.PolicyStatement(
-                    sid="PublishRewardMetrics",
-                    actions=["cloudwatch:PutMetricData"],
-                    # PutMetricData has no resource-level permissions; the namespace condition scopes it.
-                    resources=["*"],
-                    conditions={"StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}},
-                ),
             ],
         )
         self.task_role.attach_inline_policy(policy)
         for resource, reason in (
-            ("*", "cloudwatch:PutMetricData has no resource-level permissions; limited to one namespace."),
             (packages, "Read of the environment-package prefix only (package names are chosen per run)."),
             (queues, "A run's queues are created per run; the name prefix limits the workers to run queues."),
         ):

@@ -12,7 +12,7 @@ from cfnlint.api import ManualArgs, lint
 
 from mtrl.settings import SettingsError, load_settings
 from stacks.app_builder import Deployment
-from stacks.constructs.reward_workers import DOCKERFILE, METRICS_NAMESPACE
+from stacks.constructs.reward_workers import DOCKERFILE
 from tests.unit.cluster.template_tools import as_list, least_privilege_violations, of_type, only
 
 
@@ -121,8 +121,7 @@ def test_task_role_is_the_weakest_role(deployment: Deployment, workers_json: dic
         "ListEnvironmentPackages",
         "UseRunQueues",
         "DecryptThroughS3AndSqsOnly",
-        "PublishRewardMetrics",
-    }
+    }  # metrics are EMF log lines written through the execution role's log driver
     actions = {a for s in statements.values() for a in as_list(s["Action"])}
     assert not any(
         a.startswith(("iam:", "cloudformation:", "lambda:", "ecs:", "dynamodb:", "states:")) for a in actions
@@ -135,9 +134,6 @@ def test_task_role_is_the_weakest_role(deployment: Deployment, workers_json: dic
     assert statements["UseRunQueues"]["Resource"] == "arn:aws:sqs:us-east-1:123456789012:mtrl-run-*"
     assert statements["DecryptThroughS3AndSqsOnly"]["Condition"] == {
         "StringEquals": {"kms:ViaService": ["s3.us-east-1.amazonaws.com", "sqs.us-east-1.amazonaws.com"]}
-    }
-    assert statements["PublishRewardMetrics"]["Condition"] == {
-        "StringEquals": {"cloudwatch:namespace": METRICS_NAMESPACE}
     }
 
 
