@@ -15,6 +15,11 @@ from mtrl.envs.verifiers_adapter import to_verifiers_environment
 ENV_ID = "ask_to_code"
 DESCRIPTION = "Underspecified coding tasks: ask the user first, then submit code scored by hidden tests."
 EXAMPLE_TASK: dict[str, Any] = {"prompt": TASKS[0].prompt, "info": {"task_id": TASKS[0].task_id}}
+SYSTEM_PROMPT = (
+    "You are a careful programmer helping a user. The request may leave out details that matter. Each turn, "
+    "either ask the user one short clarifying question, or reply with your final Python code in a single "
+    "```python block (that ends the conversation)."
+)
 EXAMPLE_ACTIONS = [
     "Which separator should join the words?",
     "Is there a maximum length?",
@@ -26,6 +31,7 @@ __all__ = [
     "ENV_ID",
     "EXAMPLE_ACTIONS",
     "EXAMPLE_TASK",
+    "SYSTEM_PROMPT",
     "TASKS",
     "WEIGHTS",
     "AskToCodeEnv",

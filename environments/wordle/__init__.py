@@ -16,12 +16,18 @@ ENV_ID = "wordle"
 DESCRIPTION = "Wordle: 6 guesses, G/Y/X feedback; solve fast > solve slow > loss > no play."
 EXAMPLE_TASK: dict[str, Any] = {"prompt": "Guess the 5-letter word", "answer": "beach"}
 EXAMPLE_ACTIONS = ["raise", "beach"]
+SYSTEM_PROMPT = (
+    "You are playing Wordle: find the hidden 5-letter English word in at most 6 guesses. After each guess "
+    "you get feedback per letter: G right place, Y in the word elsewhere, X not in the word. Use every clue "
+    "and never repeat a guess. Reply with exactly one 5-letter word and nothing else."
+)
 
 __all__ = [
     "DESCRIPTION",
     "ENV_ID",
     "EXAMPLE_ACTIONS",
     "EXAMPLE_TASK",
+    "SYSTEM_PROMPT",
     "WordleEnv",
     "load_environment",
     "make_env",

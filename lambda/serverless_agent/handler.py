@@ -1,0 +1,271 @@
+"""Serverless MTRL agent (Lambda, zip, boto3 only): plays one episode per rollout request.
+
+Payload (from the SageMaker serverless MTRL service): ``{"prompt": "<JSON string of the task>",
+"metadata": {"jobArn" | "job_arn", "rolloutId" | "trajectoryId" | "trajectory_id", "region"?},
+"inferenceParams" | "inference_params": {"temperature", "maxTokens" | "max_tokens", "topP" | "top_p"}}``.
+The task JSON is a dataset row's ``metadata`` (``{"prompt", "answer", ...}``) or a whole row (``{"id",
+"metadata": {...}}``).
+
+The policy is sampled with ``sagemakerjobruntime`` ``Sample`` (OpenAI-compatible chat request/response
+bodies, forwarded unchanged to the model); the result is reported with ``CompleteRollout`` (``ready``) and
+``UpdateReward``. A bad episode — malformed task, model or service errors, a timeout — is a *low reward*,
+never an error status: the service fails the whole job on a returned error. The fake-job-ARN smoke test
+(``Could not find job`` from the service) is recognised and returned as a diagnosis.
+
+Environment: MTRL_ENV_ID (default wordle), MTRL_MAX_TURNS (default 16), MTRL_SAMPLE_MAX_TOKENS (default
+1024), MTRL_INVALID_TASK_REWARD (default -1.5), MTRL_TIME_MARGIN_S (default 10).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from mtrl.envs.contract import Environment, EpisodeResult
+from mtrl.envs.registry import EnvironmentSpec, load_spec
+
+log = logging.getLogger("mtrl.serverless_agent")
+log.setLevel(logging.INFO)
+
+DEFAULT_SYSTEM_PROMPT = "You are solving an interactive task. Reply with your next action only, no explanation."
+_CLIENTS: dict[str, Any] = {}
+_SPECS: dict[str, EnvironmentSpec] = {}
+
+
+class JobNotFoundError(Exception):
+    """The service does not know the job: expected for the fake-job-ARN smoke test."""
+
+
+class AccessDeniedError(Exception):
+    """403: the job ARN names another account, or the role lacks AmazonSageMakerJobRuntimeAccess."""
+
+
+def _setting(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        log.warning("ignoring non-numeric %s=%r", name, os.environ.get(name))
+        return default
+
+
+def _client(region: str | None) -> Any:
+    key = region or ""
+    if key not in _CLIENTS:
+        # A few quick retries for throttling; the episode budget is bounded by the Lambda timeout.
+        config = Config(retries={"max_attempts": 3, "mode": "standard"}, read_timeout=120, connect_timeout=5)
+        _CLIENTS[key] = boto3.client("sagemakerjobruntime", region_name=region, config=config)
+    return _CLIENTS[key]
+
+
+def _spec(env_id: str) -> EnvironmentSpec:
+    if env_id not in _SPECS:
+        _SPECS[env_id] = load_spec(env_id)
+    return _SPECS[env_id]
+
+
+def _first(mapping: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        value = mapping.get(key)
+        if value not in (None, ""):
+            return value
+    return None
+
+
+def parse_task(prompt: Any) -> dict[str, Any]:
+    """The task metadata from the payload's ``prompt`` (a JSON string, or already an object)."""
+    document = json.loads(prompt) if isinstance(prompt, str) else prompt
+    if not isinstance(document, Mapping):
+        raise ValueError("prompt must be a JSON object (the task row)")
+    inner = document.get("metadata")
+    task = dict(inner) if isinstance(inner, Mapping) else dict(document)
+    task.setdefault("prompt", "")
+    return task
+
+
+def inference_params(payload: Mapping[str, Any]) -> dict[str, Any]:
+    raw = _first(payload, "inferenceParams", "inference_params") or {}
+    params: dict[str, Any] = {}
+    if isinstance(raw, Mapping):
+        for ours, keys in (("temperature", ("temperature",)), ("max_tokens", ("maxTokens", "max_tokens"))):
+            value = _first(raw, *keys)
+            if isinstance(value, int | float):
+                params[ours] = value
+        top_p = _first(raw, "topP", "top_p")
+        if isinstance(top_p, int | float):
+            params["top_p"] = top_p
+    params.setdefault("max_tokens", int(_setting("MTRL_SAMPLE_MAX_TOKENS", 1024)))
+    return params
+
+
+def _classify(error: ClientError) -> BaseException:
+    code = error.response.get("Error", {}).get("Code", "")
+    message = error.response.get("Error", {}).get("Message", "")
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if "could not find job" in message.lower() or code == "ResourceNotFoundException":
+        return JobNotFoundError(message or code)
+    if status == 403 or code in {"AccessDeniedException", "AccessDenied"}:
+        return AccessDeniedError(message or code)
+    classified: BaseException = error
+    return classified
+
+
+def sample(
+    client: Any, job_arn: str, trajectory_id: str, messages: list[dict[str, str]], params: dict[str, Any]
+) -> str:
+    body = json.dumps({"model": "default", "messages": messages, **params}).encode()
+    try:
+        response = client.sample(JobArn=job_arn, TrajectoryId=trajectory_id, Body=body)
+    except ClientError as error:
+        raise _classify(error) from error
+    document = json.loads(response["Body"].read())
+    message = document["choices"][0]["message"]
+    content = message.get("content") or ""
+    return content if isinstance(content, str) else json.dumps(content)
+
+
+def play(
+    env: Environment,
+    task: Mapping[str, Any],
+    *,
+    client: Any,
+    job_arn: str,
+    trajectory_id: str,
+    params: dict[str, Any],
+    system_prompt: str,
+    max_turns: int,
+    deadline: float,
+) -> tuple[EpisodeResult, str]:
+    """Play until done, out of turns or out of time; returns the result and why it ended."""
+    messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": env.reset(task)}]
+    for _ in range(max_turns):
+        if env.done:
+            return env.result(), "done"
+        if time.monotonic() >= deadline:
+            return env.result(), "time budget exhausted"
+        action = sample(client, job_arn, trajectory_id, messages, params)
+        messages.append({"role": "assistant", "content": action})
+        step = env.step(action)
+        messages.append({"role": "user", "content": step.observation})
+    return env.result(), "done" if env.done else "turn limit reached"
+
+
+def report(client: Any, job_arn: str, trajectory_id: str, reward: float) -> None:
+    """CompleteRollout(ready) then UpdateReward; idempotent tokens so a retried invocation cannot double-count."""
+    token = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{job_arn}/{trajectory_id}"))
+    client.complete_rollout(JobArn=job_arn, TrajectoryId=trajectory_id, Status="ready", ClientToken=token + "-c")
+    client.update_reward(JobArn=job_arn, TrajectoryId=trajectory_id, Rewards=[reward], ClientToken=token + "-r")
+
+
+def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> dict[str, Any]:
+    started = time.monotonic()
+    margin = _setting("MTRL_TIME_MARGIN_S", 10.0)
+    budget = (remaining_ms / 1000.0 - margin) if remaining_ms is not None else 600.0
+    deadline = started + max(0.0, budget)
+    low_reward = _setting("MTRL_INVALID_TASK_REWARD", -1.5)
+    metadata = payload.get("metadata") if isinstance(payload.get("metadata"), Mapping) else {}
+    assert isinstance(metadata, Mapping)
+    job_arn = _first(metadata, "jobArn", "job_arn")
+    trajectory_id = _first(metadata, "rolloutId", "trajectoryId", "trajectory_id")
+    region = _first(metadata, "region") or os.environ.get("AWS_REGION")
+    env_id = os.environ.get("MTRL_ENV_ID", "wordle")
+    context = {"job_arn": job_arn, "trajectory_id": trajectory_id, "env_id": env_id}
+    if not isinstance(job_arn, str) or not isinstance(trajectory_id, str):
+        log.error("payload without job ARN or rollout id; nothing to report to: %s", json.dumps(context))
+        return {"reward": low_reward, "diagnosis": "missing jobArn or rolloutId in metadata"}
+
+    try:
+        spec = _spec(env_id)
+        task = parse_task(payload.get("prompt"))
+        problems = spec.validate_task(task)
+        if problems:
+            raise ValueError("; ".join(problems))
+    except Exception as error:  # a bad task is a low reward, never a failed job
+        log.error("invalid task (%s): %s", json.dumps(context), error)
+        return _finish(job_arn, trajectory_id, region, low_reward, metrics={}, ended=f"invalid task: {error}")
+
+    env = spec.make()
+    client = _client(region if isinstance(region, str) else None)
+    system_prompt = str(getattr(spec.module, "SYSTEM_PROMPT", DEFAULT_SYSTEM_PROMPT))
+    try:
+        result, ended = play(
+            env,
+            task,
+            client=client,
+            job_arn=job_arn,
+            trajectory_id=trajectory_id,
+            params=inference_params(payload),
+            system_prompt=system_prompt,
+            max_turns=int(_setting("MTRL_MAX_TURNS", 16)),
+            deadline=deadline,
+        )
+    except JobNotFoundError as error:
+        log.warning(
+            "Sample: job not found (%s) — wiring is OK if this is the smoke test: %s", json.dumps(context), error
+        )
+        return {
+            "reward": _score(env, low_reward),
+            "diagnosis": "job not found (expected for the fake-job-ARN smoke test)",
+        }
+    except AccessDeniedError as error:
+        log.error("Sample: access denied (%s): %s", json.dumps(context), error)
+        return {
+            "reward": _score(env, low_reward),
+            "diagnosis": "access denied: the job ARN names another account, or the role lacks "
+            "AmazonSageMakerJobRuntimeAccess",
+        }
+    except (ClientError, BotoCoreError, ValueError, KeyError, IndexError, TypeError) as error:
+        log.error("episode failed (%s): %s: %s", json.dumps(context), type(error).__name__, error)
+        reward = _score(env, low_reward)
+        return _finish(
+            job_arn, trajectory_id, region, reward, metrics={}, ended=f"episode failed: {type(error).__name__}"
+        )
+    components = {entry["name"]: entry["value"] for entry in result.metrics_list()}
+    return _finish(job_arn, trajectory_id, region, result.reward, metrics=components, ended=ended)
+
+
+def _score(env: Environment, fallback: float) -> float:
+    try:
+        return float(env.result().reward)
+    except Exception:  # the environment itself broke: still a reward, never an error
+        return fallback
+
+
+def _finish(
+    job_arn: str, trajectory_id: str, region: Any, reward: float, *, metrics: dict[str, float], ended: str
+) -> dict[str, Any]:
+    try:
+        report(_client(region if isinstance(region, str) else None), job_arn, trajectory_id, reward)
+        reported = True
+    except ClientError as error:
+        classified = _classify(error)
+        log.error("reporting the reward failed (%s): %s", type(classified).__name__, error)
+        reported = False
+    except BotoCoreError as error:
+        log.error("reporting the reward failed: %s", error)
+        reported = False
+    log.info(json.dumps({"trajectory_id": trajectory_id, "reward": reward, "ended": ended, "reported": reported}))
+    return {"reward": reward, "metrics": metrics, "ended": ended, "reported": reported}
+
+
+def handler(event: Any, context: Any = None) -> dict[str, Any]:
+    """Lambda entry point. Accepts the payload itself or an HTTP-style event with a JSON ``body``."""
+    payload = event
+    if isinstance(event, Mapping) and isinstance(event.get("body"), str) and "prompt" not in event:
+        try:
+            payload = json.loads(event["body"])
+        except json.JSONDecodeError:
+            payload = {}
+    if not isinstance(payload, Mapping):
+        log.error("payload is not a JSON object")
+        return {"reward": _setting("MTRL_INVALID_TASK_REWARD", -1.5), "diagnosis": "payload is not a JSON object"}
+    remaining = context.get_remaining_time_in_millis() if hasattr(context, "get_remaining_time_in_millis") else None
+    return handle(payload, remaining_ms=remaining)

@@ -1,0 +1,167 @@
+"""The serverless agent Lambda handler against a stubbed ``sagemakerjobruntime`` client."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from botocore.response import StreamingBody
+from botocore.stub import ANY, Stubber
+
+HANDLER_PATH = Path(__file__).resolve().parents[3] / "lambda" / "serverless_agent" / "handler.py"
+JOB_ARN = "arn:aws:sagemaker:us-east-1:111122223333:job/AgentRFT/smoke-test"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("serverless_agent_handler", HANDLER_PATH)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+agent = _load()
+
+
+@pytest.fixture
+def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stubber]:
+    client = boto3.client(
+        "sagemakerjobruntime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
+    )
+    monkeypatch.setattr(agent, "_client", lambda region: client)
+    with Stubber(client) as stubber:
+        yield stubber
+        stubber.assert_no_pending_responses()
+
+
+def payload(task: dict[str, Any], **metadata: str) -> dict[str, Any]:
+    return {
+        "prompt": json.dumps(task),
+        "metadata": {"jobArn": JOB_ARN, "rolloutId": "r1", **metadata},
+        "inferenceParams": {"temperature": 0.7, "maxTokens": 256, "topP": 0.9},
+    }
+
+
+def reply(content: str) -> dict[str, Any]:
+    body = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+    return {"ContentType": "application/json", "Body": StreamingBody(io.BytesIO(body), len(body))}
+
+
+def expect_sample(stubber: Stubber, content: str) -> None:
+    stubber.add_response("sample", reply(content), {"JobArn": JOB_ARN, "TrajectoryId": "r1", "Body": ANY})
+
+
+def expect_report(stubber: Stubber, reward: Any = ANY) -> None:
+    stubber.add_response(
+        "complete_rollout",
+        {},
+        {"JobArn": JOB_ARN, "TrajectoryId": "r1", "Status": "ready", "ClientToken": ANY},
+    )
+    rewards = ANY if reward is ANY else [reward]
+    stubber.add_response(
+        "update_reward", {}, {"JobArn": JOB_ARN, "TrajectoryId": "r1", "Rewards": rewards, "ClientToken": ANY}
+    )
+
+
+def test_plays_wordle_and_reports_the_reward(stub: Stubber) -> None:
+    expect_sample(stub, "raise")
+    expect_sample(stub, "beach")
+    expect_report(stub)
+    result = agent.handler(payload({"prompt": "Guess the 5-letter word", "answer": "beach", "id": "t1"}))
+    assert result["reported"] is True
+    assert result["ended"] == "done"
+    assert 1.41 <= result["reward"] <= 1.49  # solved on guess 2: 1.45 ± 0.04 shaping
+    assert result["metrics"]["outcome"] == pytest.approx(1.45)
+
+
+def test_sample_request_carries_the_conversation_and_inference_params(stub: Stubber) -> None:
+    sent: list[dict[str, Any]] = []
+    original = agent.sample
+
+    def spy(client: Any, job_arn: str, trajectory_id: str, messages: Any, params: Any) -> str:
+        sent.append({"messages": [dict(m) for m in messages], "params": dict(params)})
+        return str(original(client, job_arn, trajectory_id, messages, params))
+
+    agent_sample = agent.sample
+    agent.sample = spy
+    try:
+        expect_sample(stub, "beach")
+        expect_report(stub)
+        agent.handler(payload({"prompt": "Guess", "answer": "beach"}))
+    finally:
+        agent.sample = agent_sample
+    assert sent[0]["params"] == {"temperature": 0.7, "max_tokens": 256, "top_p": 0.9}
+    assert sent[0]["messages"][0]["role"] == "system"
+    assert "Wordle" in sent[0]["messages"][0]["content"]
+
+
+def test_fake_job_arn_smoke_test_is_recognised(stub: Stubber) -> None:
+    stub.add_client_error("sample", "ValidationException", "Could not find job " + JOB_ARN, 400)
+    result = agent.handler(payload({"prompt": "Guess the 5-letter word", "answer": "beach", "id": "smoke-test"}))
+    assert result == {"reward": -1.5, "diagnosis": "job not found (expected for the fake-job-ARN smoke test)"}
+
+
+def test_foreign_account_is_explained(stub: Stubber) -> None:
+    stub.add_client_error("sample", "AccessDeniedException", "not authorized to access this resource", 403)
+    result = agent.handler(payload({"prompt": "Guess", "answer": "beach"}))
+    assert result["reward"] == -1.5
+    assert "another account" in result["diagnosis"]
+
+
+def test_bad_task_is_a_low_reward_not_an_error(stub: Stubber) -> None:
+    expect_report(stub, -1.5)
+    result = agent.handler(payload({"prompt": "Guess", "answer": "zzzzz"}))
+    assert result["reward"] == -1.5
+    assert "invalid task" in result["ended"]
+    assert "status" not in result
+
+
+def test_broken_model_output_is_scored_not_raised(stub: Stubber) -> None:
+    body = b"not json"
+    stub.add_response(
+        "sample",
+        {"ContentType": "text/plain", "Body": StreamingBody(io.BytesIO(body), len(body))},
+        {"JobArn": JOB_ARN, "TrajectoryId": "r1", "Body": ANY},
+    )
+    expect_report(stub, -1.5)
+    result = agent.handler(payload({"prompt": "Guess", "answer": "beach"}))
+    assert result["reward"] == -1.5  # no valid guess: wordle's own no-play score
+    assert result["ended"].startswith("episode failed")
+
+
+def test_reporting_failure_still_returns_the_reward(stub: Stubber) -> None:
+    expect_sample(stub, "beach")
+    stub.add_client_error("complete_rollout", "InternalServiceError", "boom", 500)
+    result = agent.handler(payload({"prompt": "Guess", "answer": "beach"}))
+    assert result["reported"] is False
+    assert result["reward"] > 1.5
+
+
+def test_row_shaped_prompt_http_event_and_missing_metadata(stub: Stubber) -> None:
+    expect_sample(stub, "beach")
+    expect_report(stub)
+    event = {"body": json.dumps(payload({"id": "w1", "metadata": {"prompt": "Guess", "answer": "beach"}}))}
+    assert agent.handler(event)["reward"] > 1.5
+    assert agent.handler({"prompt": "{}", "metadata": {}})["diagnosis"] == "missing jobArn or rolloutId in metadata"
+    assert agent.handler(["not", "an", "object"])["diagnosis"] == "payload is not a JSON object"
+
+
+def test_time_budget_stops_the_episode(stub: Stubber, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MTRL_TIME_MARGIN_S", "0")
+    expect_report(stub)
+
+    class Context:
+        def get_remaining_time_in_millis(self) -> int:
+            return 0
+
+    result = agent.handler(payload({"prompt": "Guess", "answer": "beach"}), Context())
+    assert result["ended"] == "time budget exhausted"
+    assert result["reward"] == -1.5
