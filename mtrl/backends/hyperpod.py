@@ -88,6 +88,9 @@ class HyperPodSettings(BaseModel):
     hyperparameters: dict[str, str | int | float | bool] = {}
     mlflow_tracking_arn: str | None = None
     hyperpod_status_refresh_seconds: int = Field(60, ge=10)
+    # How long one provision/submit/cancel/cleanup call may wait in-process before handing back a transient
+    # "still in progress" (sized for the 15-minute backend Lambda, which the pipeline retries).
+    hyperpod_wait_seconds: int = Field(600, ge=0, le=840)
 
 
 def parse_settings(settings: Mapping[str, Any]) -> HyperPodSettings:
@@ -266,16 +269,20 @@ class HyperPodAdapter:
         *,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
-        wait_seconds: float = 0.0,
-        poll_seconds: float = 15.0,
+        wait_seconds: float | None = None,
+        poll_seconds: float = 20.0,
     ) -> None:
         self._clients = clients or AwsClients()
         self._clock = clock
         self._sleep = sleep
-        self._wait_seconds = wait_seconds  # how long one call may wait in-process before handing back
+        self._wait_override = wait_seconds  # None: the run's hyperpod_wait_seconds
         self._poll_seconds = poll_seconds
 
     # -- helpers ---------------------------------------------------------------------------------------------
+
+    def _deadline(self, settings: HyperPodSettings) -> float:
+        wait = settings.hyperpod_wait_seconds if self._wait_override is None else self._wait_override
+        return self._clock() + wait
 
     def _sm(self, settings: HyperPodSettings) -> Any:
         return self._clients.client("sagemaker", settings.region)
@@ -351,7 +358,7 @@ class HyperPodAdapter:
     def provision(self, run: RunContext) -> list[CreatedResource]:
         """Advance GPU scale-up, per-run Nova infra and reward workers; ``ProvisioningInProgress`` until ready."""
         settings = parse_settings(run.settings)
-        deadline = self._clock() + self._wait_seconds
+        deadline = self._deadline(settings)
         while True:
             try:
                 return self._provision_step(run, settings)
@@ -656,7 +663,7 @@ class HyperPodAdapter:
     def submit(self, run: RunContext) -> str:
         """Start the runner's ``submit`` once; returns the HyperPod job name when the runner reports it."""
         settings = parse_settings(run.settings)
-        deadline = self._clock() + self._wait_seconds
+        deadline = self._deadline(settings)
         while True:
             result = self._runner_outcome(run, settings, "submit")
             if result is not None:
@@ -694,11 +701,15 @@ class HyperPodAdapter:
         )
 
     def cancel(self, run: RunContext, job_id: str) -> None:
+        """Cancel the HyperPod job through the runner; waits for its confirmation (a job left pending on the
+        cluster would grab the GPUs of the next run), transient while the runner is still working."""
         settings = parse_settings(run.settings)
-        result = self._runner_outcome(run, settings, "cancel")
-        if result is None:
+        deadline = self._deadline(settings)
+        while self._runner_outcome(run, settings, "cancel") is None:
             self.run_runner(run, settings, "cancel")
-            raise BackendError(f"run {run.run_id}: cancelling HyperPod job {job_id}", transient=True)
+            if self._clock() + self._poll_seconds > deadline:
+                raise BackendError(f"run {run.run_id}: cancelling HyperPod job {job_id} in progress", transient=True)
+            self._sleep(self._poll_seconds)
 
     # -- cleanup ---------------------------------------------------------------------------------------------
 
@@ -759,7 +770,7 @@ class HyperPodAdapter:
         return self._wait_stack_deleted(cfn, name)
 
     def _wait_stack_deleted(self, cfn: Any, name: str) -> bool:
-        deadline = self._clock() + self._wait_seconds
+        deadline = self._clock() + (self._wait_override if self._wait_override is not None else 300)
         while True:
             status = _stack_status(cfn, name)
             if status is None or status == "DELETE_COMPLETE":

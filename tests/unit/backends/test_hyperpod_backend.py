@@ -112,7 +112,9 @@ class World:
         self.clock = Clock()
         self.subnet, self.sg, self.ecs_cluster = shared.subnet, shared.sg, shared.ecs_cluster
         self.ecs = self.aws.session.client("ecs")
-        self.adapter = HyperPodAdapter(AwsClients(self.aws.session), clock=self.clock, sleep=self._sleep)
+        self.adapter = HyperPodAdapter(
+            AwsClients(self.aws.session), clock=self.clock, sleep=self._sleep, wait_seconds=0
+        )
         self.recorder = Recorder()
 
     def _sleep(self, seconds: float) -> None:
@@ -400,6 +402,24 @@ def test_submit_then_status(world: World) -> None:
     failed = world.adapter.status(world.run(), job)
     assert failed.state is JobState.FAILED
     assert failed.message == "OOMKilled"
+
+
+def test_cancel_waits_for_the_runner_and_reports_its_failure(world: World) -> None:
+    world.provision_until_ready()
+    with pytest.raises(BackendError, match="cancelling HyperPod job mtrl-abc in progress") as caught:
+        world.adapter.cancel(world.run(), "mtrl-abc")
+    assert caught.value.transient
+    assert len(world.tasks("nova-runner-cancel")) == 1
+    waiting = HyperPodAdapter(AwsClients(world.aws.session), clock=world.clock, sleep=world._sleep)
+    start = world.clock.now
+    with pytest.raises(BackendError):
+        waiting.cancel(world.run(hyperpod_wait_seconds=60), "mtrl-abc")  # the run's own in-call wait
+    assert world.clock.now - start == 60
+    assert len(world.tasks("nova-runner-cancel")) == 1  # never a second cancel task
+    world.runner_finishes("cancel", {"error": "hyperpod cancel-job exited 1: not found"}, ok=False)
+    with pytest.raises(BackendError, match="Nova Forge cancel failed") as failed:
+        world.adapter.cancel(world.run(), "mtrl-abc")
+    assert not failed.value.transient
 
 
 # -- cleanup -----------------------------------------------------------------------------------------------------
