@@ -70,6 +70,11 @@ def _isolate(cfg: dict[str, Any]) -> None:
         if os.path.isdir(scratch):
             mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV, f"size={cfg['disk_mb']}m,nr_inodes=256")
     _hide_root_home(mount)
+    stdlib = os.path.dirname(os.__file__)
+    for hidden in cfg["hide"]:
+        # The project checkout holds the hidden tests and reference solutions: make it an empty directory.
+        if os.path.isdir(hidden) and not stdlib.startswith(hidden.rstrip("/") + "/"):
+            mount("tmpfs", hidden, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
 
 
 def _hide_root_home(mount: Any) -> None:

@@ -9,7 +9,8 @@ Full tier:
   PYTHON* variables, user and site packages (the standard library only);
 - network: a fresh network namespace with no interface up (loopback and 169.254.169.254 unreachable);
 - filesystem: a size-capped tmpfs work directory (the only writable place besides throwaway /tmp), every
-  other mount read-only, and a fresh unprivileged uid per execution that owns nothing on the host;
+  other mount read-only, the project checkout (hidden tests, reference solutions) and /root replaced by
+  empty directories, and a fresh unprivileged uid per execution that owns nothing on the host;
 - resources: CPU seconds, address space, processes (per the fresh uid), file size, open files;
 - syscalls: the seccomp filter as above (defence in depth: the namespaces already cut the network);
 - time: a wall-clock deadline, after which the process group and every process of the execution's uid
@@ -24,10 +25,11 @@ hidden tests, so a program that deliberately searches interpreter memory could f
 reward worker itself in its own container (as deployed) for defence in depth.
 
 What the seccomp tier cannot give without privileges: a private filesystem (the program can read and
-write what the worker's uid can — run the worker as an unprivileged user with a read-only root file
-system) and killing a program's leftovers by uid (it cannot leave its process group, so the group kill
-suffices). If even the seccomp filter cannot be installed, ``SandboxUnavailableError`` is raised: code is
-never run without a network barrier.
+write what the worker's uid can, including the environment packages and so ask_to_code's hidden tests;
+run the worker as an unprivileged user with a read-only root file system, and prefer a root worker or a
+dedicated sandbox service where reading the tests would matter) and killing a program's leftovers by uid
+(it cannot leave its process group, so the group kill suffices). If even the seccomp filter cannot be
+installed, ``SandboxUnavailableError`` is raised: code is never run without a network barrier.
 """
 
 from __future__ import annotations
@@ -131,6 +133,13 @@ def _clean_env(workdir: str) -> dict[str, str]:
     }
 
 
+def _hidden_paths() -> list[str]:
+    """Directories the program must not read (full tier): the project checkout with the task banks."""
+    root = Path(__file__).resolve().parents[2]
+    override = os.environ.get("MTRL_PROJECT_ROOT")
+    return sorted({str(root), *([str(Path(override).resolve())] if override else [])})
+
+
 def _tasks_of_uid(uid: int) -> int:
     """Threads currently owned by ``uid`` (what RLIMIT_NPROC counts)."""
     total = 0
@@ -201,6 +210,7 @@ def run_code(program: str, tests: str | None = None, limits: Limits | None = Non
         "uid": uid,
         "workdir": workdir,
         "namespaces": privileged,
+        "hide": _hidden_paths(),
         "cpu_s": limits.cpu_s,
         "memory_mb": limits.memory_mb,
         # RLIMIT_NPROC counts every process and thread of the uid: a fresh uid has none, ours has the worker's.

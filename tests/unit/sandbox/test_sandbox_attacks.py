@@ -396,3 +396,21 @@ def test_limits_are_validated() -> None:
         Limits(timeout_s=0)
     with pytest.raises(ValueError, match="isolation"):
         Limits(isolation="none")  # type: ignore[arg-type]
+
+
+def test_hidden_tests_in_the_checkout_cannot_be_read() -> None:
+    bank = Path(__file__).resolve().parents[3] / "environments" / "ask_to_code" / "tasks.py"
+    assert bank.is_file()
+    result = run(
+        f"""
+        import os
+        try:
+            print(open({str(bank)!r}).read()[:20])
+        except OSError as error:
+            print("blocked", error.errno)
+        print(os.listdir({str(bank.parents[2])!r}))
+        def add(a, b):
+            return a + b
+        """
+    )
+    assert result.stdout == "blocked 2\n[]\n"  # ENOENT: the checkout is an empty directory in the sandbox
