@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mtrl.backends._aws import AwsClients, S3Uri, backend_error, error_code, error_message, safe_name, short_token
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
+from mtrl.cost import CostError, cost_for_run
 
 CAPACITY_KIND = "hyperpod-capacity"
 TASKS_KIND = "ecs-tasks"
@@ -339,6 +340,7 @@ class HyperPodAdapter:
             findings.append(Finding("cluster", False, f"cluster {gpu.cluster_name} is {cluster['ClusterStatus']}"))
         else:
             findings.append(Finding("cluster", True, f"cluster {gpu.cluster_name} is {cluster['ClusterStatus']}"))
+        findings.append(self._check_task_definitions(settings))
         idle = settings.hyperpod_idle_instance_count
         target = details.get("TargetCount", 0)
         findings.append(
@@ -352,6 +354,27 @@ class HyperPodAdapter:
             )
         )
         return findings
+
+    def _check_task_definitions(self, settings: HyperPodSettings) -> Finding:
+        ecs = self._ecs(settings)
+        for label, definition, container in (
+            ("reward worker", settings.reward_task_definition, settings.reward_container_name),
+            ("Nova Forge runner", settings.nova_runner_task_definition, settings.nova_runner_container_name),
+        ):
+            try:
+                described = ecs.describe_task_definition(taskDefinition=definition)["taskDefinition"]
+            except ClientError as error:
+                return Finding(
+                    "task-definitions", False, f"{label} task definition {definition}: {error_message(error)}"
+                )
+            names = [c["name"] for c in described.get("containerDefinitions", [])]
+            if container not in names:
+                return Finding(
+                    "task-definitions",
+                    False,
+                    f"{label} task definition {definition} has no container '{container}' ({names})",
+                )
+        return Finding("task-definitions", True, "reward-worker and runner task definitions exist")
 
     # -- provision -------------------------------------------------------------------------------------------
 
@@ -692,13 +715,30 @@ class HyperPodAdapter:
             return JobStatus(JobState.PENDING, f"waiting for the first status report of {job_id}")
         if not report:
             return JobStatus(JobState.PENDING, f"waiting for the first status report of {job_id}")
+        metrics = {k: float(v) for k, v in (report.get("metrics") or {}).items() if isinstance(v, int | float)}
+        cost = self._cost_so_far(run, settings)
+        if cost is not None:
+            metrics["cost_usd"] = cost  # the pipeline's budget guard reads it
         return JobStatus(
             state=state,
             message=str(report.get("message") or report.get("state", "")),
             progress={k: v for k, v in report.items() if k in {"step", "total_steps", "started_at"}},
-            metrics={k: float(v) for k, v in (report.get("metrics") or {}).items() if isinstance(v, int | float)},
+            metrics=metrics,
             outputs={k: str(v) for k, v in (report.get("outputs") or {}).items()},
         )
+
+    def _cost_so_far(self, run: RunContext, settings: HyperPodSettings) -> float | None:
+        """GPU instance-hours held since the scale-up request, priced from prices.json (None when unpriced)."""
+        capacity = self._held(run, CAPACITY_KIND)
+        if capacity is None or not capacity.details.get("instance_type"):
+            return None
+        held = replace(capacity, details={**capacity.details, "released_at": _now_iso(self._clock)})
+        try:
+            return float(
+                cost_for_run({"backend": "hyperpod", "region": settings.region, "gpu_holds": gpu_holds([held])}).total
+            )
+        except CostError:
+            return None
 
     def cancel(self, run: RunContext, job_id: str) -> None:
         """Cancel the HyperPod job through the runner; waits for its confirmation (a job left pending on the

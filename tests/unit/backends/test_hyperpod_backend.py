@@ -31,7 +31,7 @@ from mtrl.backends.hyperpod import (
     parse_settings,
     sdk_stack_name,
 )
-from mtrl.cost import cost_for_run
+from mtrl.cost import cost_for_run, load_price_book
 
 BUCKET = "mtrl-data-123456789012"
 STACK_TEMPLATE = {
@@ -390,10 +390,16 @@ def test_submit_then_status(world: World) -> None:
     pending = world.adapter.status(world.run(), job)
     assert pending.state is JobState.PENDING
     assert len(world.tasks("nova-runner-status")) == 1
+    world.clock.now += 1800  # half an hour into training
     world.runner_finishes("status", {"job_name": job, "state": "Running", "message": "Running", "step": 3})
     running = world.adapter.status(world.run(), job)
     assert running.state is JobState.RUNNING
     assert running.progress == {"step": 3}
+    # 2 × ml.p5.48xlarge held since the scale-up request, priced from prices.json (the budget guard reads it).
+    hourly = load_price_book().instance_price("ml.p5.48xlarge", REGION).hourly
+    requested = datetime.fromisoformat(world.recorder.resources[0].details["requested_at"]).timestamp()
+    assert world.clock.now - requested == 1800
+    assert running.metrics["cost_usd"] == pytest.approx(round(2 * hourly * 0.5, 2))
     assert world.tasks("nova-runner-status") == []  # fresh report: no new status task
     world.clock.now += 120
     world.adapter.status(world.run(), job)
@@ -501,6 +507,9 @@ def test_preflight(world: World) -> None:
     missing = {f.check: f for f in world.adapter.preflight(world.run(hyperpod_gpu_instance_group="gpu-x"))}
     assert not missing["cluster"].ok
     assert "no instance group 'gpu-x'" in missing["cluster"].message
+    wrong = {f.check: f for f in world.adapter.preflight(world.run(reward_container_name="reward-worker"))}
+    assert not wrong["task-definitions"].ok
+    assert "no container 'reward-worker'" in wrong["task-definitions"].message
     bad = world.adapter.preflight(world.run(task_subnet_ids=[]))
     assert len(bad) == 1
     assert not bad[0].ok
