@@ -403,7 +403,8 @@ def teardown(runtime: Runtime, event: Event) -> dict[str, Any]:
     record = registry.set_status(run_id, RunStatus.TEARING_DOWN, phase="teardown")
     problems: list[str] = []
     removed = 0
-    if record.get("settings"):
+    # A run that created nothing and started no job never reached its backend: nothing to clean up.
+    if record.get("settings") and (record.get("resources") or record.get("job_id")):
         try:
             adapter = _adapter(record)
         except ConfigurationError as error:
@@ -463,14 +464,12 @@ def report(runtime: Runtime, event: Event) -> dict[str, Any]:
             "cause": cause_text(failure.get("cause")),
         }
     if teardown_failure:
-        registry.set_fields(run_id, teardown_error=cause_text(teardown_failure.get("cause")))
+        # A Catch result has "Error"/"Cause"; the reaper builds lowercase keys.
+        name = str(teardown_failure.get("Error") or teardown_failure.get("error") or "TeardownIncomplete")
+        cause = cause_text(teardown_failure.get("Cause") or teardown_failure.get("cause"))
+        registry.set_fields(run_id, teardown_error=cause)
         if error_info is None:
-            error_info = {
-                "step": "Teardown",
-                "error": str(teardown_failure.get("error")),
-                "plain": in_plain_words(str(teardown_failure.get("error"))),
-                "cause": cause_text(teardown_failure.get("cause")),
-            }
+            error_info = {"step": "Teardown", "error": name, "plain": in_plain_words(name), "cause": cause}
     record = registry.finish(run_id, _final_status(error_info["error"] if error_info else None), error=error_info)
     runtime.slots.release(run_id)  # teardown released it; this covers the paths where teardown failed
     record = registry.get(run_id)

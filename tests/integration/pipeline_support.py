@@ -10,6 +10,7 @@ deliver to Lambda targets, so the rule targets an SQS capture queue and the test
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import io
@@ -27,6 +28,7 @@ import boto3
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.dynamodb.models import DynamoDBBackend
+from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
 
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.runs import adapters, runtime
@@ -58,16 +60,21 @@ SUBSTITUTION_FUNCTION = {
 }
 MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 
-WORDLE_PROMPT = [
-    {"role": "system", "content": "Play Wordle: guess the five-letter word in six tries."},
-    {"role": "user", "content": "Make your first guess."},
-]
-
 
 def wordle_rows(count: int, *, start: int = 0) -> list[dict[str, Any]]:
     words = ["crane", "slate", "pious", "mango", "vivid", "bread", "plumb", "quart"]
     return [
-        {"id": f"w-{i:05d}", "metadata": {"prompt": WORDLE_PROMPT, "answer": words[i % len(words)], "task": "wordle"}}
+        {
+            "id": f"w-{i:05d}",
+            "metadata": {
+                "prompt": [
+                    {"role": "system", "content": "Play Wordle: guess the five-letter word in six tries."},
+                    {"role": "user", "content": f"Game {i}: make your first guess."},
+                ],
+                "answer": words[i % len(words)],
+                "task": "wordle",
+            },
+        }
         for i in range(start, start + count)
     ]
 
@@ -138,8 +145,12 @@ class FakeAdapter:
             return JobStatus(JobState.RUNNING, progress={"step": count})
         state = self.job_states[min(count, len(self.job_states) - 1)]
         metrics = {"reward_mean": 0.5} if state is JobState.SUCCEEDED else {}
-        return JobStatus(state, message="job crashed (OOM)" if state is JobState.FAILED else "", metrics=metrics,
-                         progress={"step": count + 1})
+        return JobStatus(
+            state,
+            message="job crashed (OOM)" if state is JobState.FAILED else "",
+            metrics=metrics,
+            progress={"step": count + 1},
+        )
 
     def evaluate(self, run: RunContext) -> dict[str, float]:
         self._call("evaluate", run)
@@ -173,14 +184,15 @@ def _handler_module(name: str) -> ModuleType:
     if name not in _HANDLERS:
         path = REPO / "lambda" / name / "handler.py"
         spec = importlib.util.spec_from_file_location(f"mtrl_test_lambda_{name}", path)
-        assert spec and spec.loader
+        assert spec is not None
+        assert spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         _HANDLERS[name] = module
     return _HANDLERS[name]
 
 
-def _run_handler(
+def _run_handler(  # noqa: PLR0917 - moto's signature
     self: LambdaSimpleBackend, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
 ) -> bytes:
     """Replacement for LambdaSimpleBackend.invoke: run the real handler with the function's environment."""
@@ -302,8 +314,9 @@ class Harness:
     def slots(self) -> dict[str, Any]:
         from mtrl.runs.slots import SlotPool
 
-        pool = SlotPool(self.ddb, TABLE, capacity=self.settings.max_concurrent_runs, lease_seconds=60,
-                        stale_after_seconds=300)
+        pool = SlotPool(
+            self.ddb, TABLE, capacity=self.settings.max_concurrent_runs, lease_seconds=60, stale_after_seconds=300
+        )
         return pool.snapshot()
 
     def notifications(self) -> list[dict[str, str]]:
@@ -334,9 +347,7 @@ def _setup(adapter: FakeAdapter, settings: PipelineSettings) -> Harness:
     )
     s3.create_bucket(Bucket=BUCKET)
     s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
-    s3.put_bucket_notification_configuration(
-        Bucket=BUCKET, NotificationConfiguration={"EventBridgeConfiguration": {}}
-    )
+    s3.put_bucket_notification_configuration(Bucket=BUCKET, NotificationConfiguration={"EventBridgeConfiguration": {}})
     ddb.create_table(
         TableName=TABLE,
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
@@ -402,9 +413,25 @@ def _empty_zip() -> bytes:
     return buffer.getvalue()
 
 
+_clients: dict[tuple[str, str], Any] = {}
+
+
+def _cached_client(region: str, service: str, state_credentials: Any = None) -> Any:
+    # moto's interpreter builds a new boto3 client for every Lambda task (~50 ms each); clients are
+    # thread-safe, so one per service keeps the executions fast.
+    key = (region, service)
+    if key not in _clients:
+        _clients[key] = _original_client_for(region, service, state_credentials)
+    return _clients[key]
+
+
+_original_client_for = lambda_eval_utils.boto_client_for
+
+
 @functools.lru_cache(maxsize=1)
 def _patch_once() -> None:
     LambdaSimpleBackend.invoke = _run_handler  # type: ignore[method-assign]
+    lambda_eval_utils.boto_client_for = _cached_client
     for method in ("put_item", "update_item", "delete_item", "get_item", "query", "scan"):
         setattr(DynamoDBBackend, method, _locked(getattr(DynamoDBBackend, method)))
 
@@ -422,15 +449,25 @@ def running_pipeline(adapter: FakeAdapter | None = None, **overrides: Any) -> It
     settings = PipelineSettings.model_validate(values)
     fake = adapter or FakeAdapter()
     saved_env = dict(os.environ)
-    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION})
+    os.environ.update(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_REGION": REGION,
+        }
+    )
     runtime._cache.clear()
     adapters.register_adapter("local", lambda: fake)
     try:
         with mock_aws(config=MOTO_CONFIG):
             yield _setup(fake, settings)
     finally:
+        _clients.clear()
         adapters.unregister_adapter("local")
         runtime._cache.clear()
         os.environ.clear()
         os.environ.update(saved_env)
+
+
+pipeline_context = contextlib.contextmanager(running_pipeline)
