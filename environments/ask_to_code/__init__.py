@@ -47,6 +47,7 @@ def make_env(**kwargs: Any) -> AskToCodeEnv:
 
 def load_environment(**kwargs: Any) -> Any:
     """verifiers entry point (Nova Forge reward workers); imports ``verifiers`` lazily."""
+    kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
     return to_verifiers_environment(
         make_env, validate_task=validate_task, component_names=list(WEIGHTS), max_turns=6, **kwargs
     )

@@ -51,6 +51,7 @@ def make_env(**kwargs: Any) -> WordleEnv:
 
 def load_environment(**kwargs: Any) -> Any:
     """verifiers entry point (Nova Forge reward workers); imports ``verifiers`` lazily."""
+    kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
     return to_verifiers_environment(
         make_env, validate_task=validate_task, component_names=["outcome", "shaping"], max_turns=12, **kwargs
     )

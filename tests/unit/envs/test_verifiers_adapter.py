@@ -1,0 +1,64 @@
+"""The verifiers adapter, against a minimal stand-in for the ``verifiers`` API it targets.
+
+``verifiers`` itself is not installed here (the Nova Forge worker ships its own fork); this checks our side
+of the wrapping: one episode per rollout state, observations as user turns, completion, rubric functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import types
+from typing import Any
+
+import pytest
+
+from environments import wordle
+
+
+class FakeMultiTurnEnv:
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+
+
+class FakeRubric:
+    def __init__(self, funcs: list[Any], weights: list[float]) -> None:
+        self.funcs = funcs
+        self.weights = weights
+
+
+@pytest.fixture
+def fake_verifiers(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    module = types.ModuleType("verifiers")
+    module.MultiTurnEnv = FakeMultiTurnEnv  # type: ignore[attr-defined]
+    module.Rubric = FakeRubric  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "verifiers", module)
+    return module
+
+
+def test_wordle_rollout_through_the_adapter(fake_verifiers: types.ModuleType) -> None:
+    env = wordle.load_environment(dataset=["rows"])
+    assert env.kwargs["dataset"] == ["rows"]
+    assert env.kwargs["max_turns"] == 12
+    assert "Wordle" in env.kwargs["system_prompt"]
+    state: dict[str, Any] = {"prompt": "Guess the 5-letter word", "answer": "beach"}
+    assert asyncio.run(env.is_completed([], state)) is False
+    reply, state = asyncio.run(env.env_response([{"role": "assistant", "content": "raise"}], state))
+    assert reply[0]["content"].startswith("Guess 1/6: RAISE -> XYXXY")
+    reply, state = asyncio.run(env.env_response([{"role": "assistant", "content": "beach"}], state))
+    assert asyncio.run(env.is_completed([], state)) is True
+    rubric = env.kwargs["rubric"]
+    names = [func.__name__ for func in rubric.funcs]
+    assert names == ["aggregate", "outcome", "shaping"]
+    assert rubric.weights == [1.0, 0.0, 0.0]
+    scores = {func.__name__: func(state=state) for func in rubric.funcs}
+    assert scores["outcome"] == pytest.approx(1.45)
+    assert scores["aggregate"] == pytest.approx(scores["outcome"] + scores["shaping"])
+
+
+def test_invalid_task_ends_the_rollout_at_once(fake_verifiers: types.ModuleType) -> None:
+    env = wordle.load_environment()
+    state: dict[str, Any] = {"prompt": "Guess", "answer": "zzzzz"}
+    assert asyncio.run(env.is_completed([], state)) is True
+    reply, _ = asyncio.run(env.env_response([], state))
+    assert "not in the wordle answer list" in reply[0]["content"]
