@@ -163,10 +163,11 @@ class HyperPodCluster(Construct):
                 resources=[instance],
             ),
             iam.PolicyStatement(
-                sid="TagNewInterfaces",
+                sid="TagInterfacesInThisVpc",
+                # The VPC CNI tags ENIs after creating them (cluster name, node), not only at create time.
                 actions=["ec2:CreateTags"],
                 resources=[eni],
-                conditions={"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}},
+                conditions={"ArnEquals": {"ec2:Vpc": vpc_arn}},
             ),
             iam.PolicyStatement(sid="DescribeNetwork", actions=_DESCRIBE_ACTIONS, resources=["*"]),
             iam.PolicyStatement(

@@ -249,15 +249,7 @@ def test_execution_role_is_managed_policy_plus_scoped_extras(
     vpc_id = _lid(network, network.network.vpc)
     eni = statements["PodNetworkingInThisVpc"]
     assert vpc_id in json.dumps(eni["Condition"]["ArnEquals"]["ec2:Vpc"])
-    assert statements["TagNewInterfaces"]["Condition"] == {
-        "StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}
-    }
-    bucket_id, _ = only(cluster_json, "AWS::S3::Bucket")
-    assert statements["ReadLifecycleScripts"]["Action"] == "s3:GetObject"
-    assert statements["ReadLifecycleScripts"]["Resource"] == {
-        "Fn::Join": ["", [{"Fn::GetAtt": [bucket_id, "Arn"]}, "/lifecycle/*"]]
-    }
-    assert statements["ListLifecycleScripts"]["Condition"] == {"StringLike": {"s3:prefix": ["lifecycle/*"]}}
+    assert vpc_id in json.dumps(statements["TagInterfacesInThisVpc"]["Condition"]["ArnEquals"]["ec2:Vpc"])
     assert set(as_list(statements["EcrPullInRegion"]["Action"])) == {
         "ecr:BatchGetImage",
         "ecr:GetDownloadUrlForLayer",
