@@ -888,15 +888,30 @@ def _stack_failure(cfn: Any, name: str) -> str:
     return "; ".join(reasons[:3]) or "no reason reported"
 
 
-def gpu_holds(resources: Iterable[CreatedResource]) -> list[dict[str, Any]]:
-    """GPU holds for ``mtrl.cost.cost_for_run`` from released capacity records (held from request to release)."""
-    return [
-        {
-            "instance_type": r.details["instance_type"],
-            "count": r.details["target_count"],
-            "start": r.details["requested_at"],
-            "end": r.details["released_at"],
-        }
-        for r in resources
-        if r.kind == CAPACITY_KIND and r.details.get("released_at") and r.details.get("instance_type")
-    ]
+def gpu_holds(resources: Iterable[CreatedResource | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """GPU holds for ``mtrl.cost.cost_for_run``: held from the scale-up request until release.
+
+    Accepts what ``cleanup`` returned (``details.released_at``) or a run record's resource entries
+    (``{"kind", "identifier", "details", "removed_at"}`` as the run registry stores them).
+    """
+    holds = []
+    for resource in resources:
+        kind: Any
+        details: Mapping[str, Any]
+        removed_at: Any
+        if isinstance(resource, CreatedResource):
+            kind, details, removed_at = resource.kind, resource.details, None
+        else:
+            kind, details, removed_at = resource.get("kind"), resource.get("details") or {}, resource.get("removed_at")
+        end = details.get("released_at") or removed_at
+        if kind != CAPACITY_KIND or not end or not details.get("instance_type"):
+            continue
+        holds.append(
+            {
+                "instance_type": details["instance_type"],
+                "count": details["target_count"],
+                "start": details["requested_at"],
+                "end": str(end).replace("Z", "+00:00"),
+            }
+        )
+    return holds

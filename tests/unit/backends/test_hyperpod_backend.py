@@ -460,6 +460,11 @@ def test_cleanup_is_complete_and_idempotent(world: World) -> None:
     assert len(holds) == 1
     record = {"backend": "hyperpod", "region": REGION, "gpu_holds": holds}
     assert cost_for_run(record).lines[0].quantity == 2
+    # The same from the run registry's entries (details + removed_at, as mark_removed stores them).
+    capacity = next(r for r in run.resources if r.kind == CAPACITY_KIND)
+    entry = {"kind": capacity.kind, "identifier": capacity.identifier, "details": dict(capacity.details)}
+    entry["removed_at"] = holds[0]["end"].replace("+00:00", "Z")
+    assert gpu_holds([entry]) == holds
     updates = len(world.cluster.updates)
     world.cluster.arrive()
     second = world.adapter.cleanup(world.run())
