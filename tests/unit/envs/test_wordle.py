@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from environments.wordle import game, make_sample, validate_task
+from environments.wordle import build_word_lists, game, make_sample, validate_task
 from environments.wordle.game import Knowledge, WordleEnv, parse_guess, score_guess
 from environments.wordle.words import DATA_DIR, default_words
 from mtrl.envs import TaskError
@@ -276,6 +276,19 @@ def test_word_lists_are_consistent() -> None:
     assert excluded
     assert not excluded & WORDS.allowed
     assert (DATA_DIR / "LICENSE-SCOWL.txt").read_text(encoding="utf-8").count("Kevin Atkinson") > 0
+
+
+DICT_DIR = Path("/usr/share/dict")
+
+
+@pytest.mark.skipif(
+    not all((DICT_DIR / name).exists() for name in build_word_lists.SOURCES),
+    reason="apt-get install wamerican-small wamerican-huge to check the word lists rebuild identically",
+)
+def test_word_lists_rebuild_identically_from_the_debian_packages() -> None:
+    outputs = build_word_lists.build(DICT_DIR, with_entropy=False)
+    for name, text in outputs.items():
+        assert (DATA_DIR / name).read_text(encoding="utf-8") == text, f"{name} differs from a fresh build"
 
 
 @pytest.mark.parametrize("word", ["raise", "fuzzy"])
