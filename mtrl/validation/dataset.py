@@ -200,7 +200,7 @@ class DatasetValidator:
                 )
                 continue
             data = self._check_start(raw, report) if number == 1 else raw
-            if not data.strip():
+            if not data or data.isspace():
                 if terminated or data:
                     report.add(number, "blank_line", "blank line (every line must hold one JSON object)")
                 continue
@@ -319,9 +319,7 @@ class DatasetValidator:
     def _check_overlap(
         self, number: int, row_id: str, metadata: dict[str, Any], in_eval: bool, report: ValidationReport
     ) -> None:
-        prompt = metadata["prompt"]
-        prompt_text = prompt if type(prompt) is str else json.dumps(prompt, sort_keys=True, separators=(",", ":"))
-        task_key = HashIndex.key_of(prompt_text + "\x00" + str(metadata.get("answer", "")))
+        task_key = HashIndex.key_of_task(metadata["prompt"], metadata.get("answer"))
         if self.holdout is not None:
             other = self.holdout.ids.get(HashIndex.key_of(row_id))
             if other is not None:

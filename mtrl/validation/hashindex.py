@@ -8,7 +8,9 @@ strings share a hash with probability ~n²/2⁶⁵ (about 1 in 10⁷ for a milli
 
 from __future__ import annotations
 
+import json
 from array import array
+from typing import Any
 
 _EMPTY = 0
 
@@ -31,6 +33,19 @@ class HashIndex:
     @staticmethod
     def key_of(text: str) -> int:
         key = hash(text)
+        return key if key != _EMPTY else 1
+
+    @staticmethod
+    def key_of_task(prompt: Any, answer: Any) -> int:
+        """Key of a task (prompt + answer); message lists of plain strings hash without serialising."""
+        if type(prompt) is list:
+            try:
+                prompt = tuple((m.get("role"), m.get("content")) for m in prompt)
+                key = hash((prompt, answer))
+            except (TypeError, AttributeError):  # unhashable content parts: fall back to canonical JSON
+                key = hash((json.dumps(prompt, sort_keys=True, default=str), answer))
+        else:
+            key = hash((prompt, answer))
         return key if key != _EMPTY else 1
 
     def get(self, key: int) -> int | None:
