@@ -127,6 +127,10 @@ class InstanceGroupSettings(_GroupBase):
         description="'training': the group the pipeline scales per run (exactly one); 'system': an always-on "
         "group for operators and controllers.",
     )
+    capacity_type: Literal["on_demand", "spot"] = Field(
+        "on_demand",
+        description="'spot' asks HyperPod for Spot capacity (cheaper, can be reclaimed; node recovery replaces it).",
+    )
     labels: dict[str, str] = Field(default_factory=dict, description="Kubernetes labels HyperPod puts on the nodes.")
     taints: list[TaintSettings] = Field(default_factory=list, description="Kubernetes taints put on the nodes.")
 

@@ -292,6 +292,9 @@ class HyperPodCluster(Construct):
             training_plan_arn=group.training_plan_arn,
             override_vpc_config=self._placement(group.availability_zone_id),
             kubernetes_config=kubernetes,
+            capacity_requirements=(
+                Cfn.ClusterCapacityRequirementsProperty(spot={}) if group.capacity_type == "spot" else None
+            ),
         )
 
     def _restricted_group(

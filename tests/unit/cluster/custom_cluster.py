@@ -35,6 +35,7 @@ CUSTOM_CLUSTER: dict[str, Any] = {
             "availability_zone_id": "use1-az2",
             "labels": {"mtrl/role": "trainer"},
             "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+            "capacity_type": "spot",
         },
     ],
     "hyperpod_restricted_instance_group": {

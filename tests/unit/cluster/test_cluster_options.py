@@ -33,6 +33,8 @@ def test_training_group_options_reach_the_template(custom_deployment: Deployment
     assert gpu["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 1000}}]
     assert sorted(gpu["OnStartDeepHealthChecks"]) == ["InstanceConnectivity", "InstanceStress"]
     assert gpu["TrainingPlanArn"] == "arn:aws:sagemaker:us-east-1:123456789012:training-plan/plan-1"
+    assert gpu["CapacityRequirements"] == {"Spot": {}}
+    assert "CapacityRequirements" not in _groups(custom_json)["system"]  # on-demand is the default
     assert gpu["KubernetesConfig"] == {
         "Labels": {"mtrl/role": "trainer"},
         "Taints": [{"Effect": "NoSchedule", "Key": "nvidia.com/gpu"}],
