@@ -49,6 +49,32 @@ def list_command(as_json: Annotated[bool, typer.Option("--json", help="Print JSO
     console.print(table)
 
 
+@app.command("check")
+def check(
+    env_id: Annotated[str, typer.Argument(help="Environment id (built-in or custom).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Run the deploy-time check: contract complete, EXAMPLE_TASK valid, one smoke episode scores."""
+    try:
+        spec = load_spec(env_id)
+        problems = spec.smoke_check()
+    except EnvironmentNotFoundError as error:
+        fail(str(error), as_json=as_json)
+    except InvalidEnvironmentError as error:
+        problems = error.problems
+    except SandboxUnavailableError as error:
+        fail(str(error), as_json=as_json)
+    if as_json:
+        print_json({"env_id": env_id, "ok": not problems, "problems": problems})
+    elif problems:
+        for problem in problems:
+            console.print(f"[red]✗[/] {problem}", highlight=False)
+    else:
+        console.print(f"[green]✓[/] {env_id}: contract complete, smoke episode scored", highlight=False)
+    if problems:
+        raise typer.Exit(EXIT_INVALID)
+
+
 def _task_from_options(task_json: str | None, answer: str | None, example: dict[str, Any]) -> dict[str, Any]:
     if task_json is not None and answer is not None:
         raise ValueError("give --task or --answer, not both")
@@ -118,4 +144,3 @@ def play(
     for entry in result.metrics_list():
         table.add_row(entry["name"], f"{entry['value']:+.4f}", entry["type"])
     console.print(table)
-

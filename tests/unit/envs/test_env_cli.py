@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -52,3 +53,20 @@ def test_play_errors_have_distinct_exit_codes() -> None:
     assert bad_json.exit_code == 2
     no_actions = runner.invoke(app, ["env", "play", "wordle", "--answer", "beach"], input="")
     assert no_actions.exit_code == 2
+
+
+def test_check_runs_the_smoke_episode() -> None:
+    ok = runner.invoke(app, ["env", "check", "wordle", "--json"])
+    assert ok.exit_code == 0
+    assert json.loads(ok.stdout) == {"env_id": "wordle", "ok": True, "problems": []}
+    assert runner.invoke(app, ["env", "check", "nope"]).exit_code == 2
+
+
+def test_check_reports_contract_problems(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    broken = tmp_path / "custom-environments" / "half_done"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('ENV_ID = "half_done"\n', encoding="utf-8")
+    monkeypatch.setenv("MTRL_PROJECT_ROOT", str(tmp_path))
+    result = runner.invoke(app, ["env", "check", "half_done", "--json"])
+    assert result.exit_code == 1
+    assert "missing module attribute 'make_env'" in json.loads(result.stdout)["problems"]
