@@ -359,15 +359,15 @@ def _check_messages(messages: list[Any]) -> str | None:
     if not messages:
         return "'metadata.prompt' is an empty list of messages"
     for index, message in enumerate(messages):
-        where = f"'metadata.prompt[{index}]'"
+        where = f"metadata.prompt[{index}]"
         if type(message) is not dict:
-            return f"{where} must be an object with 'role' and 'content', got {_json_type(message)}"
+            return f"'{where}' must be an object with 'role' and 'content', got {_json_type(message)}"
         role = message.get("role")
         if role not in ROLES:
-            return f"{where}.role must be one of {', '.join(sorted(ROLES))}, got {role!r}"
+            return f"'{where}.role' must be one of {', '.join(sorted(ROLES))}, got {role!r}"
         content = message.get("content")
         if type(content) is not str and type(content) is not list:
-            return f"{where}.content must be a string or a list of parts, got {_json_type(content)}"
+            return f"'{where}.content' must be a string or a list of parts, got {_json_type(content)}"
     return None
 
 

@@ -1,0 +1,52 @@
+"""`mtrl validate`: exit 0 valid, 1 invalid (line-numbered errors), 2 usage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from mtrl.cli import app
+
+RUNNER = CliRunner()
+GOOD = '{"id": "a", "metadata": {"prompt": "Guess", "answer": "crane"}}\n'
+
+
+def test_valid_file(tmp_path: Path) -> None:
+    path = tmp_path / "good.jsonl"
+    path.write_text(GOOD)
+    result = RUNNER.invoke(app, ["validate", str(path), "--env", "wordle"])
+    assert result.exit_code == 0, result.output
+    assert "valid" in result.output
+
+
+def test_invalid_file_lists_line_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(GOOD + '{"id": "a", "metadata": {"prompt": "Guess", "answer": "zzzzz"}}\n{oops\n')
+    result = RUNNER.invoke(app, ["validate", str(path), "--env", "wordle"])
+    assert result.exit_code == 1
+    assert "line 2: id 'a' repeats the id of line 1" in result.output
+    assert "line 3: not valid JSON" in result.output
+
+
+def test_json_report(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": 1, "metadata": {"prompt": "x"}}\n')
+    result = RUNNER.invoke(app, ["validate", str(path), "--json"])
+    assert result.exit_code == 1
+    document = json.loads(result.stdout)
+    assert document["valid"] is False
+    assert document["train"]["errors"] == [
+        {"line": 1, "code": "bad_id", "message": "'id' must be a string, got a number"}
+    ]
+
+
+def test_usage_errors(tmp_path: Path) -> None:
+    assert RUNNER.invoke(app, ["validate", str(tmp_path / "missing.jsonl")]).exit_code == 2
+    path = tmp_path / "good.jsonl"
+    path.write_text(GOOD)
+    result = RUNNER.invoke(app, ["validate", str(path), "--env", "chess", "--json"])
+    assert result.exit_code == 2
+    assert "no environment 'chess'" in json.loads(result.stdout)["error"]
+    assert RUNNER.invoke(app, ["validate", str(path), "--eval-split", "0.9"]).exit_code == 2
