@@ -413,6 +413,7 @@ class ServerlessAdapter:
         findings = [Finding("settings", True, "serverless settings are complete")]
         findings.append(self._check_regions(run, settings))
         findings.append(self._check_role_trust(settings))
+        findings.append(self._check_mlflow_and_packages(settings))
         findings.append(
             Finding("eula", True, f"EULA of {settings.serverless_base_model} accepted")
             if settings.serverless_accept_eula
@@ -471,6 +472,27 @@ class ServerlessAdapter:
         except ClientError as error:
             return Finding("job-role-trust", False, f"cannot read job role {role_name}: {error_message(error)}")
         return check_job_role_trust(role_name, document)
+
+    def _check_mlflow_and_packages(self, settings: ServerlessSettings) -> Finding:
+        """The MLflow app is mandatory for the service, and the output model package group must exist."""
+        sagemaker = self._clients.client("sagemaker", settings.region)
+        try:
+            app = sagemaker.describe_mlflow_app(Arn=settings.serverless_mlflow_app_arn)
+        except ClientError as error:
+            return Finding("mlflow-and-model-packages", False, f"MLflow app: {error_message(error)}")
+        if app.get("Status") not in {"Created", "Updated"}:
+            return Finding("mlflow-and-model-packages", False, f"MLflow app is {app.get('Status')}, not ready")
+        try:
+            # By name (the API takes either); the ARN's region was checked above.
+            name = Arn.parse(settings.serverless_model_package_group_arn).resource.split("/", 1)[-1]
+            group = sagemaker.describe_model_package_group(ModelPackageGroupName=name)
+        except ClientError as error:
+            return Finding("mlflow-and-model-packages", False, f"model package group: {error_message(error)}")
+        if group["ModelPackageGroupStatus"] != "Completed":
+            return Finding(
+                "mlflow-and-model-packages", False, f"model package group is {group['ModelPackageGroupStatus']}"
+            )
+        return Finding("mlflow-and-model-packages", True, "MLflow app ready; model package group exists")
 
     def smoke_test(self, run: RunContext, settings: ServerlessSettings | None = None) -> SmokeResult:
         """Invoke the agent with a fake job ARN of this account and classify what happened."""

@@ -47,6 +47,7 @@ JOB_TRUST = {
         }
     ],
 }
+MLFLOW_STATUS = {"status": "Created"}
 ROWS = [
     {"id": "wordle_train_0000", "metadata": {"prompt": "Guess the 5-letter word", "answer": "riser"}},
     {"id": "wordle_train_0001", "metadata": {"prompt": "Guess the 5-letter word", "answer": "swoon"}},
@@ -88,6 +89,9 @@ def world(aws: FakeAws) -> FakeAws:
     s3.put_object(Bucket=BUCKET, Key="training-data/wordle.jsonl", Body=body)
     s3.put_object(Bucket=BUCKET, Key=f"runs/{RUN_ID}/split/eval.jsonl", Body=body)
     aws.session.client("iam").create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=json.dumps(JOB_TRUST))
+    aws.session.client("sagemaker").create_model_package_group(ModelPackageGroupName="wordle")
+    aws.on("sagemaker", "DescribeMlflowApp", lambda p: {"Arn": p["Arn"], "Status": MLFLOW_STATUS["status"]})
+    MLFLOW_STATUS["status"] = "Created"
     return aws
 
 
@@ -107,6 +111,10 @@ def lambda_agent(aws: FakeAws, log_text: str, payload: bytes = b'{"reward": -1.5
 
 
 # -- documents ---------------------------------------------------------------------------------------------------
+
+
+def test_schema_is_a_valid_draft_2020_12_schema() -> None:
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
 
 
 def test_training_document_matches_schema_and_carries_only_user_hyperparameters() -> None:
@@ -584,3 +592,15 @@ def test_evaluate_submits_on_the_trained_package_then_returns_metrics(world: Fak
     jobs.update(dict.fromkeys(jobs, "Completed"))
     assert backend.evaluate(make_run(recorder)) == {"eval/reward/pass_at_1": 0.69}
     assert len(world.called("CreateJob")) == 1
+
+
+def test_preflight_requires_a_ready_mlflow_app_and_the_package_group(world: FakeAws) -> None:
+    MLFLOW_STATUS["status"] = "Creating"
+    findings = {f.check: f for f in adapter(world).preflight(make_run())}
+    assert not findings["mlflow-and-model-packages"].ok
+    assert "MLflow app is Creating" in findings["mlflow-and-model-packages"].message
+    MLFLOW_STATUS["status"] = "Created"
+    other_group = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package-group/missing"
+    findings = {f.check: f for f in adapter(world).preflight(make_run(serverless_model_package_group_arn=other_group))}
+    assert not findings["mlflow-and-model-packages"].ok
+    assert "model package group" in findings["mlflow-and-model-packages"].message
