@@ -10,10 +10,15 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 
+from mtrl.backends._aws import AwsClients
+from mtrl.backends.base import JobState, RunContext
+from mtrl.backends.local import LocalAdapter
 from mtrl.emulator import Emulator, deploy_app, find_emulator
 from mtrl.emulator.deploy import session_for, stack_order
+from mtrl.envs.registry import load_spec
 
 pytestmark = pytest.mark.skipif(
     find_emulator() is None, reason="emulator not installed: run `make emulator` to create .venv-emulator"
@@ -132,3 +137,34 @@ def test_start_deploy_invoke_and_stop(tmp_path: Path) -> None:
         port = emulator.port
     assert not emulator.running
     assert not _port_open(port)
+
+
+def test_local_backend_runs_against_the_emulator_s3(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local backend's S3 state store against the emulator's S3 (its error codes, not moto's), end to end."""
+    with Emulator() as emulator:
+        for name, value in {"AWS_ENDPOINT_URL": emulator.endpoint_url, "AWS_ACCESS_KEY_ID": "test"}.items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+        session = boto3.Session(region_name="us-east-1")
+        s3 = session.client("s3")
+        s3.create_bucket(Bucket="demo-data")
+        sample = load_spec("wordle").path / "sample"
+        lines = sample.joinpath("train.jsonl").read_text().splitlines()
+        s3.put_object(Bucket="demo-data", Key="training-data/w.jsonl", Body="\n".join(lines[:20]).encode())
+        run = RunContext(
+            run_id="w-1",
+            settings={
+                "environment": "wordle",
+                "environment_args": {"verbose": False},
+                "hyperparameters": {"steps": 1, "tasks_per_step": 2, "group_size": 3, "eval_tasks": 3},
+            },
+            dataset_uri="s3://demo-data/training-data/w.jsonl",
+            eval_dataset_uri=None,
+            output_uri="s3://demo-data/runs/w-1/",
+        )
+        adapter = LocalAdapter(clients=AwsClients(session))
+        job = adapter.submit(run)
+        status = adapter.status(run, job)
+        assert status.state is JobState.SUCCEEDED, status.message
+        keys = {item["Key"] for item in s3.list_objects_v2(Bucket="demo-data", Prefix="runs/w-1/")["Contents"]}
+        assert {"runs/w-1/local/summary.json", "runs/w-1/local/training.png", "runs/w-1/local/state.json"} <= keys
