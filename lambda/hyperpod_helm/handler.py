@@ -147,7 +147,7 @@ def extract_chart(archive: Path, workdir: Path) -> None:
 
 def chart_repositories(chart_yaml: str) -> list[str]:
     """The http(s) repositories a Chart.yaml's dependencies come from (file:// and oci:// need no `repo add`)."""
-    found = re.findall(r"^\s*repository:\s*[\"']?(https?://[^\s\"']+)", chart_yaml, flags=re.MULTILINE)
+    found = re.findall(r"^\s*(?:-\s*)?repository:\s*[\"']?(https?://[^\s\"']+)", chart_yaml, flags=re.MULTILINE)
     return sorted({url.rstrip("/") for url in found})
 
 

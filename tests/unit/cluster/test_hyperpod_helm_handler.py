@@ -269,3 +269,58 @@ def test_delete_succeeds_when_the_cluster_is_already_gone(handler: ModuleType, a
 def test_create_fails_when_the_cluster_does_not_exist(handler: ModuleType, aws_env: None) -> None:
     with pytest.raises(Exception, match=r"ResourceNotFound|No cluster found"):
         handler.apply(_event("Create"), lambda: 900.0)
+
+
+class _Completed:
+    def __init__(self, returncode: int, stdout: str = "", stderr: str = "") -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+@pytest.mark.parametrize("release_state", [None, "pending-install"])
+@mock_aws
+def test_create_runs_the_full_idempotent_sequence(
+    handler: ModuleType, aws_env: None, monkeypatch: pytest.MonkeyPatch, release_state: str | None
+) -> None:
+    eks = boto3.client("eks", region_name="us-east-1")
+    eks.create_cluster(
+        name="mtrl-eks",
+        roleArn="arn:aws:iam::123456789012:role/eks",
+        resourcesVpcConfig={"subnetIds": ["subnet-1", "subnet-2"]},
+    )
+    calls: list[list[str]] = []
+
+    def fake_fetch(repository: str, revision: str, workdir: Path) -> Path:
+        chart = workdir / "chart"
+        chart.mkdir()
+        (chart / "Chart.yaml").write_text("dependencies:\n  - repository: https://aws.github.io/eks-charts/\n")
+        return chart
+
+    def fake_run(args: list[str], **kwargs: Any) -> _Completed:
+        calls.append(args)
+        assert kwargs["timeout"] > 0
+        if args[1] == "status":
+            if release_state is None:
+                return _Completed(1, stderr="Error: release: not found")
+            return _Completed(0, stdout=json.dumps({"info": {"status": release_state}, "version": 1}))
+        return _Completed(0)
+
+    monkeypatch.setattr(handler, "fetch_chart", fake_fetch)
+    monkeypatch.setattr(handler.subprocess, "run", fake_run)
+    event = _event("Create")
+    event["ResourceProperties"]["Values"] = json.dumps({"trainingOperators.enabled": True})
+    physical_id, data = handler.apply(event, lambda: 900.0)
+
+    assert physical_id == "mtrl-eks/kube-system/hyperpod-dependencies"
+    assert data["ChartRevision"] == "0" * 40
+    verbs = [call[1] for call in calls]
+    expected = ["repo", "dependency", "status", *(["uninstall"] if release_state else []), "upgrade"]
+    assert verbs == expected
+    assert calls[0][2:5] == ["add", "dep0", "https://aws.github.io/eks-charts"]
+    upgrade = calls[-1]
+    assert "--install" in upgrade
+    assert "trainingOperators.enabled=true" in upgrade
+    token = upgrade[upgrade.index("--kube-token") + 1]
+    assert token.startswith("k8s-aws-v1.")
+    assert upgrade[upgrade.index("--kube-apiserver") + 1].startswith("https://")
+    assert Path(upgrade[upgrade.index("--kube-ca-file") + 1]).name == "ca.crt"
+    assert "--kube-token" not in calls[1]  # chart dependency commands never see the cluster token
