@@ -50,7 +50,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-HARNESS_SOURCE = (Path(__file__).resolve().parent / "_harness.py").read_text(encoding="utf-8")
+_HARNESS_PATH = Path(__file__).resolve().parent / "_harness.py"
+# Compiled once per process; the child only unmarshals it (same interpreter, so the same bytecode format).
+HARNESS_CODE = compile(_HARNESS_PATH.read_text(encoding="utf-8"), str(_HARNESS_PATH), "exec")
+BOOTSTRAP = (
+    "import marshal,sys;c,d=marshal.loads(sys.stdin.buffer.read());"
+    "exec(c,{'__name__':'__sandbox__','__builtins__':__builtins__,'DATA':d})"
+)
 SETUP_FAILED_EXIT = 125
 UID_RANGE = (200_000, 1_200_000)  # far above any real account; one fresh uid per execution
 
@@ -223,10 +229,10 @@ def run_code(program: str, tests: str | None = None, limits: Limits | None = Non
     started = time.monotonic()
     read_results, write_results = os.pipe()
     config["result_fd"] = write_results  # pass_fds keeps the descriptor number in the child
-    payload = marshal.dumps((config, marker, program, tests))
+    payload = marshal.dumps((HARNESS_CODE, (config, marker, program, tests)))
     try:
         process = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", "-c", HARNESS_SOURCE],
+            [sys.executable, "-I", "-S", "-B", "-c", BOOTSTRAP],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
