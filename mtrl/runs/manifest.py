@@ -56,8 +56,9 @@ class RunSettings(BaseModel):
             return value
         if not value.endswith(".jsonl"):
             raise ValueError(f"must be a .jsonl object key (got {value!r})")
-        if value.startswith(("training-data/", "runs/", "/")) or ".." in value.split("/"):
-            raise ValueError("must be a key outside training-data/ (a .jsonl there would start its own run) and runs/")
+        if not value.startswith(EVAL_DATA_PREFIX) or ".." in value.split("/"):
+            # Not under training-data/: a .jsonl there would start a run of its own.
+            raise ValueError(f"must be a key under {EVAL_DATA_PREFIX} (got {value!r})")
         return value
 
     @model_validator(mode="after")
