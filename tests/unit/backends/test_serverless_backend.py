@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 from aws_fakes import ACCOUNT, REGION, FakeAws, FakeError, Recorder
-from botocore.exceptions import ReadTimeoutError
+from botocore.exceptions import ParamValidationError, ReadTimeoutError
 from botocore.response import StreamingBody
 
 from mtrl.backends import serverless
@@ -604,3 +604,28 @@ def test_preflight_requires_a_ready_mlflow_app_and_the_package_group(world: Fake
     findings = {f.check: f for f in adapter(world).preflight(make_run(serverless_model_package_group_arn=other_group))}
     assert not findings["mlflow-and-model-packages"].ok
     assert "model package group" in findings["mlflow-and-model-packages"].message
+
+
+def test_the_fake_service_rejects_requests_and_responses_the_model_does_not_allow(aws: FakeAws) -> None:
+    # The harness itself: botocore validates the request before the fake sees it, the fake validates its answer.
+    aws.on("sagemaker", "StopJob", lambda _p: {})
+    aws.on("sagemaker", "DescribeJob", lambda p: {"JobName": p["JobName"]})  # missing required output fields
+    sagemaker = aws.session.client("sagemaker")
+    with pytest.raises(ParamValidationError, match="JobCategory"):
+        sagemaker.stop_job(JobName="mtrl-x")  # a required member missing (botocore checks types/required, not enums)
+    with pytest.raises(AssertionError, match="fake DescribeJob response is invalid"):
+        sagemaker.describe_job(JobName="mtrl-x", JobCategory="AgentRFT")
+
+
+@pytest.mark.parametrize("run_id", ["wordle", "x" * 200, "Wordle_v3.2026-11-29T10:30:00Z", "--a--b--"])
+def test_job_names_match_the_service_pattern(run_id: str) -> None:
+    # botocore does not check patterns, so check them here against the service model's own pattern.
+    import re
+
+    import botocore.session
+
+    shape = botocore.session.get_session().get_service_model("sagemaker").shape_for("JobName")
+    for evaluation in (False, True):
+        name = serverless.job_name_for(run_id, evaluation=evaluation)
+        assert re.fullmatch(shape.metadata["pattern"], name), name
+        assert len(name) <= shape.metadata["max"]
