@@ -519,3 +519,28 @@ def test_preflight(world: World) -> None:
     assert len(bad) == 1
     assert not bad[0].ok
     assert "task_subnet_ids" in bad[0].message
+
+
+@pytest.mark.parametrize("run_id", ["wordle", "Wordle_v3.2026-11-29T10:30:00Z", "x" * 300])
+def test_per_run_stack_names_are_valid_and_prefixed(run_id: str) -> None:
+    import re
+
+    settings = parse_settings(
+        {
+            "region": REGION,
+            "hyperpod_cluster_name": "c",
+            "hyperpod_gpu_instance_group": "g",
+            "instance_count": 1,
+            "ecs_cluster_arn": "a",
+            "task_subnet_ids": ["s"],
+            "task_security_group_ids": ["g"],
+            "reward_task_definition": "r",
+            "environment": "wordle",
+            "nova_runner_task_definition": "n",
+            "nova_rft_role_name": "mtrl-rft",
+        }
+    )
+    name = cloudformation_stack_name(settings, run_id)
+    assert re.fullmatch(r"[a-zA-Z][a-zA-Z0-9-]*", name)  # what the SDK and CloudFormation accept
+    assert name.startswith("mtrl-run-")  # inside the runner role's CloudFormation scope
+    assert len(name) <= 128
