@@ -81,6 +81,16 @@ def feedback_code(pattern: str) -> int:
 
 
 @cache
+def feedback_table(words: tuple[str, ...]) -> NDArray[np.uint8]:
+    """Feedback code of every word (as a guess) against every word (as the answer); computed once per process."""
+    encoded = encode(words)
+    table = np.empty((len(words), len(words)), dtype=np.uint8)  # codes are < 243
+    for index in range(len(words)):
+        table[index] = feedback_codes(encoded[index], encoded)
+    return table
+
+
+@cache
 def load_words() -> tuple[str, ...]:
     """The environment's own answer list (one source: the policy plays the words the game can pick)."""
     words: tuple[str, ...] = tuple(load_spec("wordle").module.default_words().answers)
@@ -92,63 +102,53 @@ class WordleEpisode:
         self.agent = agent
         self.rng = rng
         self.remaining = np.ones(len(agent.words), dtype=bool)
-        self.history: tuple[tuple[str, int], ...] = ()
-        self.guessed: list[str] = []
+        self.guessed: list[int] = []  # indices into agent.words, in order
 
     def options(self) -> tuple[Sequence[str], FloatArray]:
         agent = self.agent
-        consistent = np.flatnonzero(self.remaining)
-        others = np.flatnonzero(~self.remaining)
-        picks = _sample(self.rng, consistent, agent.consistent_candidates)
-        picks += _sample(self.rng, others, agent.probe_candidates)
-        words = [agent.words[i] for i in picks]
-        words += [word for word in dict.fromkeys(self.guessed) if word not in words]
-        features = np.array([self._features(word) for word in words], dtype=np.float64)
-        return words, features
+        picks = _sample(self.rng, np.flatnonzero(self.remaining), agent.consistent_candidates)
+        picks += _sample(self.rng, np.flatnonzero(~self.remaining), agent.probe_candidates)
+        picks += [i for i in dict.fromkeys(self.guessed) if i not in picks]
+        candidates = np.array(picks, dtype=np.int64)
+        return [agent.words[i] for i in picks], self._features(candidates)
 
-    def _features(self, word: str) -> list[float]:
-        cache_key = (self.history, word)
-        cached = self.agent.feature_cache.get(cache_key)
-        if cached is None:
-            cached = self._state_features(word)
-            if len(self.agent.feature_cache) > 200_000:
-                self.agent.feature_cache.clear()  # bounded memory; the hot entries (early turns) refill quickly
-            self.agent.feature_cache[cache_key] = cached
-        return [*cached, 1.0 if word in self.guessed else 0.0]
-
-    def _state_features(self, word: str) -> list[float]:
+    def _features(self, candidates: IntArray) -> FloatArray:
+        """All candidates' features at once, from the precomputed guess × answer feedback table."""
         agent = self.agent
-        remaining = agent.encoded[self.remaining]
-        count = remaining.shape[0]
-        index = agent.index.get(word)
-        consistent = index is not None and bool(self.remaining[index])
-        codes = feedback_codes(agent.encode_one(word), remaining)
-        _, sizes = np.unique(codes, return_counts=True)
-        shares = sizes / count
-        entropy = float(-(shares * np.log2(shares)).sum())
-        information = entropy / math.log2(count) if count > 1 else 0.0
-        elimination = 1.0 - float((shares**2).sum())  # expected share ruled out
-        letters = set(word)
-        presence = agent.letter_presence[self.remaining]  # (count, 26) bool
-        coverage = float(presence[:, [ord(ch) - 97 for ch in letters]].mean(axis=0).sum()) / WORD_LENGTH
-        return [
-            1.0 if consistent else 0.0,
-            (1.0 / count) if consistent else 0.0,
-            information,
-            elimination,
-            coverage,
-            (WORD_LENGTH - len(letters)) / (WORD_LENGTH - 1),
-        ]
+        remaining = np.flatnonzero(self.remaining)
+        count = remaining.size
+        n = candidates.size
+        codes = agent.feedback[np.ix_(candidates, remaining)].astype(np.int64)  # (n, count)
+        patterns = ALL_GREEN + 1
+        sizes = np.bincount((codes + patterns * np.arange(n)[:, None]).ravel(), minlength=patterns * n)
+        shares = sizes.reshape(n, patterns) / count
+        logs = np.log2(shares, out=np.zeros_like(shares), where=shares > 0)
+        entropy = -(shares * logs).sum(axis=1)
+        consistent = self.remaining[candidates].astype(np.float64)
+        letter_share = agent.letter_presence[remaining].mean(axis=0)  # share of remaining words with each letter
+        features = np.column_stack(
+            [
+                consistent,
+                consistent / count,
+                entropy / math.log2(count) if count > 1 else np.zeros(n),
+                1.0 - (shares**2).sum(axis=1),  # expected share of remaining words ruled out
+                agent.letter_presence[candidates].astype(np.float64) @ letter_share / WORD_LENGTH,
+                (WORD_LENGTH - agent.distinct_letters[candidates]) / (WORD_LENGTH - 1),
+                np.isin(candidates, self.guessed).astype(np.float64),
+            ]
+        )
+        return features
 
     def observe(self, action: str, observation: str) -> None:
         guess = action.strip().lower()
-        self.guessed.append(guess)
+        index = self.agent.index.get(guess)
+        if index is None:
+            return  # not one of the offered words: nothing to learn from the reply
+        self.guessed.append(index)
         code = self.agent.parse_feedback(guess, observation)
         if code is None:
             return  # an invalid guess or an unparseable reply tells the policy nothing about the answer
-        self.history = (*self.history, (guess, code))
-        codes = feedback_codes(self.agent.encode_one(guess), self.agent.encoded)
-        self.remaining &= codes == code
+        self.remaining &= self.agent.feedback[index] == code
 
 
 class WordleAgent:
@@ -171,9 +171,10 @@ class WordleAgent:
         self.letter_presence = np.zeros((len(self.words), 26), dtype=bool)
         for position in range(WORD_LENGTH):
             self.letter_presence[np.arange(len(self.words)), self.encoded[:, position]] = True
+        self.distinct_letters = self.letter_presence.sum(axis=1)
+        self.feedback = feedback_table(self.words)
         self.consistent_candidates = consistent_candidates
         self.probe_candidates = probe_candidates
-        self.feature_cache: dict[tuple[tuple[tuple[str, int], ...], str], list[float]] = {}
 
     def encode_one(self, word: str) -> IntArray:
         row: IntArray = encode([word])[0]
