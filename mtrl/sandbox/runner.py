@@ -106,6 +106,7 @@ class SandboxResult:
     exit_code: int | None = None
     duration_s: float = 0.0
     isolation: list[str] = field(default_factory=list)
+    uid: int | None = None  # the execution's own uid (full tier), for audit logs and leak checks
 
     @property
     def pass_fraction(self) -> float:
@@ -261,6 +262,7 @@ def run_code(program: str, tests: str | None = None, limits: Limits | None = Non
         captured, marker, total=total, with_tests=tests is not None, timed_out=timed_out, exit_code=process.returncode
     )
     result.duration_s = time.monotonic() - started
+    result.uid = uid if privileged else None
     result.isolation = (
         ["clean-env", "rlimits", "seccomp", "netns", "mountns-readonly", "tmpfs-workdir", "fresh-uid"]
         if privileged

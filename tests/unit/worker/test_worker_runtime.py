@@ -189,7 +189,7 @@ def test_sqs_transport_round_trip() -> None:
     def drained() -> bool:
         for message in sqs.receive_message(QueueUrl=results_url, MaxNumberOfMessages=10).get("Messages", []):
             results.append(json.loads(message["Body"]))
-        return len(results) == 3
+        return len(results) == 3 and source.malformed == 1
 
     run_until(runtime, drained)
     assert sorted(r["id"] for r in results) == ["r0", "r1", "r2"]
