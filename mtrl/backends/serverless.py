@@ -339,8 +339,9 @@ def run_input_prefix(run: RunContext) -> S3Uri:
 
 SmokeOutcome = Literal["ok", "cross_account", "timeout", "other"]
 
-_NOT_FOUND = re.compile(r"could not find job", re.IGNORECASE)
-_FORBIDDEN = re.compile(r"\b403\b|not authorized to access this resource|AccessDenied|Forbidden", re.IGNORECASE)
+# The service's words, and the diagnosis our agent Lambda (lambda/serverless_agent) returns for each case.
+_NOT_FOUND = re.compile(r"could not find job|job not found|ResourceNotFoundException", re.IGNORECASE)
+_FORBIDDEN = re.compile(r"\b403\b|not authorized to access this resource|access ?denied|Forbidden", re.IGNORECASE)
 _TIMEOUT = re.compile(r"timed? ?out|timeout", re.IGNORECASE)
 
 

@@ -629,3 +629,19 @@ def test_job_names_match_the_service_pattern(run_id: str) -> None:
         name = serverless.job_name_for(run_id, evaluation=evaluation)
         assert re.fullmatch(shape.metadata["pattern"], name), name
         assert len(name) <= shape.metadata["max"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "outcome"),
+    [
+        (b'{"reward": -1.5, "diagnosis": "job not found (expected for the fake-job-ARN smoke test)"}', "ok"),
+        (
+            b'{"reward": -1.5, "diagnosis": "access denied: the job ARN names another account, or the role lacks '
+            b'AmazonSageMakerJobRuntimeAccess"}',
+            "cross_account",
+        ),
+    ],
+)
+def test_smoke_test_understands_our_agent_lambdas_diagnosis(world: FakeAws, payload: bytes, outcome: str) -> None:
+    lambda_agent(world, "START RequestId: 1\nEND RequestId: 1", payload=payload)
+    assert adapter(world).smoke_test(make_run()).outcome == outcome
