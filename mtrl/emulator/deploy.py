@@ -196,6 +196,14 @@ def deploy_stack(
     except Exception as error:  # a template the emulator rejects up front (e.g. unsupported resource types)
         if "ValidationError" not in str(error):
             raise
+        if "No updates are to be performed" in str(error):
+            return StackDeployment(
+                stack_name=name,
+                status=existing or "UPDATE_COMPLETE",
+                seconds=time.monotonic() - started,
+                outputs=_outputs(cloudformation, name),
+                assets_published=published,
+            )
         return StackDeployment(
             stack_name=name,
             status="REJECTED",
@@ -208,11 +216,15 @@ def deploy_stack(
         stack_name=name, status=status, seconds=time.monotonic() - started, assets_published=published
     )
     if deployment.ok:
-        described = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
-        deployment.outputs = {out["OutputKey"]: out["OutputValue"] for out in described.get("Outputs", [])}
+        deployment.outputs = _outputs(cloudformation, name)
     else:
         deployment.failures = _failures(cloudformation, name)
     return deployment
+
+
+def _outputs(cloudformation: Any, name: str) -> dict[str, str]:
+    described = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
+    return {out["OutputKey"]: out["OutputValue"] for out in described.get("Outputs", [])}
 
 
 def _stack_status(cloudformation: Any, name: str) -> str | None:

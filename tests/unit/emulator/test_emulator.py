@@ -132,6 +132,9 @@ def test_start_deploy_invoke_and_stop(tmp_path: Path) -> None:
         # An unsupported resource type is reported with the emulator's reason, not raised.
         assert unsupported.status == "REJECTED"
         assert "AWS::EC2::EIP" in unsupported.failures[0]
+        [again] = deploy_app(session, cdk_out, stacks=["tiny"])  # a second deploy updates in place
+        assert again.ok, (again.status, again.failures)
+        assert again.outputs["FunctionName"] == function
         ssm = session.client("ssm")
         assert ssm.get_parameter(Name="/cdk-bootstrap/hnb659fds/version")["Parameter"]["Value"]
         port = emulator.port
