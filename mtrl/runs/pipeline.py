@@ -519,7 +519,7 @@ def reap(runtime: Runtime, event: Event) -> dict[str, Any]:
     if record.get("notified_at") and RunStatus(record["status"]).terminal:
         return {"reaped": False}  # the execution reported the run itself
     open_phases = [name for name, entry in (record.get("phases") or {}).items() if "ended_at" not in entry]
-    step = open_phases[-1] if open_phases else record["status"]
+    step = STEP_OF_PHASE.get(open_phases[-1], open_phases[-1]) if open_phases else record["status"]
     error = {"ABORTED": "Aborted", "TIMED_OUT": "ExecutionTimedOut"}.get(status, "States.Runtime")
     cause = {
         "ABORTED": "the execution was stopped (StopExecution) before the run finished",
@@ -551,6 +551,19 @@ def _invoke_teardown(runtime: Runtime, run_id: str) -> None:
             message = payload.decode(errors="replace")
         raise TeardownIncomplete(f"run {run_id}: teardown failed: {message}")
 
+
+# Phase names on the run record → the state names notifications use.
+STEP_OF_PHASE = {
+    "register": "Register",
+    "slot": "AcquireSlot",
+    "validate": "Validate",
+    "preflight": "Preflight",
+    "provision": "Provision",
+    "submit": "Submit",
+    "train": "Train",
+    "evaluate": "Evaluate",
+    "teardown": "Teardown",
+}
 
 BACKEND_ACTIONS: dict[str, Phase] = {
     "preflight": preflight,

@@ -94,6 +94,7 @@ class FakeAdapter:
     fail_at: set[str] = field(default_factory=set)  # provision / submit / status / evaluate
     job_states: list[JobState] = field(default_factory=lambda: [JobState.RUNNING, JobState.SUCCEEDED])
     hang: bool = False  # the job never finishes
+    cost_usd: float | None = None  # reported by status while the job runs
     cleanup_failures: int = 0  # cleanup raises this many times (transiently) before it works
     live: set[str] = field(default_factory=set)  # resources that currently exist
     calls: list[tuple[str, str]] = field(default_factory=list)
@@ -142,7 +143,8 @@ class FakeAdapter:
             self._polls[run.run_id] = count + 1
         if self.hang:
             time.sleep(0.05)
-            return JobStatus(JobState.RUNNING, progress={"step": count})
+            cost = {"cost_usd": self.cost_usd} if self.cost_usd is not None else {}
+            return JobStatus(JobState.RUNNING, progress={"step": count}, metrics=cost)
         state = self.job_states[min(count, len(self.job_states) - 1)]
         metrics = {"reward_mean": 0.5} if state is JobState.SUCCEEDED else {}
         return JobStatus(

@@ -223,7 +223,7 @@ def test_aborted_run_is_reaped(adapter: FakeAdapter) -> None:
         assert pipeline.invoke("reaper", event)["reaped"] is False  # a redelivered event changes nothing
         record = _assert_cleanly_finished(pipeline, started["run_id"], "ABORTED")
         assert record["error"]["error"] == "Aborted"
-        assert record["error"]["step"] == "train"
+        assert record["error"]["step"] == "Train"
         assert "cancel" in adapter.phases(started["run_id"])
         (note,) = pipeline.notifications()
         assert "aborted" in note["subject"]
@@ -252,3 +252,18 @@ def test_teardown_failing_for_good_is_reported(adapter: FakeAdapter, pipeline: H
     (note,) = pipeline.notifications()
     assert f"fake-workers {started['run_id']}-workers" in note["message"]
     assert "Remove them by hand" in note["message"]
+
+
+def test_budget_exceeded_cancels_the_job() -> None:
+    adapter = FakeAdapter(hang=True, cost_usd=12.5)
+    with pipeline_context(adapter) as pipeline:
+        pipeline.put("training-data/pricey.run.json", b'{"max_budget_usd": 10}')
+        started = pipeline.upload_and_trigger("training-data/pricey.jsonl", DATA)
+        execution = pipeline.wait(started["execution_arn"])
+        assert execution["error"] == "BudgetExceeded"
+        assert "12.50 USD exceeds max_budget_usd 10" in execution["cause"]
+        record = _assert_cleanly_finished(pipeline, started["run_id"], "FAILED")
+        assert record["cost"] == {"usd": 12.5}
+        assert "cancel" in adapter.phases(started["run_id"])
+        (note,) = pipeline.notifications()
+        assert "exceeded its budget" in note["message"]
