@@ -5,16 +5,22 @@ MTRL_ENV_ID (default wordle), MTRL_CUSTOM_ENV (true: load from custom-environmen
 MTRL_RESULT_QUEUE_URL, MTRL_POLICY_URL, MTRL_POLICY_MODEL, MTRL_CONCURRENCY, MTRL_EPISODE_TIMEOUT_S,
 MTRL_MAX_TURNS, MTRL_GRACE_S, MTRL_GROUP_SIZE, MTRL_RUN_ID. A missing or bad value exits with code 2 and a
 message naming it.
+
+Nova Forge mode: when MTRL_NOVA_FORGE_COMMAND is set (the starter kit's environment-client command, installed
+into the image at build time from docker/reward-worker/starter-kit/ — never fetched at run time), the worker
+checks the environment package and then replaces itself with that command, with MTRL_ENV_MODULE naming the
+package whose ``load_environment`` the client should call and the project root on PYTHONPATH.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Mapping
 
-from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
+from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec, project_root
 from mtrl.worker.runtime import WorkerConfig, WorkerRuntime
 from mtrl.worker.transport import HttpChatPolicy, SqsResultSink, SqsRolloutSource
 
@@ -55,9 +61,30 @@ def config_from_env(environ: Mapping[str, str]) -> WorkerConfig:
         raise ConfigError(str(error)) from None
 
 
+def exec_nova_forge(env: dict[str, str]) -> int:
+    """Hand the process over to the starter kit's environment client (it owns queues and signals from here)."""
+    try:
+        spec = load_spec(env.get("MTRL_ENV_ID", "wordle"), custom=env.get("MTRL_CUSTOM_ENV", "").lower() == "true")
+        command = shlex.split(env["MTRL_NOVA_FORGE_COMMAND"])
+    except (EnvironmentNotFoundError, InvalidEnvironmentError, ValueError) as error:
+        print(f"reward worker: {error}", file=sys.stderr)
+        return 2
+    if not command:
+        print("reward worker: MTRL_NOVA_FORGE_COMMAND is empty", file=sys.stderr)
+        return 2
+    root = str(project_root())
+    child_env = dict(env)
+    child_env["MTRL_ENV_MODULE"] = spec.module.__name__ if spec.source == "builtin" else str(spec.path)
+    child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
+    os.execvpe(command[0], command, child_env)  # noqa: S606 - a deploy-time command, not user input
+    return 0  # not reached: execvpe replaces the process (tests patch it)
+
+
 def main(environ: Mapping[str, str] | None = None) -> int:
     env = dict(os.environ if environ is None else environ)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    if env.get("MTRL_NOVA_FORGE_COMMAND") is not None:
+        return exec_nova_forge(env)
     try:
         config = config_from_env(env)
         spec = load_spec(env.get("MTRL_ENV_ID", "wordle"), custom=env.get("MTRL_CUSTOM_ENV", "").lower() == "true")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import http.server
 import io
 import json
+import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -256,3 +258,15 @@ def test_sigterm_stops_the_loop_gracefully() -> None:
         signal.signal(signal.SIGTERM, previous[0])
         signal.signal(signal.SIGINT, previous[1])
     assert source.acked == ["only"]
+
+
+def test_nova_forge_mode_execs_the_starter_kit_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, list[str], dict[str, str]]] = []
+    monkeypatch.setattr("os.execvpe", lambda file, args, env: calls.append((file, args, env)))
+    assert worker_main({"MTRL_ENV_ID": "wordle", "MTRL_NOVA_FORGE_COMMAND": "nova-env-client --workers 4"}) == 0
+    file, args, env = calls[0]
+    assert (file, args) == ("nova-env-client", ["nova-env-client", "--workers", "4"])
+    assert env["MTRL_ENV_MODULE"] == "environments.wordle"
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(Path(__file__).resolve().parents[3])
+    assert worker_main({"MTRL_ENV_ID": "nope", "MTRL_NOVA_FORGE_COMMAND": "x"}) == 2
+    assert worker_main({"MTRL_NOVA_FORGE_COMMAND": "  "}) == 2
