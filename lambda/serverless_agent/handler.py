@@ -12,6 +12,10 @@ bodies, forwarded unchanged to the model); the result is reported with ``Complet
 never an error status: the service fails the whole job on a returned error. The fake-job-ARN smoke test
 (``Could not find job`` from the service) is recognised and returned as a diagnosis.
 
+Package: the zip holds this handler plus ``mtrl/__init__.py``, ``mtrl/envs/``, ``mtrl/sandbox/`` (for
+environments that run code) and ``environments/<env_id>/`` (or the custom package) at its root — all
+standard library apart from boto3, which the Lambda runtime provides.
+
 Environment: MTRL_ENV_ID (default wordle), MTRL_MAX_TURNS (default 16), MTRL_SAMPLE_MAX_TOKENS (default
 1024), MTRL_INVALID_TASK_REWARD (default -1.5), MTRL_TIME_MARGIN_S (default 10).
 """
