@@ -2,7 +2,7 @@
 
 Row format (DESIGN.md §2): ``{"id": str, "metadata": {"prompt": str | messages, "answer"?: str,
 "task"?: str, "info"?: object}}``; ids unique; each optional field present on every row or on none.
-Memory is constant in the file size apart from the id index (16 bytes per row, see ``hashindex``).
+Memory is constant in the file size apart from the id index (~24 bytes per row, see ``hashindex``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""A compact open-addressing hash table of 64-bit keys → small integers.
+"""A compact open-addressing hash table of 64-bit keys → 32-bit values (line numbers).
 
 Dataset validation must remember every id (and, for overlap checks, every task) of a file that may hold
-millions of rows. A Python ``set`` of strings costs ~100 bytes per entry; this table costs 16 bytes per
-slot (two ``array('q')``), so 2 million rows fit in ~64 MB. Keys are 64-bit string hashes; two different
-strings share a hash with probability ~n²/2⁶⁵ (about 1 in 10⁷ for a million rows).
+millions of rows. A Python ``set`` of strings costs ~100 bytes per entry; this table costs 12 bytes per
+slot with at most half the slots used, so 2 million rows take ~48 MB. Keys are 64-bit string hashes:
+two different strings share one with probability ~n²/2⁶⁵ (about 1 in 10⁷ for a million rows).
 """
 
 from __future__ import annotations
@@ -13,6 +13,12 @@ from array import array
 from typing import Any
 
 _EMPTY = 0
+MAX_VALUE = 2**31 - 1  # values are 32-bit (line numbers, tagged line numbers)
+
+
+def _table(slots: int) -> tuple[array[int], array[int]]:
+    # Repetition builds the arrays in place (array(typecode, bytes(n)) would briefly hold a second copy).
+    return array("q", [_EMPTY]) * slots, array("i", [0]) * slots
 
 
 class HashIndex:
@@ -23,8 +29,7 @@ class HashIndex:
         while slots < capacity * 2:
             slots <<= 1
         self._mask = slots - 1
-        self._keys = array("q", bytes(8 * slots))
-        self._values = array("q", bytes(8 * slots))
+        self._keys, self._values = _table(slots)
         self._size = 0
 
     def __len__(self) -> int:
@@ -80,8 +85,7 @@ class HashIndex:
         old_keys, old_values = self._keys, self._values
         slots = (self._mask + 1) * 2
         self._mask = slots - 1
-        self._keys = array("q", bytes(8 * slots))
-        self._values = array("q", bytes(8 * slots))
+        self._keys, self._values = _table(slots)
         keys, values, mask = self._keys, self._values, self._mask
         for index, key in enumerate(old_keys):
             if key != _EMPTY:
