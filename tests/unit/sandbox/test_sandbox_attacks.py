@@ -5,8 +5,11 @@ After every run no process of the sandbox uid range may survive, and this (paren
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import socket
+import subprocess
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -17,6 +20,7 @@ import pytest
 from mtrl.sandbox import Limits, SandboxResult, run_code
 from mtrl.sandbox.runner import UID_RANGE
 
+REPO_ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="full isolation needs root (as in CI and the workers)")
 
 FAST = Limits(timeout_s=3.0, cpu_s=2, memory_mb=256, max_processes=8, max_output_bytes=4096)
@@ -423,3 +427,49 @@ def test_hidden_tests_in_the_checkout_cannot_be_read() -> None:
         """
     )
     assert result.stdout == "blocked 2\n[]\n"  # ENOENT: the checkout is an empty directory in the sandbox
+
+
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+
+
+@pytest.mark.skipif(
+    shutil.which("runuser") is None or not SYSTEM_PYTHON.exists(),
+    reason="needs runuser and a system python to run as an unprivileged user",
+)
+def test_really_unprivileged_caller_gets_the_seccomp_tier() -> None:
+    """As 'nobody' (no namespaces, no uid switch possible): network and signals are still blocked."""
+    script = textwrap.dedent(
+        """
+        import json, textwrap
+        from mtrl.sandbox import run_code
+        program = textwrap.dedent('''
+            import os, socket
+            seen = []
+            try:
+                socket.create_connection(("127.0.0.1", 22), timeout=1)
+                seen.append("connected")
+            except OSError as error:
+                seen.append(error.errno)
+            try:
+                os.kill(os.getppid(), 0)
+                seen.append("signalled")
+            except OSError as error:
+                seen.append(error.errno)
+            print(seen)
+            def add(a, b):
+                return a + b
+        ''')
+        result = run_code(program, "from solution import add\\ndef test_a():\\n    assert add(1, 2) == 3\\n")
+        print(json.dumps({"status": result.status, "stdout": result.stdout, "isolation": result.isolation}))
+        """
+    )
+    completed = subprocess.run(
+        ["runuser", "-u", "nobody", "--", "env", f"PYTHONPATH={REPO_ROOT}", str(SYSTEM_PYTHON), "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    document = json.loads(completed.stdout.splitlines()[-1])
+    assert document == {"status": "passed", "stdout": "[13, 1]\n", "isolation": ["clean-env", "rlimits", "seccomp"]}
