@@ -11,7 +11,8 @@ least ``chunk_seconds`` plus one training step and evaluation (60 s is plenty fo
 Run settings read here: ``environment``, ``environment_args`` (passed to the environment's ``make_env``)
 and ``hyperparameters`` (the ``mtrl.local.config.TrainConfig`` fields: steps, tasks_per_step, group_size,
 learning_rate, seed, eval_every, eval_tasks, holdout_fraction, greedy_eval; unknown names are errors).
-Nothing is provisioned, so ``provision`` and ``cleanup`` have nothing to create or remove.
+Nothing is provisioned, so ``provision`` and ``cleanup`` have nothing to create or remove. ``evaluate`` (the
+pipeline's optional evaluation phase) returns the held-out before/after figures the run ended with.
 """
 
 from __future__ import annotations
@@ -196,6 +197,27 @@ class LocalAdapter:
             metrics=metrics,
             outputs=outputs,
         )
+
+    def evaluate(self, run: RunContext) -> dict[str, float]:
+        """The held-out evaluation the run ended with (the environment's success criterion, before vs after).
+
+        Training already evaluated the untrained and the trained policy on the same held-out tasks with the
+        same random stream, so this reports those figures rather than playing the episodes again.
+        """
+        try:
+            summary = read_summary(self._store(run))
+        except (ClientError, BotoCoreError) as error:
+            raise backend_error("reading the local training summary", error) from error
+        if summary is None or summary.get("heldout", {}).get("success_after") is None:
+            raise BackendError(f"run {run.run_id}: the local training run has no completed held-out evaluation")
+        heldout = summary["heldout"]
+        return {
+            "heldout_tasks": float(heldout["tasks"]),
+            "heldout_success_before": float(heldout["success_before"]),
+            "heldout_success_after": float(heldout["success_after"]),
+            "heldout_reward_before": float(heldout["reward_before"]),
+            "heldout_reward_after": float(heldout["reward_after"]),
+        }
 
     def cancel(self, run: RunContext, job_id: str) -> None:
         try:

@@ -89,6 +89,10 @@ def test_lifecycle_trains_across_polls_and_writes_results(s3: Any) -> None:
     png = s3.get_object(Bucket=BUCKET, Key="runs/words-v1-abc/local/training.png")["Body"].read()
     assert png.startswith(b"\x89PNG")
     assert adapter.status(run, job_id).state is JobState.SUCCEEDED  # polling a finished run is stable
+    evaluation = adapter.evaluate(run)
+    assert evaluation["heldout_tasks"] == 12
+    assert evaluation["heldout_success_after"] == final.metrics["heldout_success_after"]
+    assert evaluation["heldout_success_before"] == summary["heldout"]["success_before"]
     assert adapter.cleanup(run) == []
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
     assert not any(k.startswith("training-data/") and k != "training-data/words.jsonl" for k in keys)
@@ -99,6 +103,8 @@ def test_cancel_stops_the_run(s3: Any) -> None:
     job_id = adapter.submit(run)
     assert adapter.status(run, job_id).state is JobState.RUNNING
     adapter.cancel(run, job_id)
+    with pytest.raises(BackendError, match="no completed held-out evaluation"):
+        adapter.evaluate(run)
     stopped = adapter.status(run, job_id)
     assert stopped.state is JobState.STOPPED
     assert stopped.progress["step"] <= 1
