@@ -253,3 +253,20 @@ def test_failure_notification_names_step_and_cause() -> None:
     assert "WARNING: teardown could not remove: svc s1" in body
     assert "s3://b/runs/r1/validation.json" in body
     assert in_plain_words("Nope") == "the step failed with Nope"
+
+
+# -- adapter factory ------------------------------------------------------------------------------------------
+def test_adapter_factory() -> None:
+    from mtrl.backends.serverless import ServerlessAdapter
+    from mtrl.runs import adapters
+
+    assert isinstance(adapters.adapter_for("serverless"), ServerlessAdapter)
+    with pytest.raises(ConfigurationError, match="unknown backend 'tpu'"):
+        adapters.adapter_for("tpu")
+    sentinel = object()
+    adapters.register_adapter("serverless", lambda: sentinel)  # type: ignore[arg-type,return-value]
+    try:
+        assert adapters.adapter_for("serverless") is sentinel
+    finally:
+        adapters.unregister_adapter("serverless")
+    assert isinstance(adapters.adapter_for("serverless"), ServerlessAdapter)
