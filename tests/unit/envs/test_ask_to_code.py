@@ -7,13 +7,15 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from environments.ask_to_code import make_sample, validate_task
 from environments.ask_to_code.env import AskToCodeEnv, extract_code
 from environments.ask_to_code.tasks import TASKS, Task
 from environments.ask_to_code.user import UNCLEAR_REPLY, answer, best_requirement
 from mtrl.envs import TaskError
-from mtrl.sandbox import run_code
+from mtrl.sandbox import SandboxResult, run_code
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root (as in CI and the workers)")
 SLUGIFY = TASKS[0]
@@ -146,3 +148,43 @@ def test_sample_dataset() -> None:
             assert validate_task(row["metadata"]) == []
             seen.add(row["metadata"]["info"]["task_id"])
     assert seen == {task.task_id for task in TASKS}
+
+
+ACTION = st.one_of(
+    st.sampled_from(["What separator should I use?", "Is there a length limit?", "Upper or lower case?"]),
+    st.sampled_from(["Let me think.", "ok", ""]),
+    st.sampled_from([code(SLUGIFY.solution), code(SLUGIFY.naive)]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(actions=st.lists(ACTION, min_size=1, max_size=8))
+def test_reward_is_the_weighted_sum_of_bounded_components(actions: list[str]) -> None:
+    # The sandbox is exercised elsewhere; here a fake scores the two known programs instantly.
+    def fake_run(program: str, tests: str, limits: object) -> SandboxResult:
+        passed = 3 if "[:20]" in program else 1
+        return SandboxResult(status="passed" if passed == 3 else "failed", tests_passed=passed, tests_total=3)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("environments.ask_to_code.env.run_code", fake_run)
+        env = episode(actions)
+    result = env.result()
+    parts = result.components
+    assert parts["correctness"] in {0.0, 1 / 3, 1.0}
+    assert parts["asked_before_coding"] in {0.0, 0.6, 1.0}
+    assert parts["guessed_immediately"] in {0.0, -1.0}
+    assert parts["loop_penalty"] in {0.0, -0.5}
+    assert result.reward == pytest.approx(
+        parts["correctness"]
+        + 0.6 * parts["asked_before_coding"]
+        + 0.4 * parts["guessed_immediately"]
+        + 0.2 * parts["loop_penalty"]
+    )
+    submitted = result.metrics["submitted"] == 1.0
+    if not submitted:
+        assert parts["correctness"] == parts["asked_before_coding"] == 0.0  # asking alone earns nothing
+    if env.kinds[0] == "submission":
+        assert parts["guessed_immediately"] == -1.0
+        assert parts["asked_before_coding"] == 0.0
+    # Asking first and then submitting the right code beats every other way of playing.
+    assert result.reward <= 1.6 + 1e-9
