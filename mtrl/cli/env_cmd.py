@@ -27,10 +27,13 @@ env_try.register(app)  # `mtrl env try` (local GRPO dry run) lives in its own mo
 
 
 @app.command("list")
-def list_command(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def list_command(
+    show_all: Annotated[bool, typer.Option("--all", help="Include the template in custom-environments/.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
     """List built-in and custom environments."""
     rows: list[dict[str, str]] = []
-    for env_id, source in list_environments():
+    for env_id, source in list_environments(include_template=show_all):
         try:
             spec = load_spec(env_id, custom=source == "custom")
             description, problem = spec.description, ""

@@ -19,6 +19,11 @@ def test_list_json() -> None:
     rows = {row["env_id"]: row for row in json.loads(result.stdout)}
     assert rows["wordle"]["source"] == "builtin"
     assert rows["ask_to_code"]["description"]
+    assert "template" not in rows
+    with_template = json.loads(runner.invoke(app, ["env", "list", "--all", "--json"]).stdout)
+    assert {"env_id": "template", "source": "custom"}.items() <= next(
+        row for row in with_template if row["env_id"] == "template"
+    ).items()
 
 
 def test_play_wordle_prints_feedback_and_components() -> None:
