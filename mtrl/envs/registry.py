@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import math
 import os
 import re
 import sys
@@ -101,11 +100,11 @@ class EnvironmentSpec:
 
     def smoke_check(self, *, time_budget_s: float = 30.0) -> list[str]:
         """Play ``EXAMPLE_TASK`` with ``EXAMPLE_ACTIONS``; problems found (empty = healthy)."""
-        problems = [f"EXAMPLE_TASK: {p}" for p in self.validate_task(self.example_task)]
-        if problems:
-            return problems
         started = time.monotonic()
         try:
+            problems = [f"EXAMPLE_TASK: {p}" for p in self.validate_task(self.example_task)]
+            if problems:
+                return problems
             transcript, result = self.play(self.example_task, self.example_actions)
         except Exception as error:  # a plug-in may raise anything; report it instead of crashing synth
             return [f"smoke episode raised {type(error).__name__}: {error}"]
@@ -116,7 +115,7 @@ class EnvironmentSpec:
         if not isinstance(result, EpisodeResult):
             return [*problems, f"result() must return EpisodeResult (got {type(result).__name__})"]
         problems += result.problems()
-        if math.isfinite(result.reward) and not result.components:
+        if not result.problems() and not result.components:
             problems.append("result() reports no reward components (report at least one)")
         return problems
 

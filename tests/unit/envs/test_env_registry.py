@@ -137,3 +137,14 @@ def test_custom_env_settings() -> None:
         load_settings({"use_custom_env": True}, environ={})
     with pytest.raises(SettingsError, match="custom_env_id"):
         load_settings({"custom_env_id": "My-Env"}, environ={})
+
+
+def test_smoke_check_survives_hostile_plugins(tmp_path: Path) -> None:
+    raising = GOOD_ENV.format(env_id="raising").replace(
+        'return [] if metadata.get("answer") else ["\'answer\' is required"]', "raise KeyError('boom')"
+    )
+    _write_custom(tmp_path, "raising", raising)
+    assert check_custom_environment("raising", root=tmp_path) == ["smoke episode raised KeyError: 'boom'"]
+    stringy = GOOD_ENV.format(env_id="stringy").replace("reward=hit,", "reward='high',")
+    _write_custom(tmp_path, "stringy", stringy)
+    assert check_custom_environment("stringy", root=tmp_path) == ["reward must be a finite number (got 'high')"]
