@@ -27,7 +27,8 @@ TABLE_ACTIONS = [
     "dynamodb:DeleteItem",
     "dynamodb:Query",
 ]
-KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
+# What DynamoDB (customer-managed key), S3 SSE-KMS and the KMS-encrypted topic need from a caller.
+KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
 
 
 class PipelineFunction(Construct):

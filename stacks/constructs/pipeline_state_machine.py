@@ -84,7 +84,8 @@ class PipelineStateMachine(Construct):
             tracing_enabled=True,
             role=role,
         )
-        key.grant_encrypt_decrypt(role)
+        # No key grant: CloudWatch Logs encrypts the log group itself (the key policy allows it), and
+        # execution data uses the service's own encryption.
         policy = role.node.find_child("DefaultPolicy")
         acknowledge(
             policy,
@@ -92,10 +93,4 @@ class PipelineStateMachine(Construct):
             "Step Functions log delivery (logs:*LogDelivery*, DescribeLogGroups) and X-Ray tracing "
             "actions support no resource-level permissions.",
         )
-        for action in ("kms:GenerateDataKey*", "kms:ReEncrypt*"):
-            acknowledge(
-                policy,
-                f"AwsSolutions-IAM5[Action::{action}]",
-                "The log group and execution data are encrypted with the deployment's one data key.",
-            )
         cdk.Tags.of(self.state_machine).add("mtrl:component", "pipeline")
