@@ -116,18 +116,26 @@ class SandboxResult:
         return {**asdict(self), "pass_fraction": self.pass_fraction}
 
 
-def count_tests(tests: str) -> int:
-    """Top-level ``test*`` functions in a trusted test file (the denominator for correctness)."""
+def test_names(tests: str) -> list[str]:
+    """Top-level ``test*`` functions of a trusted test file, in order: exactly what is run and counted.
+
+    Taken from the source, not from the child: a program cannot add passing "tests" of its own (e.g. via
+    ``from solution import *``) or hide one.
+    """
     try:
         tree = ast.parse(tests)
     except SyntaxError as error:
         raise ValueError(f"tests do not parse: {error}") from None
-    names = {
-        node.name
-        for node in tree.body
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test")
-    }
-    return len(names)
+    names: list[str] = []
+    for node in tree.body:
+        # Plain functions only: calling an ``async def`` would just create a coroutine and "pass".
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test") and node.name not in names:
+            names.append(node.name)
+    return names
+
+
+def count_tests(tests: str) -> int:
+    return len(test_names(tests))
 
 
 def _clean_env(workdir: str) -> dict[str, str]:
@@ -208,7 +216,7 @@ class _Capture:
 def run_code(program: str, tests: str | None = None, limits: Limits | None = None) -> SandboxResult:
     """Execute ``program`` (as module ``solution``) and, if given, the ``test*`` functions of ``tests``."""
     limits = limits or Limits()
-    total = count_tests(tests) if tests is not None else 0
+    names = test_names(tests) if tests is not None else []
     privileged = os.geteuid() == 0 and limits.isolation == "auto"
     uid = secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) + UID_RANGE[0] if privileged else os.getuid()
     marker = secrets.token_hex(16)
@@ -230,7 +238,7 @@ def run_code(program: str, tests: str | None = None, limits: Limits | None = Non
     started = time.monotonic()
     read_results, write_results = os.pipe()
     config["result_fd"] = write_results  # pass_fds keeps the descriptor number in the child
-    payload = marshal.dumps((HARNESS_CODE, (config, marker, program, tests)))
+    payload = marshal.dumps((HARNESS_CODE, (config, marker, program, tests, names)))
     try:
         process = subprocess.Popen(
             [sys.executable, "-I", "-S", "-B", "-c", BOOTSTRAP],
@@ -259,7 +267,7 @@ def run_code(program: str, tests: str | None = None, limits: Limits | None = Non
         os.close(read_results)
         shutil.rmtree(workdir, ignore_errors=True)
     result = _interpret(
-        captured, marker, total=total, with_tests=tests is not None, timed_out=timed_out, exit_code=process.returncode
+        captured, marker, names=names, with_tests=tests is not None, timed_out=timed_out, exit_code=process.returncode
     )
     result.duration_s = time.monotonic() - started
     result.uid = uid if privileged else None
@@ -354,9 +362,18 @@ def _parse_results(data: bytes, marker: str) -> tuple[set[str], dict[str, str], 
 
 
 def _interpret(
-    captures: dict[str, _Capture], marker: str, *, total: int, with_tests: bool, timed_out: bool, exit_code: int | None
+    captures: dict[str, _Capture],
+    marker: str,
+    *,
+    names: list[str],
+    with_tests: bool,
+    timed_out: bool,
+    exit_code: int | None,
 ) -> SandboxResult:
     passed, failures, events = _parse_results(bytes(captures["results"].data), marker)
+    total = len(names)
+    passed &= set(names)  # only the trusted test names count
+    failures = {name: reason for name, reason in failures.items() if name in names}
     output_truncated = captures["stdout"].truncated or captures["stderr"].truncated
     result = SandboxResult(
         status="error",

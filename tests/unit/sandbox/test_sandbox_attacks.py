@@ -473,3 +473,20 @@ def test_really_unprivileged_caller_gets_the_seccomp_tier() -> None:
     assert completed.returncode == 0, completed.stderr
     document = json.loads(completed.stdout.splitlines()[-1])
     assert document == {"status": "passed", "stdout": "[13, 1]\n", "isolation": ["clean-env", "rlimits", "seccomp"]}
+
+
+def test_program_cannot_add_or_hide_tests() -> None:
+    tests = "from solution import *\n\ndef test_real():\n    assert add(1, 1) == 2\n"
+    result = run(
+        """
+        def add(a, b):
+            return 0
+        def test_fake_one():
+            pass
+        def test_fake_two():
+            pass
+        """,
+        tests=tests,
+    )
+    assert (result.status, result.tests_passed, result.tests_total) == ("failed", 0, 1)
+    assert list(result.failures) == ["test_real"]
