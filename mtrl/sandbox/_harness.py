@@ -19,6 +19,7 @@ Kept import-light on purpose (no json/traceback at start-up): interpreter start-
 # ruff: noqa: S102, S108, PLC0415 - exec of the untrusted program is the point; paths are mount targets
 from __future__ import annotations
 
+import builtins
 import os
 import resource
 import sys
@@ -244,6 +245,10 @@ def main(data: tuple[Any, ...]) -> None:
     def describe(error: BaseException) -> str:
         return f"{type(error).__name__}: {error}"
 
+    # Taken before the program runs: a program that patches builtins (or exec/compile) cannot change how
+    # the hidden tests are compiled, run or judged.
+    run_code, compile_code = exec, compile
+    clean_builtins = dict(vars(builtins))
     module = type(sys)("solution")  # a plain module object, without importing ``types``
     module.__file__ = "solution.py"
     sys.modules["solution"] = module
@@ -259,9 +264,9 @@ def main(data: tuple[Any, ...]) -> None:
     if tests is None:
         report("program_ok")
         _flush_and_exit(0)
-    namespace: dict[str, Any] = {"__name__": "hidden_tests", "solution": module}
+    namespace: dict[str, Any] = {"__name__": "hidden_tests", "__builtins__": clean_builtins, "solution": module}
     try:
-        exec(compile(tests, "tests.py", "exec"), namespace)
+        run_code(compile_code(tests, "tests.py", "exec"), namespace)
     except BaseException as error:
         report("tests_error", "", describe(error))
         _flush_and_exit(0)

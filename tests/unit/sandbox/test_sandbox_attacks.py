@@ -490,3 +490,25 @@ def test_program_cannot_add_or_hide_tests() -> None:
     )
     assert (result.status, result.tests_passed, result.tests_total) == ("failed", 0, 1)
     assert list(result.failures) == ["test_real"]
+
+
+def test_patching_builtins_does_not_reach_the_tests() -> None:
+    # Without the harness's own references, this rigged compile() would replace every hidden test body
+    # with ``pass`` (it reads the test names from the source it is asked to compile).
+    result = run(
+        """
+        import builtins, re
+        _original = compile
+
+        def rigged(source, filename, mode, *args, **kwargs):
+            if filename == "tests.py":
+                names = re.findall(r"^def (test\\w*)", source, re.M)
+                source = "".join(f"def {name}():\\n    pass\\n" for name in names)
+            return _original(source, filename, mode, *args, **kwargs)
+
+        builtins.compile = rigged
+        def add(a, b):
+            return None
+        """
+    )
+    assert (result.status, result.tests_passed) == ("failed", 0)
