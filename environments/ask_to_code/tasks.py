@@ -42,13 +42,13 @@ TASKS: tuple[Task, ...] = (
         """from solution import slugify
 
 def test_basic():
-    assert slugify("Hello World!") == "hello_world"
+    assert same(slugify("Hello World!"), "hello_world")
 
 def test_spaces_collapse():
-    assert slugify("  A   B ") == "a_b"
+    assert same(slugify("  A   B "), "a_b")
 
 def test_truncated():
-    assert slugify("x" * 30) == "x" * 20
+    assert same(slugify("x" * 30), "x" * 20)
 """,
         """import re
 def slugify(title):
@@ -70,10 +70,10 @@ def slugify(title):
         """from solution import median
 
 def test_odd():
-    assert median([3, 1, 2]) == 2
+    assert same(median([3, 1, 2]), 2)
 
 def test_even_lower_middle():
-    assert median([4, 1, 3, 2]) == 2
+    assert same(median([4, 1, 3, 2]), 2)
 
 def test_empty():
     assert median([]) is None
@@ -101,13 +101,13 @@ def test_empty():
         """from solution import word_count
 
 def test_case_insensitive():
-    assert word_count("Cat cat CAT") == {"cat": 3}
+    assert same(word_count("Cat cat CAT"), {"cat": 3})
 
 def test_short_words_ignored():
-    assert word_count("a cat is on the mat") == {"cat": 1, "the": 1, "mat": 1}
+    assert same(word_count("a cat is on the mat"), {"cat": 1, "the": 1, "mat": 1})
 
 def test_punctuation():
-    assert word_count("dog, dog. dog!") == {"dog": 3}
+    assert same(word_count("dog, dog. dog!"), {"dog": 3})
 """,
         """import re
 def word_count(text):
@@ -135,10 +135,10 @@ def word_count(text):
         """from solution import parse_duration
 
 def test_hours_minutes():
-    assert parse_duration("1h30m") == 5400
+    assert same(parse_duration("1h30m"), 5400)
 
 def test_days():
-    assert parse_duration("2d") == 172800
+    assert same(parse_duration("2d"), 172800)
 
 def test_invalid():
     try:
@@ -172,10 +172,10 @@ def parse_duration(text):
         """from solution import chunk
 
 def test_even():
-    assert chunk([1, 2, 3, 4], 2) == [[1, 2], [3, 4]]
+    assert same(chunk([1, 2, 3, 4], 2), [[1, 2], [3, 4]])
 
 def test_padded():
-    assert chunk([1, 2, 3], 2) == [[1, 2], [3, None]]
+    assert same(chunk([1, 2, 3], 2), [[1, 2], [3, None]])
 
 def test_bad_size():
     try:
@@ -208,14 +208,14 @@ def test_bad_size():
         """from solution import is_palindrome
 
 def test_sentence():
-    assert is_palindrome("A man, a plan, a canal: Panama")
+    assert same(is_palindrome("A man, a plan, a canal: Panama"), True)
 
 def test_not():
-    assert not is_palindrome("abc")
+    assert same(is_palindrome("abc"), False)
 
 def test_empty():
-    assert not is_palindrome("")
-    assert not is_palindrome("!!")
+    assert same(is_palindrome(""), False)
+    assert same(is_palindrome("!!"), False)
 """,
         """def is_palindrome(text):
     chars = [c.lower() for c in text if c.isalnum()]
@@ -236,13 +236,13 @@ def test_empty():
         """from solution import flatten
 
 def test_deep():
-    assert flatten([1, [2, [3, [4]]]]) == [1, 2, 3, 4]
+    assert same(flatten([1, [2, [3, [4]]]]), [1, 2, 3, 4])
 
 def test_tuples_kept():
-    assert flatten([(1, 2), [3]]) == [(1, 2), 3]
+    assert same(flatten([(1, 2), [3]]), [(1, 2), 3])
 
 def test_strings_kept():
-    assert flatten(["ab", ["cd"]]) == ["ab", "cd"]
+    assert same(flatten(["ab", ["cd"]]), ["ab", "cd"])
 """,
         """def flatten(nested):
     out = []
@@ -274,14 +274,14 @@ def test_strings_kept():
         """from solution import format_price
 
 def test_rounding():
-    assert format_price(1.23) == "$1.25"
-    assert format_price(1.22) == "$1.20"
+    assert same(format_price(1.23), "$1.25")
+    assert same(format_price(1.22), "$1.20")
 
 def test_two_decimals():
-    assert format_price(3) == "$3.00"
+    assert same(format_price(3), "$3.00")
 
 def test_negative():
-    assert format_price(-1.24) == "-$1.25"
+    assert same(format_price(-1.24), "-$1.25")
 """,
         """from decimal import Decimal, ROUND_HALF_UP
 def format_price(amount):
@@ -303,10 +303,10 @@ def format_price(amount):
         """from solution import dedupe
 
 def test_order():
-    assert dedupe([3, 1, 3, 2, 1]) == [3, 1, 2]
+    assert same(dedupe([3, 1, 3, 2, 1]), [3, 1, 2])
 
 def test_case():
-    assert dedupe(["Apple", "apple", "APPLE", "pear"]) == ["Apple", "pear"]
+    assert same(dedupe(["Apple", "apple", "APPLE", "pear"]), ["Apple", "pear"])
 """,
         """def dedupe(items):
     seen, out = set(), []
@@ -332,10 +332,10 @@ def test_case():
         """from solution import normalize_phone
 
 def test_ten_digits():
-    assert normalize_phone("(555) 123-4567") == "+1-555-123-4567"
+    assert same(normalize_phone("(555) 123-4567"), "+1-555-123-4567")
 
 def test_eleven_digits():
-    assert normalize_phone("1 555 123 4567") == "+1-555-123-4567"
+    assert same(normalize_phone("1 555 123 4567"), "+1-555-123-4567")
 
 def test_invalid():
     try:
@@ -368,10 +368,10 @@ def test_invalid():
         """from solution import top_k
 
 def test_ties():
-    assert top_k({"bob": 5, "amy": 5, "cat": 1}, 2) == ["amy", "bob"]
+    assert same(top_k({"bob": 5, "amy": 5, "cat": 1}, 2), ["amy", "bob"])
 
 def test_large_k():
-    assert top_k({"a": 1}, 3) == ["a"]
+    assert same(top_k({"a": 1}, 3), ["a"])
 """,
         """def top_k(scores, k):
     return [name for name, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
@@ -391,13 +391,13 @@ def test_large_k():
         """from solution import caesar
 
 def test_letters():
-    assert caesar("Abc", 1) == "Bcd"
+    assert same(caesar("Abc", 1), "Bcd")
 
 def test_digits_rotate():
-    assert caesar("a9", 2) == "c1"
+    assert same(caesar("a9", 2), "c1")
 
 def test_negative():
-    assert caesar("a, b!", -1) == "z, a!"
+    assert same(caesar("a, b!", -1), "z, a!")
 """,
         """def caesar(text, shift):
     out = []
@@ -436,10 +436,10 @@ def test_negative():
         """from solution import merge_intervals
 
 def test_overlap():
-    assert merge_intervals([[5, 7], [1, 3], [2, 4]]) == [(1, 4), (5, 7)]
+    assert same(merge_intervals([[5, 7], [1, 3], [2, 4]]), [(1, 4), (5, 7)])
 
 def test_touching():
-    assert merge_intervals([(1, 2), (2, 3)]) == [(1, 3)]
+    assert same(merge_intervals([(1, 2), (2, 3)]), [(1, 3)])
 """,
         """def merge_intervals(intervals):
     out = []
@@ -473,10 +473,10 @@ def test_touching():
         """from solution import title_case
 
 def test_small_words():
-    assert title_case("the lord of the rings") == "The Lord of the Rings"
+    assert same(title_case("the lord of the rings"), "The Lord of the Rings")
 
 def test_rest_lowered():
-    assert title_case("hELLO wORLD") == "Hello World"
+    assert same(title_case("hELLO wORLD"), "Hello World")
 """,
         """SMALL = {"a", "an", "the", "of", "and", "in", "on"}
 def title_case(text):
@@ -500,10 +500,10 @@ def title_case(text):
         """from solution import moving_average
 
 def test_length():
-    assert moving_average([1, 2, 3, 4], 2) == [1.0, 1.5, 2.5, 3.5]
+    assert same(moving_average([1, 2, 3, 4], 2), [1.0, 1.5, 2.5, 3.5])
 
 def test_rounding():
-    assert moving_average([1, 1, 2], 3) == [1.0, 1.0, 1.33]
+    assert same(moving_average([1, 1, 2], 3), [1.0, 1.0, 1.33])
 """,
         """def moving_average(values, window):
     out = []
@@ -528,16 +528,16 @@ def test_rounding():
         """from solution import valid_password
 
 def test_good():
-    assert valid_password("Abcdefgh12")
+    assert same(valid_password("Abcdefgh12"), True)
 
 def test_too_short():
-    assert not valid_password("Abcdef12")
+    assert same(valid_password("Abcdef12"), False)
 
 def test_no_upper():
-    assert not valid_password("abcdefgh12")
+    assert same(valid_password("abcdefgh12"), False)
 
 def test_space():
-    assert not valid_password("Abcd efgh12")
+    assert same(valid_password("Abcd efgh12"), False)
 """,
         """def valid_password(password):
     return (len(password) >= 10 and any(c.isdigit() for c in password)
@@ -558,10 +558,10 @@ def test_space():
         """from solution import parse_row
 
 def test_semicolon():
-    assert parse_row("a; b ;c") == ["a", "b", "c"]
+    assert same(parse_row("a; b ;c"), ["a", "b", "c"])
 
 def test_quoted():
-    assert parse_row('x;"y;z"') == ["x", "y;z"]
+    assert same(parse_row('x;"y;z"'), ["x", "y;z"])
 """,
         """import csv
 def parse_row(line):
@@ -584,7 +584,7 @@ def parse_row(line):
         """from solution import to_roman
 
 def test_lower():
-    assert to_roman(1994) == "mcmxciv"
+    assert same(to_roman(1994), "mcmxciv")
 
 def test_range():
     try:
@@ -633,13 +633,13 @@ def test_range():
         """from solution import format_bytes
 
 def test_bytes():
-    assert format_bytes(512) == "512 B"
+    assert same(format_bytes(512), "512 B")
 
 def test_kib():
-    assert format_bytes(1536) == "1.5 KiB"
+    assert same(format_bytes(1536), "1.5 KiB")
 
 def test_mib():
-    assert format_bytes(5 * 1024 ** 2) == "5.0 MiB"
+    assert same(format_bytes(5 * 1024 ** 2), "5.0 MiB")
 """,
         """def format_bytes(size):
     if size < 1024:
@@ -668,10 +668,10 @@ def test_mib():
         """from solution import count_vowels
 
 def test_y():
-    assert count_vowels("rhythm") == 1
+    assert same(count_vowels("rhythm"), 1)
 
 def test_case():
-    assert count_vowels("AEIOUy") == 6
+    assert same(count_vowels("AEIOUy"), 6)
 """,
         """def count_vowels(text):
     return sum(1 for c in text.lower() if c in "aeiouy")
@@ -692,13 +692,13 @@ def test_case():
 from solution import next_business_day
 
 def test_weekend():
-    assert next_business_day(datetime.date(2024, 6, 7)) == datetime.date(2024, 6, 10)
+    assert same(next_business_day(datetime.date(2024, 6, 7)), datetime.date(2024, 6, 10))
 
 def test_strictly_after():
-    assert next_business_day(datetime.date(2024, 6, 10)) == datetime.date(2024, 6, 11)
+    assert same(next_business_day(datetime.date(2024, 6, 10)), datetime.date(2024, 6, 11))
 
 def test_holiday():
-    assert next_business_day(datetime.date(2024, 12, 24)) == datetime.date(2024, 12, 26)
+    assert same(next_business_day(datetime.date(2024, 12, 24)), datetime.date(2024, 12, 26))
 """,
         """import datetime
 def next_business_day(day):
@@ -726,7 +726,7 @@ def next_business_day(day):
         """from solution import group_by_length
 
 def test_groups_sorted_unique():
-    assert group_by_length(["pear", "fig", "kiwi", "fig", "date"]) == {3: ["fig"], 4: ["date", "kiwi", "pear"]}
+    assert same(group_by_length(["pear", "fig", "kiwi", "fig", "date"]), {3: ["fig"], 4: ["date", "kiwi", "pear"]})
 """,
         """def group_by_length(words):
     groups = {}
@@ -758,8 +758,8 @@ def test_groups_sorted_unique():
         """from solution import mask_email
 
 def test_mask():
-    assert mask_email("jonathan@example.com") == "j***@example.com"
-    assert mask_email("al@x.org") == "a***@x.org"
+    assert same(mask_email("jonathan@example.com"), "j***@example.com")
+    assert same(mask_email("al@x.org"), "a***@x.org")
 
 def test_invalid():
     try:
@@ -793,7 +793,7 @@ def test_zero():
     assert safe_divide(1, 0) is None
 
 def test_round():
-    assert safe_divide(1, 3) == 0.333
+    assert same(safe_divide(1, 3), 0.333)
 """,
         """def safe_divide(a, b):
     if b == 0:
@@ -817,10 +817,10 @@ def test_round():
         """from solution import compress
 
 def test_counts():
-    assert compress("aaabcc") == "a3bc2"
+    assert same(compress("aaabcc"), "a3bc2")
 
 def test_case():
-    assert compress("aAa") == "aAa"
+    assert same(compress("aAa"), "aAa")
 """,
         """def compress(text):
     out, i = [], 0
@@ -853,11 +853,11 @@ def test_case():
         """from solution import clamp
 
 def test_inside():
-    assert clamp(5, 1, 10) == 5
+    assert same(clamp(5, 1, 10), 5)
 
 def test_swapped_bounds():
-    assert clamp(20, 10, 1) == 10
-    assert clamp(-3, 10, 1) == 1
+    assert same(clamp(20, 10, 1), 10)
+    assert same(clamp(-3, 10, 1), 1)
 """,
         """def clamp(value, low, high):
     if low > high:
@@ -879,13 +879,13 @@ def test_swapped_bounds():
         """from solution import snake_to_camel
 
 def test_basic():
-    assert snake_to_camel("hello_world") == "helloWorld"
+    assert same(snake_to_camel("hello_world"), "helloWorld")
 
 def test_leading():
-    assert snake_to_camel("__private_name") == "__privateName"
+    assert same(snake_to_camel("__private_name"), "__privateName")
 
 def test_double():
-    assert snake_to_camel("a__b") == "aB"
+    assert same(snake_to_camel("a__b"), "aB")
 """,
         """def snake_to_camel(name):
     stripped = name.lstrip("_")
@@ -913,10 +913,10 @@ def test_double():
         """from solution import letter_grade
 
 def test_cutoffs():
-    assert letter_grade(93) == "A"
-    assert letter_grade(90) == "B"
-    assert letter_grade(76) == "D"
-    assert letter_grade(69) == "F"
+    assert same(letter_grade(93), "A")
+    assert same(letter_grade(90), "B")
+    assert same(letter_grade(76), "D")
+    assert same(letter_grade(69), "F")
 
 def test_invalid():
     try:
@@ -951,13 +951,13 @@ def test_invalid():
         """from solution import leap_years
 
 def test_inclusive():
-    assert leap_years(1996, 2004) == [1996, 2000, 2004]
+    assert same(leap_years(1996, 2004), [1996, 2000, 2004])
 
 def test_century():
-    assert leap_years(1900, 1900) == []
+    assert same(leap_years(1900, 1900), [])
 
 def test_reversed():
-    assert leap_years(2004, 1996) == []
+    assert same(leap_years(2004, 1996), [])
 """,
         """def leap_years(start, end):
     return [y for y in range(start, end + 1) if y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)]
@@ -977,10 +977,10 @@ def test_reversed():
         """from solution import truncate
 
 def test_fits():
-    assert truncate("short", 10) == "short"
+    assert same(truncate("short", 10), "short")
 
 def test_word_boundary():
-    assert truncate("hello wonderful world", 12) == "hello…"
+    assert same(truncate("hello wonderful world", 12), "hello…")
 """,
         """def truncate(text, limit):
     if len(text) <= limit:
@@ -1004,10 +1004,10 @@ def test_word_boundary():
         """from solution import digit_sum
 
 def test_repeat():
-    assert digit_sum(9875) == 2
+    assert same(digit_sum(9875), 2)
 
 def test_negative():
-    assert digit_sum(-38) == 2
+    assert same(digit_sum(-38), 2)
 """,
         """def digit_sum(number):
     number = abs(number)
@@ -1030,10 +1030,10 @@ def test_negative():
         """from solution import initials
 
 def test_basic():
-    assert initials("john ronald reuel tolkien") == "J.R.R.T."
+    assert same(initials("john ronald reuel tolkien"), "J.R.R.T.")
 
 def test_hyphen():
-    assert initials("Anne-Marie Smith") == "A.M.S."
+    assert same(initials("Anne-Marie Smith"), "A.M.S.")
 """,
         """import re
 def initials(name):
@@ -1056,10 +1056,10 @@ def initials(name):
         """from solution import most_common_char
 
 def test_tie_first_seen():
-    assert most_common_char("abba") == "a"
+    assert same(most_common_char("abba"), "a")
 
 def test_spaces():
-    assert most_common_char("a  b  b") == "b"
+    assert same(most_common_char("a  b  b"), "b")
 
 def test_empty():
     assert most_common_char("   ") is None

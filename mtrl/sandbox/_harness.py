@@ -214,6 +214,25 @@ def _seccomp() -> None:
         _fail_setup("seccomp filter: " + os.strerror(ctypes.get_errno()))
 
 
+# Available to hidden tests as ``same(actual, expected)``. Defined inside the tests' namespace (so it sees
+# the builtins snapshot, not what the program patched). Exact types, recursively: an object whose __eq__
+# always answers True — the classic way to "pass" ``assert f(x) == y`` — fails it.
+SAME_SOURCE = """
+def same(actual, expected):
+    if type(actual) is not type(expected):
+        return False
+    if type(expected) in (list, tuple):
+        return len(actual) == len(expected) and all(same(a, e) for a, e in zip(actual, expected))
+    if type(expected) is dict:
+        return len(actual) == len(expected) and all(
+            any(same(k, key) for k in actual) and same(actual[key], value) for key, value in expected.items()
+        )
+    if type(expected) in (set, frozenset):
+        return len(actual) == len(expected) and all(any(same(a, e) for a in actual) for e in expected)
+    return actual == expected
+"""
+
+
 def _flush_and_exit(code: int) -> None:
     # os._exit skips atexit handlers the program may have registered, so flush its output by hand.
     for stream in (sys.stdout, sys.stderr):
@@ -266,6 +285,7 @@ def main(data: tuple[Any, ...]) -> None:
         _flush_and_exit(0)
     namespace: dict[str, Any] = {"__name__": "hidden_tests", "__builtins__": clean_builtins, "solution": module}
     try:
+        run_code(compile_code(SAME_SOURCE, "mtrl-sandbox-same", "exec"), namespace)
         run_code(compile_code(tests, "tests.py", "exec"), namespace)
     except BaseException as error:
         report("tests_error", "", describe(error))

@@ -512,3 +512,20 @@ def test_patching_builtins_does_not_reach_the_tests() -> None:
         """
     )
     assert (result.status, result.tests_passed) == ("failed", 0)
+
+
+def test_always_equal_objects_fail_same() -> None:
+    program = """
+        class Anything:
+            def __eq__(self, other):
+                return True
+            __hash__ = object.__hash__
+        def add(a, b):
+            return Anything()
+        """
+    plain = run(program, tests="from solution import add\n\ndef test_eq():\n    assert add(1, 2) == 3\n")
+    assert plain.status == "passed"  # why hidden tests should use same(): plain == trusts the result's __eq__
+    strict = run(program, tests="from solution import add\n\ndef test_same():\n    assert same(add(1, 2), 3)\n")
+    assert (strict.status, strict.tests_passed) == ("failed", 0)
+    nested = "from solution import add\n\ndef test_nested():\n    assert same([add(1, 2)], [3])\n"
+    assert run(program, tests=nested).status == "failed"
