@@ -26,7 +26,8 @@ def _read(path: Path, what: str, as_json: bool) -> str:
 def run(
     program: Annotated[Path, typer.Argument(help="The Python program to run (imported as module `solution`).")],
     tests: Annotated[
-        Path | None, typer.Option(help="A file of test_* functions run against the program (hidden tests).")
+        Path | None,
+        typer.Option(help="A file of test_* functions run against the program; they may use same(actual, expected)."),
     ] = None,
     timeout: Annotated[float, typer.Option(help="Wall-clock limit in seconds.", min=0.1)] = 10.0,
     memory_mb: Annotated[int, typer.Option(help="Address-space limit in MiB.", min=32)] = 512,
