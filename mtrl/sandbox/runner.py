@@ -20,9 +20,12 @@ Full tier:
   program never sees (it arrives on stdin, which is consumed before the program runs), so printing
   "passed" — or anything else — cannot forge a result.
 
-Residual risk, by design of an in-process test runner: the program shares an interpreter with the
-hidden tests, so a program that deliberately searches interpreter memory could find the marker. Run the
-reward worker itself in its own container (as deployed) for defence in depth.
+Reward hacking through the tests: only the test functions named in the trusted test source run and
+count; they are compiled and run with references and a builtins snapshot taken before the program ran;
+``same(actual, expected)`` (exact types, recursively) defeats objects whose ``__eq__`` always says True.
+Residual risk, by design of an in-process test runner: the program shares an interpreter with the hidden
+tests, so a program that deliberately mutates shared modules or searches interpreter memory (for the
+marker) could still forge a result. Run the reward worker in its own container (as deployed) regardless.
 
 What the seccomp tier cannot give without privileges: a private filesystem (the program can read and
 write what the worker's uid can, including the environment packages and so ask_to_code's hidden tests;
