@@ -473,3 +473,17 @@ def running_pipeline(adapter: FakeAdapter | None = None, **overrides: Any) -> It
 
 
 pipeline_context = contextlib.contextmanager(running_pipeline)
+
+
+def assert_cleanly_finished(pipeline: Harness, run_id: str, status: str) -> dict[str, Any]:
+    """The checks every terminal path must pass: final record, nothing left, slot and queue free, summary."""
+    record = pipeline.record(run_id)
+    assert record["status"] == status
+    assert record["finished_at"]
+    assert pipeline.adapter.live == set(), "resources left behind"
+    assert all("removed_at" in resource for resource in record["resources"])
+    assert pipeline.slots() == {"holders": {}, "queue": []}
+    assert "teardown" in record["phases"] or not record.get("settings")
+    summary = pipeline.object_json(f"runs/{run_id}/summary.json")
+    assert summary["status"] == status
+    return record
