@@ -319,6 +319,8 @@ def submit(runtime: Runtime, event: Event) -> dict[str, Any]:
     registry = runtime.registry
     record = registry.set_status(run_id, RunStatus.SUBMITTING, phase="submit")
     if record.get("job_id"):  # a retried submit must never start a second job
+        registry.end_phase(run_id, "submit", job_id=record["job_id"])
+        registry.set_status(run_id, RunStatus.TRAINING, phase="train")
         return {"job_id": record["job_id"]}
     runtime.slots.renew(run_id)
     adapter = _adapter(record)

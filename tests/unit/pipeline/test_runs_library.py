@@ -270,3 +270,40 @@ def test_adapter_factory() -> None:
     finally:
         adapters.unregister_adapter("serverless")
     assert isinstance(adapters.adapter_for("serverless"), ServerlessAdapter)
+
+
+def test_a_retried_submit_never_submits_twice(dynamodb: Any) -> None:
+    from mtrl.backends.base import JobStatus
+    from mtrl.runs import adapters, pipeline
+    from mtrl.runs.runtime import Runtime
+
+    submitted: list[str] = []
+
+    class Backend:
+        name = "local"
+
+        def submit(self, run: Any) -> str:
+            submitted.append(run.run_id)
+            return "job-1"
+
+        def status(self, run: Any, job_id: str) -> JobStatus:
+            raise AssertionError("not polled here")
+
+    runtime = Runtime(dynamodb=dynamodb, s3=None, table="runs", bucket="b", settings=DEFAULTS)
+    runtime.registry.create(
+        "r1",
+        {
+            "settings": resolve_run_settings(DEFAULTS, {"backend": "local"}).model_dump(mode="json"),
+            "dataset": {"bucket": "b", "key": "training-data/x.jsonl", "version_id": "v"},
+        },
+    )
+    adapters.register_adapter("local", Backend)  # type: ignore[arg-type]
+    try:
+        assert pipeline.submit(runtime, {"run_id": "r1"}) == {"job_id": "job-1"}
+        assert pipeline.submit(runtime, {"run_id": "r1"}) == {"job_id": "job-1"}
+    finally:
+        adapters.unregister_adapter("local")
+    assert submitted == ["r1"]
+    record = runtime.registry.get("r1")
+    assert record["status"] == "TRAINING"
+    assert record["deadline"] > record["created_at"]
