@@ -430,17 +430,30 @@ def _cached_client(region: str, service: str, state_credentials: Any = None) -> 
 _original_client_for = lambda_eval_utils.boto_client_for
 
 
-@functools.lru_cache(maxsize=1)
-def _patch_once() -> None:
+@contextlib.contextmanager
+def _patched_moto() -> Iterator[None]:
+    """The moto patches, only while a pipeline runs (other tests in the process get moto as shipped)."""
+    saved = [
+        (LambdaSimpleBackend, "invoke", LambdaSimpleBackend.invoke),
+        (lambda_eval_utils, "boto_client_for", lambda_eval_utils.boto_client_for),
+        *[(DynamoDBBackend, name, getattr(DynamoDBBackend, name)) for name in _DDB_METHODS],
+    ]
     LambdaSimpleBackend.invoke = _run_handler  # type: ignore[method-assign]
     lambda_eval_utils.boto_client_for = _cached_client
-    for method in ("put_item", "update_item", "delete_item", "get_item", "query", "scan"):
-        setattr(DynamoDBBackend, method, _locked(getattr(DynamoDBBackend, method)))
+    for name in _DDB_METHODS:
+        setattr(DynamoDBBackend, name, _locked(getattr(DynamoDBBackend, name)))
+    try:
+        yield
+    finally:
+        for owner, name, original in saved:
+            setattr(owner, name, original)
+
+
+_DDB_METHODS = ("put_item", "update_item", "delete_item", "get_item", "query", "scan")
 
 
 def running_pipeline(adapter: FakeAdapter | None = None, **overrides: Any) -> Iterator[Harness]:
     """Generator for a pytest fixture: moto up, pipeline deployed, adapter registered; all undone after."""
-    _patch_once()
     values = {
         "run_backend": "local",
         "slot_poll_seconds": 0,
@@ -462,7 +475,7 @@ def running_pipeline(adapter: FakeAdapter | None = None, **overrides: Any) -> It
     runtime._cache.clear()
     adapters.register_adapter("local", lambda: fake)
     try:
-        with mock_aws(config=MOTO_CONFIG):
+        with _patched_moto(), mock_aws(config=MOTO_CONFIG):
             yield _setup(fake, settings)
     finally:
         _clients.clear()
