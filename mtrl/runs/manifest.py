@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mtrl.runs.errors import ConfigurationError
 from mtrl.settings.base import problems_from_validation_error
-from mtrl.settings.pipeline import PipelineSettings
+from mtrl.settings.pipeline import PipelineSettings, poll_budget_problem
 
 MAX_MANIFEST_BYTES = 64 * 1024
 EVAL_DATA_PREFIX = "eval-data/"
@@ -103,7 +103,11 @@ def resolve_run_settings(
     """Manifest values over deploy-time defaults; every problem is named in one ConfigurationError."""
     values = {**defaults_from(defaults), **(manifest or {})}
     try:
-        return RunSettings.model_validate(values)
+        settings = RunSettings.model_validate(values)
     except ValidationError as error:
         problems = [p.replace("setting '", "key '", 1) for p in problems_from_validation_error(error)]
         raise ConfigurationError(f"{source}: " + "; ".join(problems)) from None
+    problem = poll_budget_problem(defaults, settings.run_timeout_minutes)
+    if problem:
+        raise ConfigurationError(f"{source}: key 'run_timeout_minutes': {problem}")
+    return settings

@@ -79,6 +79,31 @@ class PipelineSettings(SettingsGroup):
             raise ValueError("dataset_min_rows: must not exceed dataset_max_rows")
         return self
 
+    @model_validator(mode="after")
+    def _polls_fit_in_one_execution(self) -> Self:
+        problem = poll_budget_problem(self, self.run_timeout_minutes)
+        if problem:
+            raise ValueError(f"status_poll_seconds: {problem}")
+        return self
+
+
+# A Standard execution keeps at most 25,000 history events; one wait-and-poll loop adds about 9.
+MAX_POLLS_PER_RUN = 2500
+
+
+def poll_budget_problem(settings: PipelineSettings, run_timeout_minutes: int) -> str | None:
+    """Why the longest slot wait plus the longest job would overflow one execution's history, if it would."""
+    slot_polls = settings.slot_max_wait_minutes * 60 // max(settings.slot_poll_seconds, 1)
+    status_polls = run_timeout_minutes * 60 // max(settings.status_poll_seconds, 1)
+    if slot_polls + status_polls <= MAX_POLLS_PER_RUN:
+        return None
+    return (
+        f"waiting up to {settings.slot_max_wait_minutes} min for a slot every {settings.slot_poll_seconds} s and "
+        f"running up to {run_timeout_minutes} min polled every {settings.status_poll_seconds} s takes "
+        f"{slot_polls + status_polls} polls; one execution allows {MAX_POLLS_PER_RUN} (poll less often or "
+        "shorten the limits)"
+    )
+
 
 PIPELINE_SETTINGS_ENV = "MTRL_PIPELINE_SETTINGS"
 

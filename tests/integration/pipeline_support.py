@@ -458,6 +458,9 @@ def running_pipeline(adapter: FakeAdapter | None = None, **overrides: Any) -> It
         "run_backend": "local",
         "slot_poll_seconds": 0,
         "status_poll_seconds": 0,
+        # With 0 s polls these keep the history-size check (one poll per second assumed) satisfied.
+        "slot_max_wait_minutes": 5,
+        "run_timeout_minutes": 5,
         "max_concurrent_runs": 1,
         **overrides,
     }
