@@ -61,6 +61,7 @@ class PipelineStack(cdk.Stack):
             bucket_arn=cdk.Fn.import_value(export_name),
             settings=settings,
             log_retention_days=settings.log_retention_days,
+            with_dependency_layer=not settings.emulator,
         )
         fns = self.functions
         self.topic = PipelineTopic(
@@ -129,6 +130,15 @@ class PipelineStack(cdk.Stack):
         cdk.CfnOutput(self, "StateMachineArn", value=state_machine.state_machine_arn)
         cdk.CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
         cdk.CfnOutput(self, "DashboardName", value=f"{prefix}-pipeline")
+        # The CLI's `mtrl logs` reads these (comma-separated: every function's log group, then the state machine's).
+        cdk.CfnOutput(
+            self,
+            "LogGroupNames",
+            value=cdk.Fn.join(
+                ",",
+                [fn.wrapped.log_group.log_group_name for fn in fns.all] + [self.machine.log_group.log_group_name],
+            ),
+        )
 
     @property
     def backend(self) -> PipelineFunction:
