@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from mtrl import __version__
-from mtrl.cli import config_cmd, cost_cmd, env_cmd, env_try, sandbox_cmd, validate_cmd
+from mtrl.cli import config_cmd, cost_cmd, env_cmd, env_try, runs_cmd, sandbox_cmd, submit_cmd, validate_cmd
 
 app = typer.Typer(
     name="mtrl",
@@ -22,6 +22,11 @@ app.add_typer(env_cmd.app, name="env")
 env_try.register(env_cmd.app)
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("validate")(validate_cmd.validate)
+app.command("submit")(submit_cmd.submit)
+app.command("runs")(runs_cmd.runs)
+app.command("status")(runs_cmd.status)
+app.command("logs")(runs_cmd.logs)
+app.command("cancel")(runs_cmd.cancel)
 
 
 def _print_version(value: bool) -> None:

@@ -8,12 +8,18 @@ import typer
 from rich.table import Table
 
 from mtrl.cli.output import EXIT_USAGE, console, error_console, fail, print_json
+from mtrl.cli.run_cost import show_run_cost
 from mtrl.cost import CostError, CostEstimate, TokenUsage, hyperpod_cost_for_hours, load_price_book, serverless_cost
 
 
 def cost(
+    run: Annotated[
+        str | None, typer.Argument(help="A deployed run's id: price it from its run record instead.")
+    ] = None,
     *,
-    region: Annotated[str, typer.Option("--region", help="AWS region the run uses (prices differ per region).")],
+    region: Annotated[
+        str | None, typer.Option("--region", help="AWS region the run uses (prices differ per region).")
+    ] = None,
     model: Annotated[
         str | None, typer.Option("--model", help="Serverless base model id (e.g. openai-reasoning-gpt-oss-20b).")
     ] = None,
@@ -26,8 +32,29 @@ def cost(
     instances: Annotated[int, typer.Option("--instances", min=0, help="GPU instances held.")] = 0,
     hours: Annotated[float, typer.Option("--hours", min=0.0, help="Hours the instances were held.")] = 0.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    prefix: Annotated[str, typer.Option("--prefix", help="With RUN: the deployment prefix.")] = "mtrl",
+    profile: Annotated[str | None, typer.Option("--profile", help="With RUN: the AWS profile.")] = None,
+    endpoint_url: Annotated[
+        str | None, typer.Option("--endpoint-url", help="With RUN: send AWS calls here (e.g. the emulator).")
+    ] = None,
 ) -> None:
-    """Estimate a run's cost from token counts (--model …) and/or GPU instance-hours (--instance-type …)."""
+    """Estimate a run's cost from token counts (--model …) and/or GPU instance-hours (--instance-type …),
+    or, given RUN, show a deployed run's cost breakdown from its run record."""
+    if run is not None:
+        if model is not None or instance_type is not None:
+            fail("give either RUN or --model/--instance-type, not both", as_json=as_json)
+        show_run_cost(
+            run,
+            prefix=prefix,
+            region=region,
+            profile=profile,
+            endpoint_url=endpoint_url,
+            as_json=as_json,
+            print_table=_print_table,
+        )
+        return
+    if region is None:
+        fail("give --region (prices differ per region), or a RUN id", as_json=as_json)
     token_flags = prefill_tokens or sample_tokens or train_tokens
     if model is None and instance_type is None:
         fail("give --model (serverless token usage) and/or --instance-type (HyperPod instance-hours)", as_json=as_json)

@@ -1,0 +1,399 @@
+"""`mtrl runs`, `mtrl status RUN`, `mtrl logs RUN`, `mtrl cancel RUN`: follow and control deployed runs."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+from rich.console import Group, RenderableType
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from mtrl.cli.output import EXIT_INVALID, EXIT_OK, console, error_console, fail, print_json
+from mtrl.cli.remote import (
+    Connection,
+    EndpointOption,
+    JsonOption,
+    PrefixOption,
+    ProfileOption,
+    RegionOption,
+    connect,
+    remote_errors,
+)
+from mtrl.client import runs as client_runs
+from mtrl.runs.registry import RunStatus
+
+RunArgument = Annotated[str, typer.Argument(help="Run id (as printed by `mtrl submit`, listed by `mtrl runs`).")]
+IntervalOption = Annotated[
+    float, typer.Option("--interval", min=0.05, help="Seconds between refreshes with --watch/--follow.")
+]
+# A dataset upload that never becomes an execution (trigger failure, wrong key) must not be watched forever.
+START_GRACE_SECONDS = 180.0
+# The reaper finalizes an aborted/timed-out run shortly after its execution ends.
+FINALIZE_GRACE_SECONDS = 120.0
+_STATUS_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "TIMED_OUT": "red", "ABORTED": "yellow"}
+
+
+def _style(status: str) -> str:
+    return _STATUS_STYLE.get(status, "cyan")
+
+
+def _money(value: Any) -> str:
+    return "-" if value is None else f"${value:,.2f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
+
+
+def _progress_text(progress: dict[str, Any]) -> str:
+    step, total = progress.get("step"), progress.get("total_steps")
+    if step is not None and total:
+        return f"{step}/{total}"
+    return "-" if step is None else str(step)
+
+
+# -- mtrl runs --------------------------------------------------------------------------------------------
+def runs(
+    *,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Most runs to list.")] = 20,
+    prefix: PrefixOption = "mtrl",
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    endpoint_url: EndpointOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List runs, newest first (from the run table's listing index)."""
+    connection = connect(prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url, as_json=as_json)
+    with remote_errors(connection.aws, as_json=as_json):
+        records = client_runs.list_runs(connection.client("dynamodb"), connection.deployment, limit=limit)
+    views = [client_runs.run_view(record) for record in records]
+    if as_json:
+        print_json({"runs": views})
+        return
+    if not views:
+        console.print(f"no runs yet in {connection.deployment.run_table}: start one with `mtrl submit FILE`")
+        return
+    table = Table(title=f"runs ({prefix}, {connection.deployment.region})")
+    for column in ("run id", "status", "created", "backend", "environment", "progress", "reward", "cost"):
+        table.add_column(column, justify="right" if column in {"progress", "reward", "cost"} else "left")
+    for view in views:
+        reward = view["reward_mean"]
+        table.add_row(
+            view["run_id"],
+            Text(view["status"], style=_style(view["status"])),
+            str(view["created_at"] or "-"),
+            str(view["backend"] or "-"),
+            str(view["environment"] or "-"),
+            _progress_text(view["progress"]),
+            "-" if reward is None else f"{reward:.3f}",
+            _money(view["cost_usd"]),
+        )
+    console.print(table)
+
+
+# -- mtrl status ------------------------------------------------------------------------------------------
+def status_renderable(view: dict[str, Any]) -> RenderableType:
+    summary = Table.grid(padding=(0, 2))
+    summary.add_column(style="bold")
+    summary.add_column()
+    summary.add_row("run", view["run_id"])
+    summary.add_row("status", Text(view["status"], style=_style(view["status"])))
+    if view["phase"]:
+        summary.add_row("phase", view["phase"])
+    if view["queue_position"] is not None and view["status"] == RunStatus.WAITING_FOR_SLOT.value:
+        summary.add_row("queue", f"{view['queue_position']} run(s) ahead")
+    summary.add_row("backend / env", f"{view['backend'] or '-'} / {view['environment'] or '-'}")
+    summary.add_row("dataset", str(view["dataset_uri"] or "-"))
+    summary.add_row("elapsed", _duration(view["elapsed_seconds"]))
+    if view["job_id"]:
+        summary.add_row("job", f"{view['job_id']} ({view['job_state'] or '-'})")
+    summary.add_row("progress", _progress_text(view["progress"]))
+    if view["reward_mean"] is not None:
+        summary.add_row("reward mean", f"{view['reward_mean']:.4f}")
+    for name, value in sorted(view["evaluation"].items()):
+        summary.add_row(f"eval {name}", str(value))
+    summary.add_row("cost so far", _money(view["cost_usd"]))
+    if view["error"]:
+        error = view["error"]
+        summary.add_row("failed at", Text(f"{error.get('step')}: {error.get('error')}", style="red"))
+        summary.add_row("cause", str(error.get("cause") or error.get("plain") or ""))
+    if view["teardown_error"]:
+        summary.add_row("teardown", Text(str(view["teardown_error"]), style="red"))
+    phases = Table(title="phases", title_justify="left")
+    for column in ("phase", "started", "took", "outcome"):
+        phases.add_column(column)
+    for phase in view["phases"]:
+        running = phase["ended_at"] is None and not view["final"]
+        phases.add_row(
+            phase["name"],
+            str(phase["started_at"] or "-"),
+            _duration(phase["seconds"]) + (" …" if running else ""),
+            phase["outcome"] or ("running" if running else "-"),
+        )
+    return Group(summary, phases) if view["phases"] else summary
+
+
+def _exit_code(view: dict[str, Any]) -> int:
+    return EXIT_OK if view["status"] == RunStatus.SUCCEEDED.value else EXIT_INVALID
+
+
+def status(
+    run_id: RunArgument,
+    *,
+    watch: Annotated[bool, typer.Option("--watch", help="Refresh until the run is final.")] = False,
+    interval: IntervalOption = 5.0,
+    prefix: PrefixOption = "mtrl",
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    endpoint_url: EndpointOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a run: phase, timings, progress, reward mean, cost so far.
+
+    Exit code: 0 when the run is (or, with --watch, ends) SUCCEEDED, 1 when it failed, timed out or was
+    cancelled; without --watch a run still in progress exits 0."""
+    connection = connect(prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url, as_json=as_json)
+    if watch:
+        raise typer.Exit(watch_run(connection, run_id, interval=interval, as_json=as_json))
+    with remote_errors(connection.aws, as_json=as_json):
+        record = client_runs.registry(connection.client("dynamodb"), connection.deployment).get(run_id)
+    view = client_runs.run_view(record)
+    if as_json:
+        print_json(view)
+    else:
+        console.print(status_renderable(view))
+    if view["final"]:
+        raise typer.Exit(_exit_code(view))
+
+
+def watch_run(connection: Connection, run_id: str, *, interval: float, as_json: bool) -> int:
+    """Follow a run until it is final (live display unless --json); returns the exit code."""
+    live = None if as_json else Live(Text(f"waiting for run {run_id} to start …"), console=console, auto_refresh=False)
+    if live is not None:
+        live.start()
+    try:
+        view = _follow(connection, run_id, interval=interval, live=live, as_json=as_json)
+    finally:
+        if live is not None:
+            live.stop()
+    if as_json:
+        print_json(view)
+    elif view.get("note"):
+        error_console.print(f"[yellow]{view['note']}[/]", highlight=False, soft_wrap=True)
+    return _exit_code(view)
+
+
+def _follow(
+    connection: Connection, run_id: str, *, interval: float, live: Live | None, as_json: bool
+) -> dict[str, Any]:
+    registry = client_runs.registry(connection.client("dynamodb"), connection.deployment)
+    stepfunctions = connection.client("stepfunctions")
+    started = time.monotonic()
+    ended_at: float | None = None  # when the execution was first seen finished without a final record
+    while True:
+        with remote_errors(connection.aws, as_json=as_json):
+            record = registry.find(run_id)
+            execution = None
+            if record is None or not RunStatus(record["status"]).terminal:
+                execution = client_runs.execution_status(stepfunctions, connection.deployment, run_id)
+        if record is not None:
+            view = client_runs.run_view(record)
+            if live is not None:
+                live.update(status_renderable(view), refresh=True)
+            if view["final"]:
+                return view
+        waited = time.monotonic() - started
+        if record is None and execution is None and waited > START_GRACE_SECONDS:
+            fail(
+                f"run {run_id}: no pipeline execution started within {START_GRACE_SECONDS:.0f} s of watching "
+                f"(check the upload key and `mtrl logs {run_id}`)",
+                code=EXIT_INVALID,
+                as_json=as_json,
+            )
+        if execution is not None and execution != "RUNNING":
+            ended_at = ended_at or time.monotonic()
+            if time.monotonic() - ended_at > FINALIZE_GRACE_SECONDS:
+                # The reaper should have finalized the record by now; report what Step Functions says.
+                view = client_runs.run_view(record) if record is not None else _bare_view(run_id)
+                view["status"] = (
+                    view["status"] if view["final"] else {"SUCCEEDED": "SUCCEEDED"}.get(execution, execution)
+                )
+                view["note"] = (
+                    f"the execution ended {execution} but the run record was not finalized within "
+                    f"{FINALIZE_GRACE_SECONDS:.0f} s (see `mtrl logs {run_id}`)"
+                )
+                return view
+        time.sleep(interval)
+
+
+def _bare_view(run_id: str) -> dict[str, Any]:
+    return {"run_id": run_id, "status": "UNKNOWN", "final": False, "phases": []}
+
+
+# -- mtrl logs --------------------------------------------------------------------------------------------
+def logs(
+    run_id: RunArgument,
+    *,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new lines until the run is final.")
+    ] = False,
+    interval: IntervalOption = 5.0,
+    prefix: PrefixOption = "mtrl",
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    endpoint_url: EndpointOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print the CloudWatch Logs lines of the pipeline's functions and state machine that mention the run."""
+    connection = connect(prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url, as_json=as_json)
+    deployment = connection.deployment
+    if not deployment.log_groups:
+        fail(
+            f"stack {prefix}-pipeline has no LogGroupNames output: redeploy it with this version of mtrl",
+            as_json=as_json,
+        )
+    logs_client = connection.client("logs")
+    registry = client_runs.registry(connection.client("dynamodb"), deployment)
+    seen: set[str] = set()
+    start_ms: int | None = None
+    printed: list[dict[str, Any]] = []
+    while True:
+        with remote_errors(connection.aws, as_json=as_json):
+            lines, missing = client_runs.log_lines(logs_client, deployment, run_id, start_ms=start_ms)
+            final = (not follow) or _run_final(registry, run_id)
+        for line in lines:
+            if line.event_id in seen:
+                continue
+            seen.add(line.event_id)
+            if as_json:
+                printed.append(line.to_dict())
+            else:
+                stamp = datetime.fromtimestamp(line.timestamp / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
+                name = line.group.rsplit("/", 1)[-1]
+                console.print(f"[dim]{stamp}[/] [bold]{name}[/] {line.message}", highlight=False, soft_wrap=True)
+        if lines:
+            start_ms = lines[-1].timestamp  # same millisecond may hold more lines: `seen` drops repeats
+        if final:
+            break
+        time.sleep(interval)
+    if as_json:
+        print_json({"run_id": run_id, "lines": printed, "missing_log_groups": missing})
+    elif not seen:
+        error_console.print(
+            f"no log lines mention {run_id} (is the run id right? `mtrl runs` lists them)", highlight=False
+        )
+
+
+def _run_final(registry: Any, run_id: str) -> bool:
+    record = registry.find(run_id)
+    return record is not None and RunStatus(record["status"]).terminal
+
+
+# -- mtrl cancel ------------------------------------------------------------------------------------------
+def cancel(
+    run_id: RunArgument,
+    *,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Wait until teardown has run and the run is ABORTED.")
+    ] = True,
+    timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Seconds to wait for teardown.")] = 600.0,
+    interval: IntervalOption = 5.0,
+    prefix: PrefixOption = "mtrl",
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    endpoint_url: EndpointOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Cancel a run: stop its Step Functions execution (StopExecution).
+
+    The pipeline's reaper function reacts to the execution's ABORTED status change: it runs the backend's
+    teardown (cancels the training job, removes every resource the run recorded, frees its slot), then
+    reports the run as ABORTED with one notification. With --wait (the default) this command waits for
+    that; exit 0 once the run is final and teardown completed, 1 if teardown reported problems or did not
+    finish within --timeout."""
+    connection = connect(prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url, as_json=as_json)
+    registry = client_runs.registry(connection.client("dynamodb"), connection.deployment)
+    with remote_errors(connection.aws, as_json=as_json):
+        record = registry.find(run_id)
+        if record is not None and RunStatus(record["status"]).terminal:
+            fail(
+                f"run {run_id} already ended {record['status']}: nothing to cancel", code=EXIT_INVALID, as_json=as_json
+            )
+        result = client_runs.cancel(connection.client("stepfunctions"), connection.deployment, run_id, record)
+    document: dict[str, Any] = {
+        "run_id": run_id,
+        "execution_arn": result.execution_arn,
+        "stopped": result.stopped,
+        "execution_status": result.execution_status,
+    }
+    if not result.stopped:
+        document["note"] = f"the execution had already ended {result.execution_status}"
+    if not as_json:
+        console.print(
+            f"stopped execution of {run_id}; teardown runs in the pipeline's reaper"
+            if result.stopped
+            else f"the execution of {run_id} had already ended {result.execution_status}",
+            highlight=False,
+        )
+    if not wait or record is None:
+        if record is None:  # stopped before Register: no record, nothing created, the reaper frees any slot ticket
+            document["note"] = "the run had not registered yet: nothing was created, so there is nothing to tear down"
+            if not as_json:
+                console.print(document["note"], highlight=False)
+        if as_json:
+            print_json(document)
+        return
+    ok = _await_teardown(
+        registry, run_id, document, timeout=timeout, interval=interval, connection=connection, as_json=as_json
+    )
+    raise typer.Exit(EXIT_OK if ok else EXIT_INVALID)
+
+
+def _await_teardown(
+    registry: Any,
+    run_id: str,
+    document: dict[str, Any],
+    *,
+    timeout: float,
+    interval: float,
+    connection: Connection,
+    as_json: bool,
+) -> bool:
+    """Wait for the reaper to tear down and finalize the run; report and return whether all went well."""
+    deadline = time.monotonic() + timeout
+    record = None
+    with remote_errors(connection.aws, as_json=as_json):
+        while time.monotonic() < deadline:
+            record = registry.find(run_id)
+            if record is not None and RunStatus(record["status"]).terminal:
+                break
+            time.sleep(interval)
+    final = record is not None and RunStatus(record["status"]).terminal
+    document["status"] = record["status"] if record else None
+    document["teardown_error"] = (record or {}).get("teardown_error")
+    document["teardown"] = (((record or {}).get("phases") or {}).get("teardown") or {}).get("outcome")
+    ok = final and not document["teardown_error"]
+    if as_json:
+        print_json(document)
+    elif not final:
+        error_console.print(
+            f"[red]run {run_id} was not finalized within {timeout:.0f} s[/]: teardown may still be running; "
+            f"check `mtrl status {run_id}` and `mtrl logs {run_id}`",
+            highlight=False,
+        )
+    elif document["teardown_error"]:
+        error_console.print(f"[red]teardown reported problems:[/] {document['teardown_error']}", highlight=False)
+    else:
+        console.print(
+            f"run {run_id} is {document['status']}; teardown {document['teardown'] or 'done'}", highlight=False
+        )
+    return ok
