@@ -12,7 +12,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 # The Lambda runtime the functions are deployed on; the shared layer is built for it.
 LAMBDA_PYTHON := 3.14
-LAMBDA_PLATFORM := manylinux2014_aarch64
+LAMBDA_PLATFORMS := --platform manylinux2014_aarch64 --platform manylinux_2_28_aarch64
 LAYER_DIR := .build/lambda-deps/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PYTHONDONTWRITEBYTECODE := 1
@@ -50,9 +50,11 @@ $(NODE_STAMP): package.json package-lock.json
 # that `cdk synth` later assembles assets offline, with no Docker.
 $(LAYER_STAMP): requirements/lambda.txt $(PY_STAMP)
 	rm -rf .build/lambda-deps && mkdir -p $(LAYER_DIR)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --target $(LAYER_DIR) \
-	  --platform $(LAMBDA_PLATFORM) --python-version $(LAMBDA_PYTHON) --implementation cp \
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-compile --target $(LAYER_DIR) \
+	  $(LAMBDA_PLATFORMS) --python-version $(LAMBDA_PYTHON) --implementation cp \
 	  --only-binary=:all: -r requirements/lambda.txt
+	# Test suites and host-built bytecode are dead weight under Lambda's 250 MB unzipped limit.
+	find $(LAYER_DIR) -depth -type d \( -name tests -o -name __pycache__ \) -exec rm -rf {} +
 	rm -f .build/.stamp-layer-* && touch $@
 
 # The embedded AWS emulator (MiniStack) for the demo and the emulator tests, in its own environment: it pins
@@ -94,8 +96,12 @@ bench: setup
 docs: setup
 	$(BIN)/mtrl config docs > docs/configuration.md
 
+# The Lambda runtime provides these; the layer must not shadow them (lambda.txt leaves them out).
+RUNTIME_PROVIDED := boto3 botocore s3transfer urllib3
 lock:
-	cd requirements && for f in lambda runtime infra dev emulator; do \
+	cd requirements && ../$(BIN)/uv pip compile --python-version 3.11 --no-header --annotation-style line -q \
+	  $(foreach p,$(RUNTIME_PROVIDED),--no-emit-package $(p)) lambda.in -o lambda.txt
+	cd requirements && for f in runtime infra dev emulator; do \
 	  ../$(BIN)/uv pip compile --python-version 3.11 --no-header --annotation-style line -q $$f.in -o $$f.txt; done
 
 clean:

@@ -19,12 +19,14 @@ from stacks.reward_workers_stack import RewardWorkersStack
 
 @dataclass(frozen=True)
 class Deployment:
+    """The stacks of one deployment; the emulator variant has only ``data`` and ``pipeline``."""
+
     settings: DeploySettings
     data: DataStack
-    network: NetworkStack
-    cluster: ClusterStack
-    reward_workers: RewardWorkersStack
     pipeline: PipelineStack
+    network: NetworkStack | None = None
+    cluster: ClusterStack | None = None
+    reward_workers: RewardWorkersStack | None = None
 
 
 def settings_from_app(app: cdk.App, environ: Mapping[str, str] | None = None) -> DeploySettings:
@@ -37,6 +39,21 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
     prefix = settings.prefix
     description = "mtrl multi-turn RL training platform"
     data = DataStack(app, f"{prefix}-data", settings=settings, env=env, description=f"{description}: data")
+    pipeline = PipelineStack(
+        app,
+        f"{prefix}-pipeline",
+        settings=settings,
+        key=data.store.key,
+        bucket=data.store.data_bucket,
+        table=data.store.run_table,
+        env=env,
+        description=f"{description}: run pipeline",
+    )
+    if settings.emulator:
+        # The offline demo's reduced variant: what the `local` backend needs and the emulator can deploy
+        # (no VPC/NAT, no EKS/HyperPod, no container image assets; docs/emulator.md).
+        _finish(app, prefix, data, pipeline)
+        return Deployment(settings=settings, data=data, pipeline=pipeline)
     network = NetworkStack(
         app,
         f"{prefix}-network",
@@ -67,19 +84,13 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
         env=env,
         description=f"{description}: reward workers",
     )
-    pipeline = PipelineStack(
-        app,
-        f"{prefix}-pipeline",
-        settings=settings,
-        key=data.store.key,
-        bucket=data.store.data_bucket,
-        table=data.store.run_table,
-        env=env,
-        description=f"{description}: run pipeline",
-    )
-    for stack in (data, network, cluster, reward_workers, pipeline):
-        cdk.Tags.of(stack).add("mtrl:deployment", prefix)
-    enable_checks(app)
+    _finish(app, prefix, data, network, cluster, reward_workers, pipeline)
     return Deployment(
         settings=settings, data=data, network=network, cluster=cluster, reward_workers=reward_workers, pipeline=pipeline
     )
+
+
+def _finish(app: cdk.App, prefix: str, *stacks: cdk.Stack) -> None:
+    for stack in stacks:
+        cdk.Tags.of(stack).add("mtrl:deployment", prefix)
+    enable_checks(app)

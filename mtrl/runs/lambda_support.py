@@ -19,10 +19,10 @@ from mtrl.runs.registry import raise_for_client_error
 from mtrl.runs.runtime import Runtime, runtime_from_env
 
 logger = Logger(service="mtrl-pipeline")
-# The X-Ray SDK is optional in the layer; without it the functions still get X-Ray segments from
-# active tracing, only Powertools' subsegments are skipped.
-# (None keeps Powertools' own detection: off outside Lambda or with POWERTOOLS_TRACE_DISABLED.)
-tracer = Tracer(service="mtrl-pipeline", disabled=True if importlib.util.find_spec("aws_xray_sdk") is None else None)
+# The layer ships the X-Ray SDK (requirements/lambda.in). Powertools' Tracer imports it even when
+# disabled, so without it (e.g. an interpreter that lacks it) no Tracer is built at all and the
+# functions keep only the segments of active tracing. Powertools itself turns tracing off outside Lambda.
+tracer = Tracer(service="mtrl-pipeline") if importlib.util.find_spec("aws_xray_sdk") is not None else None
 
 Handler = Callable[[Runtime, Mapping[str, Any]], dict[str, Any]]
 
@@ -61,11 +61,14 @@ def invoke(handler: Handler, event: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def lambda_entry(handler: Handler) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    @tracer.capture_lambda_handler(capture_response=False)
     def entry(event: dict[str, Any], _context: Any) -> dict[str, Any]:
         return invoke(handler, event)
 
-    return cast(Callable[[dict[str, Any], Any], dict[str, Any]], entry)
+    if tracer is None:
+        return entry
+    return cast(
+        Callable[[dict[str, Any], Any], dict[str, Any]], tracer.capture_lambda_handler(capture_response=False)(entry)
+    )
 
 
 def dispatch(actions: Mapping[str, Handler]) -> Handler:

@@ -50,6 +50,7 @@ class PipelineFunction(Construct):
         log_retention_days: int,
         timeout: cdk.Duration,
         memory_size: int = 512,
+        with_dependency_layer: bool = True,
     ) -> None:
         super().__init__(scope, id_)
         self.role = iam.Role(
@@ -74,6 +75,7 @@ class PipelineFunction(Construct):
             timeout=timeout,
             memory_size=memory_size,
             role=self.role,
+            with_dependency_layer=with_dependency_layer,
         )
         self.function: lambda_.Function = self.wrapped.function
         log_group = self.wrapped.log_group
@@ -180,6 +182,7 @@ class PipelineFunctions(Construct):
         bucket_arn: str,
         settings: PipelineSettings,
         log_retention_days: int,
+        with_dependency_layer: bool = True,
     ) -> None:
         """``bucket_arn`` must render to a stable value (e.g. an explicit import) so the acknowledgments of
         the prefix-scoped object grants can name it."""
@@ -202,6 +205,7 @@ class PipelineFunctions(Construct):
                 log_retention_days=log_retention_days,
                 timeout=timeout,
                 memory_size=memory_size,
+                with_dependency_layer=with_dependency_layer,
             )
 
         minute, quarter = cdk.Duration.minutes(1), cdk.Duration.minutes(15)

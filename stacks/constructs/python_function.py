@@ -138,6 +138,7 @@ class PythonFunction(Construct):
         reserved_concurrent_executions: int | None = None,
         function_name: str | None = None,
         role: iam.IRole | None = None,
+        with_dependency_layer: bool = True,
     ) -> None:
         super().__init__(scope, id_)
         code_dir = stage_function_code(handler_dir)
@@ -157,7 +158,9 @@ class PythonFunction(Construct):
             architecture=ARCHITECTURE,
             handler="handler.handler",
             code=lambda_.Code.from_asset(str(code_dir)),
-            layers=[dependencies_layer(self)],
+            # The embedded emulator runs handlers on its own interpreter, which already has these packages
+            # for its platform; the layer's cp314/arm64 binaries would shadow them there.
+            layers=[dependencies_layer(self)] if with_dependency_layer else None,
             timeout=timeout or cdk.Duration.minutes(1),
             memory_size=memory_size,
             environment={
