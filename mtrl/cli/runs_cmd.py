@@ -34,6 +34,7 @@ IntervalOption = Annotated[
 START_GRACE_SECONDS = 180.0
 # The reaper finalizes an aborted/timed-out run shortly after its execution ends.
 FINALIZE_GRACE_SECONDS = 120.0
+sleep = time.sleep  # the one wait of every polling loop (tests advance a fake pipeline here)
 _STATUS_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "TIMED_OUT": "red", "ABORTED": "yellow"}
 
 
@@ -83,7 +84,9 @@ def runs(
         console.print(f"no runs yet in {connection.deployment.run_table}: start one with `mtrl submit FILE`")
         return
     table = Table(title=f"runs ({prefix}, {connection.deployment.region})")
-    for column in ("run id", "status", "created", "backend", "environment", "progress", "reward", "cost"):
+    # Run ids are what people copy into the next command: never wrap or shorten them.
+    table.add_column("run id", no_wrap=True, min_width=max(len(view["run_id"]) for view in views))
+    for column in ("status", "created", "backend", "environment", "progress", "reward", "cost"):
         table.add_column(column, justify="right" if column in {"progress", "reward", "cost"} else "left")
     for view in views:
         reward = view["reward_mean"]
@@ -232,7 +235,7 @@ def _follow(
                     f"{FINALIZE_GRACE_SECONDS:.0f} s (see `mtrl logs {run_id}`)"
                 )
                 return view
-        time.sleep(interval)
+        sleep(interval)
 
 
 def _bare_view(run_id: str) -> dict[str, Any]:
@@ -284,7 +287,7 @@ def logs(
             start_ms = lines[-1].timestamp  # same millisecond may hold more lines: `seen` drops repeats
         if final:
             break
-        time.sleep(interval)
+        sleep(interval)
     if as_json:
         print_json({"run_id": run_id, "lines": printed, "missing_log_groups": missing})
     elif not seen:
@@ -376,7 +379,7 @@ def _await_teardown(
             record = registry.find(run_id)
             if record is not None and RunStatus(record["status"]).terminal:
                 break
-            time.sleep(interval)
+            sleep(interval)
     final = record is not None and RunStatus(record["status"]).terminal
     document["status"] = record["status"] if record else None
     document["teardown_error"] = (record or {}).get("teardown_error")

@@ -191,7 +191,8 @@ def log_lines(
                         group,
                         event.get("logStreamName", ""),
                         event.get("message", "").rstrip("\n"),
-                        str(event.get("eventId") or f"{group}/{event.get('logStreamName')}/{event['timestamp']}"),
+                        # Event ids need not be unique across groups (moto numbers them per stream).
+                        f"{group}/{event.get('logStreamName')}/{event.get('eventId') or event['timestamp']}",
                     )
                 )
         except ClientError as error:

@@ -1,0 +1,263 @@
+"""`mtrl runs`, `status`, `logs`, `cancel` and `cost RUN` against a moto deployment seeded by the registry code."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from typer.testing import CliRunner
+
+from mtrl.backends.hyperpod import CAPACITY_KIND
+from mtrl.cli import app
+from mtrl.client.deployment import execution_arn
+from mtrl.cost import cost_for_run
+from mtrl.runs import pipeline
+from mtrl.runs.registry import RunStatus
+from mtrl.runs.slots import SlotPool
+from tests.unit.client.conftest import LOG_GROUPS, Fake
+
+runner = CliRunner()
+OLD = "wordle-20261129T100000Z-0000000a"
+NEW = "wordle-20261129T110000Z-0000000b"
+BASE = int(time.time() * 1000) - 60_000  # CloudWatch Logs refuses events from the future
+Sleeper = Callable[[Callable[[], None]], list[int]]
+
+
+def _json(args: list[str], code: int) -> Any:
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == code, result.output
+    return json.loads(result.stdout)
+
+
+def test_runs_lists_only_runs_newest_first(fake: Fake) -> None:
+    fake.seed_run(OLD, created_at="2026-11-29T10:00:00.000Z", status=RunStatus.SUCCEEDED)
+    fake.seed_run(NEW, created_at="2026-11-29T11:00:00.000Z", progress={"step": 2, "total_steps": 5})
+    SlotPool(fake.dynamodb, fake.deployment.run_table, capacity=1, lease_seconds=60, stale_after_seconds=300).enqueue(
+        NEW, arrival="2026-11-29T11:00:00Z"
+    )  # queue items share the table; the listing must not show them
+    listed = _json(["runs"], 0)["runs"]
+    assert [run["run_id"] for run in listed] == [NEW, OLD]
+    assert [run["status"] for run in listed] == ["TRAINING", "SUCCEEDED"]
+    assert _json(["runs", "--limit", "1"], 0)["runs"][0]["run_id"] == NEW
+    table = runner.invoke(app, ["runs"])
+    assert table.exit_code == 0
+    assert table.stdout.index(NEW) < table.stdout.index(OLD)
+    assert "2/5" in table.stdout
+
+
+def test_runs_on_an_empty_table_says_how_to_start(fake: Fake) -> None:
+    result = runner.invoke(app, ["runs"])
+    assert result.exit_code == 0
+    assert "mtrl submit" in result.stdout
+
+
+def test_status_shows_phase_progress_reward_and_cost(fake: Fake) -> None:
+    fake.seed_run(
+        NEW, progress={"step": 3, "total_steps": 20}, metrics={"reward_mean": 0.42}, cost={"usd": 1.5}, job_id="j-1"
+    )
+    view = _json(["status", NEW], 0)  # still running: exit 0
+    assert view["status"] == "TRAINING"
+    assert view["phase"] == "train"
+    assert view["progress"] == {"step": 3, "total_steps": 20}
+    assert view["reward_mean"] == 0.42
+    assert view["cost_usd"] == 1.5
+    assert [phase["name"] for phase in view["phases"]] == ["register", "validate", "train"]
+    assert view["phases"][0]["seconds"] is not None
+    human = runner.invoke(app, ["status", NEW])
+    assert human.exit_code == 0
+    assert "0.4200" in human.stdout
+    assert "$1.50" in human.stdout
+    assert "3/20" in human.stdout
+
+
+def test_status_exit_code_follows_the_final_state(fake: Fake) -> None:
+    fake.seed_run(OLD, status=RunStatus.SUCCEEDED)
+    fake.seed_run(NEW, status=RunStatus.FAILED)
+    assert _json(["status", OLD], 0)["final"] is True
+    failed = _json(["status", NEW], 1)
+    assert failed["error"]["step"] == "Train"
+    assert "the training job failed" in runner.invoke(app, ["status", NEW]).stdout
+
+
+def test_status_of_an_unknown_run_points_at_runs(fake: Fake) -> None:
+    result = runner.invoke(app, ["status", "nope-20261129T100000Z-00000000"])
+    assert result.exit_code == 2
+    assert "mtrl runs" in result.stderr
+
+
+def test_status_watch_follows_until_final(fake: Fake, no_sleep: Sleeper) -> None:
+    fake.seed_run(NEW)
+    steps = iter(
+        [
+            lambda: fake.registry.set_fields(NEW, progress={"step": 1, "total_steps": 2}),
+            lambda: fake.registry.end_phase(NEW, "train"),
+            lambda: fake.registry.finish(NEW, RunStatus.SUCCEEDED),
+        ]
+    )
+    calls = no_sleep(lambda: next(steps)())
+    result = runner.invoke(app, ["status", NEW, "--watch"])
+    assert result.exit_code == 0, result.output
+    assert len(calls) == 3
+    assert "SUCCEEDED" in result.stdout
+
+
+def test_status_watch_exits_1_when_the_run_fails(fake: Fake, no_sleep: Sleeper) -> None:
+    fake.seed_run(NEW)
+    no_sleep(lambda: fake.registry.finish(NEW, RunStatus.ABORTED, error={"step": "Train", "error": "Aborted"}))
+    view = _json(["status", NEW, "--watch"], 1)
+    assert view["status"] == "ABORTED"
+
+
+def test_logs_prints_the_runs_lines_in_time_order(fake: Fake) -> None:
+    fake.logs.create_log_stream(logGroupName=LOG_GROUPS[0], logStreamName="s1")
+    fake.logs.create_log_stream(logGroupName=LOG_GROUPS[1], logStreamName="s2")
+    fake.logs.put_log_events(
+        logGroupName=LOG_GROUPS[0],
+        logStreamName="s1",
+        logEvents=[
+            {"timestamp": BASE, "message": f'{{"message": "started", "run_id": "{NEW}"}}'},
+            {"timestamp": BASE + 500, "message": f'{{"message": "other", "run_id": "{OLD}"}}'},
+            {"timestamp": BASE + 3_000, "message": f"finished {NEW}"},
+        ],
+    )
+    fake.logs.put_log_events(
+        logGroupName=LOG_GROUPS[1],
+        logStreamName="s2",
+        logEvents=[{"timestamp": BASE + 1_000, "message": f"training {NEW} step 1"}],
+    )
+    fake.logs.delete_log_group(logGroupName=LOG_GROUPS[2])  # a function that never ran has no group yet
+    document = _json(["logs", NEW], 0)
+    assert [line["message"] for line in document["lines"]] == [
+        f'{{"message": "started", "run_id": "{NEW}"}}',
+        f"training {NEW} step 1",
+        f"finished {NEW}",
+    ]
+    assert document["missing_log_groups"] == [LOG_GROUPS[2]]
+    human = runner.invoke(app, ["logs", NEW])
+    assert human.exit_code == 0
+    assert "backend" in human.stdout
+    assert OLD not in human.stdout
+
+
+def test_logs_follow_stops_when_the_run_is_final(fake: Fake, no_sleep: Sleeper) -> None:
+    fake.seed_run(NEW)
+    fake.logs.create_log_stream(logGroupName=LOG_GROUPS[1], logStreamName="s")
+
+    def more() -> None:
+        fake.logs.put_log_events(
+            logGroupName=LOG_GROUPS[1],
+            logStreamName="s",
+            logEvents=[{"timestamp": BASE + len(calls), "message": f"poll {len(calls)} {NEW}"}],
+        )
+        if len(calls) == 2:
+            fake.registry.finish(NEW, RunStatus.SUCCEEDED)
+
+    calls = no_sleep(more)
+    document = _json(["logs", NEW, "--follow"], 0)
+    assert [line["message"] for line in document["lines"]] == [f"poll 1 {NEW}", f"poll 2 {NEW}"]
+
+
+def _running_execution(fake: Fake, run_id: str) -> str:
+    return str(
+        fake.stepfunctions.start_execution(stateMachineArn=fake.deployment.state_machine_arn, name=run_id)[
+            "executionArn"
+        ]
+    )
+
+
+def test_cancel_stops_the_execution_and_waits_for_the_reapers_teardown(fake: Fake, no_sleep: Sleeper) -> None:
+    arn = _running_execution(fake, NEW)
+    fake.seed_run(NEW, execution_arn=arn)
+
+    def reaper() -> None:  # what EventBridge's status-change rule runs in the deployed pipeline
+        status = fake.stepfunctions.describe_execution(executionArn=arn)["status"]
+        pipeline.reap(fake.runtime(), {"detail": {"status": status, "name": NEW}})
+
+    no_sleep(reaper)
+    document = _json(["cancel", NEW], 0)
+    assert document["stopped"] is True
+    assert document["status"] == "ABORTED"
+    assert document["teardown"] == "ok"
+    assert fake.stepfunctions.describe_execution(executionArn=arn)["status"] == "ABORTED"
+    record = fake.registry.get(NEW)
+    assert record["error"]["error"] == "Aborted"
+
+
+def test_cancel_without_wait_only_stops(fake: Fake) -> None:
+    arn = _running_execution(fake, NEW)
+    fake.seed_run(NEW, execution_arn=arn)
+    result = runner.invoke(app, ["cancel", NEW, "--no-wait"])
+    assert result.exit_code == 0, result.output
+    assert "reaper" in result.stdout
+    assert fake.stepfunctions.describe_execution(executionArn=arn)["status"] == "ABORTED"
+
+
+def test_cancel_before_register_uses_the_execution_named_by_the_run(fake: Fake) -> None:
+    arn = _running_execution(fake, NEW)
+    assert arn == execution_arn(fake.deployment.state_machine_arn, NEW)
+    document = _json(["cancel", NEW], 0)
+    assert document["stopped"] is True
+    assert "nothing to tear down" in document["note"]
+
+
+def test_cancel_reports_teardown_that_never_happens(fake: Fake, no_sleep: Sleeper) -> None:
+    fake.seed_run(NEW, execution_arn=_running_execution(fake, NEW))
+    no_sleep(lambda: None)  # no reaper
+    document = _json(["cancel", NEW, "--timeout", "1", "--interval", "0.05"], 1)
+    assert document["status"] == "TRAINING"
+
+
+def test_cancel_of_a_finished_run_is_refused(fake: Fake) -> None:
+    fake.seed_run(OLD, status=RunStatus.SUCCEEDED)
+    assert "already ended SUCCEEDED" in _json(["cancel", OLD], 1)["error"]
+
+
+def test_cancel_of_an_unknown_run_points_at_runs(fake: Fake) -> None:
+    result = runner.invoke(app, ["cancel", "nope-20261129T100000Z-00000000"])
+    assert result.exit_code == 2
+    assert "mtrl runs" in result.stderr
+
+
+def test_cost_of_a_hyperpod_run_prices_its_gpu_holds(fake: Fake) -> None:
+    held = {
+        "instance_type": "ml.p5.48xlarge",
+        "target_count": 2,
+        "requested_at": "2026-11-29T10:00:00+00:00",
+        "released_at": "2026-11-29T12:30:00+00:00",
+    }
+    fake.seed_run(OLD, backend="hyperpod", status=RunStatus.SUCCEEDED, cost={"usd": 1.0})
+    fake.registry.update(
+        OLD, lambda r: r["resources"].append({"kind": CAPACITY_KIND, "identifier": "c", "details": held}) or None
+    )
+    document = _json(["cost", OLD], 0)
+    expected = cost_for_run(
+        {
+            "backend": "hyperpod",
+            "region": "us-east-1",
+            "gpu_holds": [
+                {
+                    "instance_type": "ml.p5.48xlarge",
+                    "count": 2,
+                    "start": held["requested_at"],
+                    "end": held["released_at"],
+                }
+            ],
+        }
+    )
+    assert document["total"] == expected.to_dict()["total"]
+    assert float(document["total"]) > 0
+    assert document["recorded_cost_usd"] == 1.0
+    human = runner.invoke(app, ["cost", OLD])
+    assert human.exit_code == 0
+    assert "ml.p5.48xlarge" in human.stdout
+
+
+def test_cost_of_a_local_run_is_zero_and_the_calculator_still_works(fake: Fake) -> None:
+    fake.seed_run(OLD, status=RunStatus.SUCCEEDED)
+    assert float(_json(["cost", OLD], 0)["total"]) == 0
+    calculator = _json(["cost", "--region", "us-east-1", "--instance-type", "ml.p5.48xlarge", "--instances", "1"], 0)
+    assert "lines" in calculator
+    assert runner.invoke(app, ["cost"]).exit_code == 2
+    assert runner.invoke(app, ["cost", OLD, "--model", "m"]).exit_code == 2
