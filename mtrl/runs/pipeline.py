@@ -150,6 +150,7 @@ def register(runtime: Runtime, event: Event) -> dict[str, Any]:
         "duplicate": False,
         "slot_poll_seconds": runtime.settings.slot_poll_seconds,
         "status_poll_seconds": runtime.settings.status_poll_seconds,
+        "provision_poll_seconds": runtime.settings.provision_poll_seconds,
         "evaluate": settings.evaluate,
     }
 
@@ -302,16 +303,37 @@ def preflight(runtime: Runtime, event: Event) -> dict[str, Any]:
 
 
 def provision(runtime: Runtime, event: Event) -> dict[str, Any]:
+    """One provisioning step. ``ready`` False: not there yet (GPUs arriving, a stack deploying); the state
+    machine waits ``provision_poll_seconds`` and calls again, until ``provision_max_wait_minutes``."""
     run_id = _run_id(event)
     registry = runtime.registry
     record = registry.set_status(run_id, RunStatus.PROVISIONING, phase="provision")
     runtime.slots.renew(run_id)
     adapter = _adapter(record)
-    created = _backend_call(run_id, "provision", lambda: adapter.provision(run_context(runtime, record)))
+    try:
+        created = adapter.provision(run_context(runtime, record))
+    except PipelineError:
+        raise
+    except BackendError as error:
+        if not error.transient:
+            raise BackendFailed(f"run {run_id}: provision: {error}") from error
+        # A scale-up takes many minutes: wait in the state machine (bounded), not in a giant Retry.
+        started = _parse_time(registry.get(run_id)["phases"]["provision"]["started_at"]).timestamp()
+        waited = runtime.clock() - started
+        limit = runtime.settings.provision_max_wait_minutes
+        if waited > limit * 60:
+            registry.end_phase(run_id, "provision", "timed out", waiting_for=str(error))
+            raise BackendFailed(
+                f"run {run_id}: provisioning did not finish within {limit} minutes (provision_max_wait_minutes); "
+                f"last state: {error}"
+            ) from error
+        registry.set_fields(run_id, provision_waiting_for=str(error))
+        return {"ready": False, "waiting_for": str(error)}
     for resource in created:  # adapters record before creating; this catches any they returned only
         registry.record_resource(run_id, resource)
+    registry.set_fields(run_id, provision_waiting_for=None)
     registry.end_phase(run_id, "provision", resources=len(created))
-    return {"resources": len(created)}
+    return {"ready": True, "resources": len(created)}
 
 
 def submit(runtime: Runtime, event: Event) -> dict[str, Any]:

@@ -38,6 +38,19 @@ class PipelineSettings(SettingsGroup):
     status_poll_seconds: int = Field(
         300, ge=0, le=3600, description="Seconds between two polls of a running training job's status."
     )
+    provision_poll_seconds: int = Field(
+        60,
+        ge=0,
+        le=3600,
+        description="Seconds between two checks of a run's provisioning (GPU scale-up, per-run stack, workers).",
+    )
+    provision_max_wait_minutes: int = Field(
+        90,
+        ge=1,
+        le=24 * 60,
+        description="A run whose backend is not provisioned after this long fails (and is torn down); bounds the "
+        "wait for GPU capacity.",
+    )
     run_backend: Backend = Field("hyperpod", description="Default training backend of a run.")
     run_environment: str = Field(
         "wordle", pattern=r"^[a-z][a-z0-9_]{0,63}$", description="Default reward environment id of a run."
@@ -92,16 +105,18 @@ MAX_POLLS_PER_RUN = 2500
 
 
 def poll_budget_problem(settings: PipelineSettings, run_timeout_minutes: int) -> str | None:
-    """Why the longest slot wait plus the longest job would overflow one execution's history, if it would."""
+    """Why the longest slot wait, provisioning wait and job would overflow one execution's history, if they would."""
     slot_polls = settings.slot_max_wait_minutes * 60 // max(settings.slot_poll_seconds, 1)
+    provision_polls = settings.provision_max_wait_minutes * 60 // max(settings.provision_poll_seconds, 1)
     status_polls = run_timeout_minutes * 60 // max(settings.status_poll_seconds, 1)
-    if slot_polls + status_polls <= MAX_POLLS_PER_RUN:
+    total = slot_polls + provision_polls + status_polls
+    if total <= MAX_POLLS_PER_RUN:
         return None
     return (
-        f"waiting up to {settings.slot_max_wait_minutes} min for a slot every {settings.slot_poll_seconds} s and "
+        f"waiting up to {settings.slot_max_wait_minutes} min for a slot every {settings.slot_poll_seconds} s, up to "
+        f"{settings.provision_max_wait_minutes} min for provisioning every {settings.provision_poll_seconds} s and "
         f"running up to {run_timeout_minutes} min polled every {settings.status_poll_seconds} s takes "
-        f"{slot_polls + status_polls} polls; one execution allows {MAX_POLLS_PER_RUN} (poll less often or "
-        "shorten the limits)"
+        f"{total} polls; one execution allows {MAX_POLLS_PER_RUN} (poll less often or shorten the limits)"
     )
 
 

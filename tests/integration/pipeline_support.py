@@ -458,6 +458,8 @@ def running_pipeline(adapter: FakeAdapter | None = None, **overrides: Any) -> It
         "run_backend": "local",
         "slot_poll_seconds": 0,
         "status_poll_seconds": 0,
+        "provision_poll_seconds": 0,
+        "provision_max_wait_minutes": 5,
         # With 0 s polls these keep the history-size check (one poll per second assumed) satisfied.
         "slot_max_wait_minutes": 5,
         "run_timeout_minutes": 5,
