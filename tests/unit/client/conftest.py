@@ -103,19 +103,21 @@ class Fake:
                 "execution_arn": execution_arn,
                 "dataset": {
                     "bucket": self.deployment.bucket,
-                    "key": f"training-data/{run_id.split('-2026')[0]}.jsonl",
+                    "key": f"training-data/{run_id.split('-2026', maxsplit=1)[0]}.jsonl",
                     "version_id": "v1",
                     "uri": f"s3://{self.deployment.bucket}/training-data/x.jsonl",
                 },
             },
         )
-        settings = RunSettings(
-            backend=backend,  # type: ignore[arg-type]
-            environment="wordle",
-            instance_count=1,
-            worker_count=0,
-            eval_split=0.0,
-            run_timeout_minutes=60,
+        settings = RunSettings.model_validate(
+            {
+                "backend": backend,
+                "environment": "wordle",
+                "instance_count": 1,
+                "worker_count": 0,
+                "eval_split": 0.0,
+                "run_timeout_minutes": 60,
+            }
         )
         registry.set_fields(run_id, settings=settings.model_dump(mode="json"))
         registry.set_status(run_id, RunStatus.REGISTERED, phase="register")
@@ -209,10 +211,10 @@ def fake(aws_env: None) -> Iterator[Fake]:
 
 
 @pytest.fixture
-def no_sleep(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[], None]], list[int]]:
+def no_sleep(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[], object]], list[int]]:
     """Replace the commands' sleep with ``step`` (which moves the fake pipeline on); returns the call log."""
 
-    def install(step: Callable[[], None]) -> list[int]:
+    def install(step: Callable[[], object]) -> list[int]:
         calls: list[int] = []
 
         def fake_sleep(_seconds: float) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from typer.testing import CliRunner
@@ -22,7 +22,7 @@ runner = CliRunner()
 OLD = "wordle-20261129T100000Z-0000000a"
 NEW = "wordle-20261129T110000Z-0000000b"
 BASE = int(time.time() * 1000) - 60_000  # CloudWatch Logs refuses events from the future
-Sleeper = Callable[[Callable[[], None]], list[int]]
+Sleeper = Callable[[Callable[[], object]], list[int]]
 
 
 def _json(args: list[str], code: int) -> Any:
@@ -89,14 +89,14 @@ def test_status_of_an_unknown_run_points_at_runs(fake: Fake) -> None:
 
 def test_status_watch_follows_until_final(fake: Fake, no_sleep: Sleeper) -> None:
     fake.seed_run(NEW)
-    steps = iter(
+    steps: Iterator[Callable[[], object]] = iter(
         [
             lambda: fake.registry.set_fields(NEW, progress={"step": 1, "total_steps": 2}),
             lambda: fake.registry.end_phase(NEW, "train"),
             lambda: fake.registry.finish(NEW, RunStatus.SUCCEEDED),
         ]
     )
-    calls = no_sleep(lambda: next(steps)())
+    calls = no_sleep(lambda: next(steps)())  # noqa: PLW0108 - a fresh step per call
     result = runner.invoke(app, ["status", NEW, "--watch"])
     assert result.exit_code == 0, result.output
     assert len(calls) == 3

@@ -1,0 +1,176 @@
+"""`mtrl submit`: local validation first, manifest before dataset, the trigger's run id, --watch."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from mtrl.cli import app
+from mtrl.client.deployment import Aws
+from mtrl.runs import trigger
+from mtrl.runs.registry import RunStatus
+from tests.unit.client.conftest import BUCKET, SAMPLE, Fake
+
+runner = CliRunner()
+MANIFEST = {"backend": "local", "environment": "wordle", "hyperparameters": {"steps": 2}}
+Sleeper = Callable[[Callable[[], object]], list[int]]
+
+
+def _dataset(tmp_path: Path, rows: int = 12, name: str = "wordle-mini.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:rows]))
+    return path
+
+
+def _manifest(tmp_path: Path, document: dict[str, Any] = MANIFEST) -> Path:
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+@pytest.fixture
+def s3_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """(operation, key) of every S3 call the command makes, in order (recorded at the client factory)."""
+    calls: list[tuple[str, str]] = []
+    original = Aws.client
+
+    def client(self: Aws, service: str) -> Any:
+        made = original(self, service)
+        if service == "s3":
+
+            def record(model: Any, params: dict[str, Any], **_: Any) -> None:
+                calls.append((model.name, str(params.get("Key", ""))))
+
+            made.meta.events.register("provide-client-params.s3", record, unique_id="test-record")
+        return made
+
+    monkeypatch.setattr(Aws, "client", client)
+    return calls
+
+
+def _started_by_trigger(fake: Fake, key: str, version_id: str) -> dict[str, Any]:
+    """Run the real trigger on the upload event, as EventBridge would deliver it."""
+    event = {"detail": {"bucket": {"name": BUCKET}, "object": {"key": key, "version-id": version_id}}}
+    return trigger.handle_upload(fake.runtime(), event)
+
+
+def test_submit_uploads_manifest_then_dataset_and_prints_the_triggers_run_id(
+    fake: Fake, tmp_path: Path, s3_calls: list[tuple[str, str]]
+) -> None:
+    result = runner.invoke(app, ["submit", str(_dataset(tmp_path)), "--manifest", str(_manifest(tmp_path)), "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    key = "training-data/wordle-mini.jsonl"
+    assert document["dataset_uri"] == f"s3://{BUCKET}/{key}"
+    uploads = [(op, k) for op, k in s3_calls if op in {"PutObject", "CreateMultipartUpload"}]
+    assert uploads == [("PutObject", "training-data/wordle-mini.run.json"), ("PutObject", key)]
+    started = _started_by_trigger(fake, key, document["version_id"])
+    assert started["status"] == "STARTED"
+    assert started["run_id"] == document["run_id"]
+    execution = fake.stepfunctions.describe_execution(executionArn=started["execution_arn"])
+    assert json.loads(json.loads(execution["input"])["manifest_text"]) == MANIFEST
+
+
+def test_a_reupload_is_a_new_run(fake: Fake, tmp_path: Path) -> None:
+    dataset = _dataset(tmp_path)
+    first = runner.invoke(app, ["submit", str(dataset), "--json"])
+    second = runner.invoke(app, ["submit", str(dataset), "--json"])
+    assert first.exit_code == second.exit_code == 0
+    assert json.loads(first.stdout)["run_id"] != json.loads(second.stdout)["run_id"]
+
+
+def test_invalid_data_is_refused_with_line_numbers_and_nothing_uploaded(fake: Fake, tmp_path: Path) -> None:
+    dataset = _dataset(tmp_path, rows=4)
+    lines = dataset.read_text().splitlines()
+    lines[2] = '{"id": "broken", '
+    dataset.write_text("\n".join(lines) + "\n")
+    result = runner.invoke(app, ["submit", str(dataset), "--manifest", str(_manifest(tmp_path))])
+    assert result.exit_code == 1
+    assert f"{dataset}:line 3" in result.stderr
+    assert "nothing was uploaded" in result.stderr
+    assert "Versions" not in fake.s3.list_object_versions(Bucket=BUCKET)
+    as_json = runner.invoke(app, ["submit", str(dataset), "--json"])
+    assert as_json.exit_code == 1
+    assert json.loads(as_json.stdout)["train"]["errors"][0]["line"] == 3
+
+
+def test_invalid_data_is_refused_before_any_aws_call(aws_env: None, tmp_path: Path) -> None:
+    dataset = tmp_path / "bad.jsonl"
+    dataset.write_text("not json\n")
+    result = runner.invoke(app, ["submit", str(dataset), "--endpoint-url", "http://127.0.0.1:9"])
+    assert result.exit_code == 1, result.output
+    assert f"{dataset}:line 1" in result.stderr
+
+
+def test_the_manifest_environment_is_used_for_validation(fake: Fake, tmp_path: Path) -> None:
+    # ask_to_code tasks: invalid for the default environment (wordle: no answer), valid with the manifest's.
+    dataset = tmp_path / "code.jsonl"
+    dataset.write_text(
+        "".join(
+            (SAMPLE.parents[2] / "ask_to_code" / "sample" / "train.jsonl").read_text().splitlines(keepends=True)[:3]
+        )
+    )
+    refused = runner.invoke(app, ["submit", str(dataset)])
+    assert refused.exit_code == 1
+    assert f"{dataset}:line 1" in refused.stderr
+    manifest = _manifest(tmp_path, {"backend": "local", "environment": "ask_to_code"})
+    accepted = runner.invoke(app, ["submit", str(dataset), "--manifest", str(manifest), "--json"])
+    assert accepted.exit_code == 0, accepted.output
+
+
+def test_a_bad_manifest_is_a_usage_error(fake: Fake, tmp_path: Path) -> None:
+    manifest = _manifest(tmp_path, {"backend": "quantum"})
+    result = runner.invoke(app, ["submit", str(_dataset(tmp_path)), "--manifest", str(manifest), "--json"])
+    assert result.exit_code == 2
+    assert "backend" in json.loads(result.stdout)["error"]
+    assert "Versions" not in fake.s3.list_object_versions(Bucket=BUCKET)
+
+
+def test_a_name_that_would_not_start_a_run_is_refused(fake: Fake, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["submit", str(_dataset(tmp_path)), "--name", "data.csv"])
+    assert result.exit_code == 2
+    assert ".jsonl" in result.stderr
+
+
+def test_an_existing_remote_manifest_is_used_and_kept(fake: Fake, tmp_path: Path) -> None:
+    fake.s3.put_object(Bucket=BUCKET, Key="training-data/wordle-mini.run.json", Body=b'{"backend": "nope"}')
+    result = runner.invoke(app, ["submit", str(_dataset(tmp_path))])
+    assert result.exit_code == 2
+    assert "training-data/wordle-mini.run.json" in result.stderr
+    fake.s3.put_object(Bucket=BUCKET, Key="training-data/wordle-mini.run.json", Body=json.dumps(MANIFEST).encode())
+    result = runner.invoke(app, ["submit", str(_dataset(tmp_path))])
+    assert result.exit_code == 0, result.output
+    assert "using the manifest already at" in result.stderr
+    versions = fake.s3.list_object_versions(Bucket=BUCKET, Prefix="training-data/wordle-mini.run.json")["Versions"]
+    assert len(versions) == 2  # the two this test wrote; submit did not replace it
+
+
+def test_submit_watch_follows_the_run_to_its_end(fake: Fake, tmp_path: Path, no_sleep: Sleeper) -> None:
+    def pipeline_step() -> None:
+        listing = fake.s3.list_object_versions(Bucket=BUCKET, Prefix="training-data/wordle-mini.jsonl")
+        version = listing["Versions"][0]["VersionId"]
+        run_id = _started_by_trigger(fake, "training-data/wordle-mini.jsonl", version)["run_id"]
+        fake.seed_run(run_id, status=RunStatus.SUCCEEDED, metrics={"reward_mean": 0.9})
+
+    no_sleep(pipeline_step)
+    result = runner.invoke(app, ["submit", str(_dataset(tmp_path)), "--manifest", str(_manifest(tmp_path)), "--watch"])
+    assert result.exit_code == 0, result.output
+    assert "SUCCEEDED" in result.stdout
+    assert "0.9000" in result.stdout
+
+
+def test_submit_watch_exit_code_is_the_runs_outcome(fake: Fake, tmp_path: Path, no_sleep: Sleeper) -> None:
+    def pipeline_step() -> None:
+        listing = fake.s3.list_object_versions(Bucket=BUCKET, Prefix="training-data/wordle-mini.jsonl")
+        run_id = _started_by_trigger(fake, "training-data/wordle-mini.jsonl", listing["Versions"][0]["VersionId"])
+        fake.seed_run(run_id["run_id"], status=RunStatus.FAILED)
+
+    no_sleep(pipeline_step)
+    result = runner.invoke(app, ["submit", str(_dataset(tmp_path)), "--watch", "--json"])
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["status"] == "FAILED"
