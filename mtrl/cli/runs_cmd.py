@@ -178,13 +178,23 @@ def status(
         raise typer.Exit(_exit_code(view))
 
 
-def watch_run(connection: Connection, run_id: str, *, interval: float, as_json: bool) -> int:
-    """Follow a run until it is final (live display unless --json); returns the exit code."""
+def watch_run(
+    connection: Connection,
+    run_id: str,
+    *,
+    interval: float,
+    as_json: bool,
+    upload: tuple[str, str | None] | None = None,
+) -> int:
+    """Follow a run until it is final (live display unless --json); returns the exit code.
+
+    ``upload`` = (key, version id) of the dataset just submitted: used to find the run if the trigger
+    named it differently (see ``mtrl.client.runs.started_run_for_upload``)."""
     live = None if as_json else Live(Text(f"waiting for run {run_id} to start …"), console=console, auto_refresh=False)
     if live is not None:
         live.start()
     try:
-        view = _follow(connection, run_id, interval=interval, live=live, as_json=as_json)
+        view = _follow(connection, run_id, interval=interval, live=live, as_json=as_json, upload=upload)
     finally:
         if live is not None:
             live.stop()
@@ -196,7 +206,13 @@ def watch_run(connection: Connection, run_id: str, *, interval: float, as_json: 
 
 
 def _follow(
-    connection: Connection, run_id: str, *, interval: float, live: Live | None, as_json: bool
+    connection: Connection,
+    run_id: str,
+    *,
+    interval: float,
+    live: Live | None,
+    as_json: bool,
+    upload: tuple[str, str | None] | None,
 ) -> dict[str, Any]:
     registry = client_runs.registry(connection.client("dynamodb"), connection.deployment)
     stepfunctions = connection.client("stepfunctions")
@@ -214,6 +230,16 @@ def _follow(
                 live.update(status_renderable(view), refresh=True)
             if view["final"]:
                 return view
+        if record is None and execution is None and upload is not None:
+            with remote_errors(connection.aws, as_json=as_json):
+                found = client_runs.started_run_for_upload(
+                    stepfunctions, connection.deployment, run_id=run_id, key=upload[0], version_id=upload[1]
+                )
+            if found is not None and found != run_id:
+                if not as_json:
+                    error_console.print(f"the pipeline named this upload's run {found}", highlight=False)
+                run_id = found
+                continue
         waited = time.monotonic() - started
         if record is None and execution is None and waited > START_GRACE_SECONDS:
             fail(
@@ -227,9 +253,7 @@ def _follow(
             if time.monotonic() - ended_at > FINALIZE_GRACE_SECONDS:
                 # The reaper should have finalized the record by now; report what Step Functions says.
                 view = client_runs.run_view(record) if record is not None else _bare_view(run_id)
-                view["status"] = (
-                    view["status"] if view["final"] else {"SUCCEEDED": "SUCCEEDED"}.get(execution, execution)
-                )
+                view["status"] = view["status"] if view["final"] else execution
                 view["note"] = (
                     f"the execution ended {execution} but the run record was not finalized within "
                     f"{FINALIZE_GRACE_SECONDS:.0f} s (see `mtrl logs {run_id}`)"

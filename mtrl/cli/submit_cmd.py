@@ -111,7 +111,15 @@ def submit(
         console.print(f"run id: [bold]{submitted.run_id}[/]", highlight=False)
         console.print(f"follow it with: mtrl status {submitted.run_id} --watch", highlight=False)
     if watch:
-        raise typer.Exit(watch_run(connection, submitted.run_id, interval=interval, as_json=as_json))
+        raise typer.Exit(
+            watch_run(
+                connection,
+                submitted.run_id,
+                interval=interval,
+                as_json=as_json,
+                upload=(submitted.key, submitted.version_id),
+            )
+        )
 
 
 def _check(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -232,3 +233,38 @@ def run_cost(record: Mapping[str, Any], *, region: str, now: datetime | None = N
         ]
         usage["gpu_holds"] = gpu_holds(resources)
     return cost_for_run(usage)
+
+
+# -- which execution did an upload start? -------------------------------------------------------------------
+def started_run_for_upload(
+    stepfunctions: Any, deployment: Deployment, *, run_id: str, key: str, version_id: str | None
+) -> str | None:
+    """The run id of the execution the trigger started for this upload, found by its input.
+
+    Normally that is ``run_id`` itself. An S3 event without ``version-id`` (MiniStack's EventBridge events
+    omit it; AWS sends it for versioned buckets) makes the trigger hash the version as ``null``: same stem
+    and time, another digest. Executions are matched on bucket, key and a version id that is ours or absent.
+    """
+    stem_and_time = run_id.rsplit("-", 1)[0] + "-"
+    pages = stepfunctions.get_paginator("list_executions").paginate(
+        stateMachineArn=deployment.state_machine_arn, PaginationConfig={"MaxItems": 200, "PageSize": 100}
+    )
+    for page in pages:
+        for execution in page.get("executions", []):
+            name = str(execution["name"])
+            if name == run_id:
+                return name
+            if not name.startswith(stem_and_time):
+                continue
+            described = stepfunctions.describe_execution(executionArn=execution["executionArn"])
+            try:
+                started = json.loads(described.get("input") or "{}")
+            except json.JSONDecodeError:
+                continue
+            if (
+                started.get("bucket") == deployment.bucket
+                and started.get("key") == key
+                and started.get("version_id") in {version_id, None}
+            ):
+                return name
+    return None
