@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from mtrl.cli import app
 from mtrl.client.deployment import Aws
+from mtrl.client.runs import started_run_for_upload
 from mtrl.runs import trigger
 from mtrl.runs.registry import RunStatus
 from tests.unit.client.conftest import BUCKET, SAMPLE, Fake
@@ -174,3 +175,39 @@ def test_submit_watch_exit_code_is_the_runs_outcome(fake: Fake, tmp_path: Path, 
     result = runner.invoke(app, ["submit", str(_dataset(tmp_path)), "--watch", "--json"])
     assert result.exit_code == 1, result.output
     assert json.loads(result.stdout)["status"] == "FAILED"
+
+
+def test_watch_finds_the_run_when_the_event_carried_no_version_id(
+    fake: Fake, tmp_path: Path, no_sleep: Sleeper
+) -> None:
+    """MiniStack's S3 events omit version-id, so the trigger hashes 'null': watch must still find the run."""
+    key = "training-data/wordle-mini.jsonl"
+    seen: list[str] = []
+
+    def pipeline_step() -> None:
+        if not seen:
+            event = {"detail": {"bucket": {"name": BUCKET}, "object": {"key": key}}}
+            seen.append(trigger.handle_upload(fake.runtime(), event)["run_id"])
+        else:
+            fake.seed_run(seen[0], status=RunStatus.SUCCEEDED)
+
+    no_sleep(pipeline_step)
+    result = runner.invoke(app, ["submit", str(_dataset(tmp_path)), "--watch", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["run_id"] == seen[0]
+
+
+def test_an_execution_for_another_upload_is_not_taken_for_ours(fake: Fake) -> None:
+    fake.s3.put_object(Bucket=BUCKET, Key="training-data/a.jsonl", Body=b"{}\n")
+    other = trigger.handle_upload(
+        fake.runtime(), {"detail": {"bucket": {"name": BUCKET}, "object": {"key": "training-data/a.jsonl"}}}
+    )
+    ours = other["run_id"].rsplit("-", 1)[0] + "-00000000"
+    found = started_run_for_upload(
+        fake.stepfunctions, fake.deployment, run_id=ours, key="training-data/b.jsonl", version_id="v"
+    )
+    assert found is None
+    found = started_run_for_upload(
+        fake.stepfunctions, fake.deployment, run_id=ours, key="training-data/a.jsonl", version_id="v"
+    )
+    assert found == other["run_id"]
