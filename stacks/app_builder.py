@@ -8,8 +8,12 @@ from dataclasses import dataclass
 
 import aws_cdk as cdk
 
-from mtrl.settings import DeploySettings, load_settings
+from mtrl.envs import check_custom_environment
+from mtrl.settings import DeploySettings, SettingsError, load_settings
+from stacks.backends_stack import BackendsStack
 from stacks.cluster_stack import ClusterStack
+from stacks.constructs.backend_permissions import BackendPermissions, HyperPodTargets, ServerlessTargets
+from stacks.constructs.reward_workers import CONTAINER_NAME as REWARD_CONTAINER_NAME
 from stacks.data_stack import DataStack
 from stacks.nag import enable_checks
 from stacks.network_stack import NetworkStack
@@ -27,6 +31,7 @@ class Deployment:
     network: NetworkStack | None = None
     cluster: ClusterStack | None = None
     reward_workers: RewardWorkersStack | None = None
+    backends: BackendsStack | None = None
 
 
 def settings_from_app(app: cdk.App, environ: Mapping[str, str] | None = None) -> DeploySettings:
@@ -34,7 +39,20 @@ def settings_from_app(app: cdk.App, environ: Mapping[str, str] | None = None) ->
     return load_settings(app.node.get_all_context(), environ=os.environ if environ is None else environ)
 
 
+def check_environment_package(settings: DeploySettings) -> None:
+    """With ``use_custom_env``, synth fails unless the package imports, has ``load_environment`` and plays one
+    smoke episode (the same code reaches the workers' image and the Lambdas' code staging)."""
+    if not settings.use_custom_env or settings.custom_env_id is None:
+        return
+    problems = check_custom_environment(settings.custom_env_id)
+    if problems:
+        raise SettingsError(
+            [f"custom environment '{settings.custom_env_id}' (custom-environments/): {p}" for p in problems]
+        )
+
+
 def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
+    check_environment_package(settings)
     env = cdk.Environment(account=settings.account, region=settings.region)
     prefix = settings.prefix
     description = "mtrl multi-turn RL training platform"
@@ -84,10 +102,103 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
         env=env,
         description=f"{description}: reward workers",
     )
-    _finish(app, prefix, data, network, cluster, reward_workers, pipeline)
-    return Deployment(
-        settings=settings, data=data, network=network, cluster=cluster, reward_workers=reward_workers, pipeline=pipeline
+    backends = BackendsStack(
+        app,
+        f"{prefix}-backends",
+        settings=settings,
+        data_bucket=data.store.data_bucket,
+        encryption_key=data.store.key,
+        cluster=cluster,
+        reward_cluster_arn=reward_workers.workers.cluster.cluster_arn,
+        env=env,
+        description=f"{description}: training backends (IAM, serverless agent, Nova Forge runner)",
     )
+    _wire_backends(
+        settings,
+        data=data,
+        network=network,
+        cluster=cluster,
+        reward_workers=reward_workers,
+        backends=backends,
+        pipeline=pipeline,
+    )
+    _finish(app, prefix, data, network, cluster, reward_workers, backends, pipeline)
+    return Deployment(
+        settings=settings,
+        data=data,
+        network=network,
+        cluster=cluster,
+        reward_workers=reward_workers,
+        backends=backends,
+        pipeline=pipeline,
+    )
+
+
+def _wire_backends(
+    settings: DeploySettings,
+    *,
+    data: DataStack,
+    network: NetworkStack,
+    cluster: ClusterStack,
+    reward_workers: RewardWorkersStack,
+    backends: BackendsStack,
+    pipeline: PipelineStack,
+) -> None:
+    """The backend function's permissions and the deploy-time settings both adapters read (docs/pipeline.md)."""
+    workers = reward_workers.workers
+    roles = backends.roles
+    runner = backends.runner.task_definition
+    task_roles = [workers.task_role.role_arn, runner.task_role.role_arn]
+    task_roles += [role.role_arn for role in (workers.task_definition.execution_role, runner.execution_role) if role]
+    BackendPermissions(
+        pipeline,
+        "BackendPermissions",
+        role=pipeline.backend.role,
+        prefix=settings.prefix,
+        hyperpod=HyperPodTargets(
+            hyperpod_cluster_arn=cluster.hyperpod_cluster_arn,
+            node_role_arn=cluster.execution_role.role_arn if cluster.execution_role else None,
+            # The literal name RewardWorkers gives its cluster: a cross-stack token would not render in the
+            # acknowledgment ids of the task-scoped statements.
+            reward_cluster_name=f"{settings.prefix}-reward-workers",
+            task_families=[workers.task_definition.family, backends.runner.family],
+            task_role_arns=task_roles,
+        ),
+        serverless=ServerlessTargets(
+            job_role_arn=roles.serverless_job_role.role_arn,
+            agent_function_arn=backends.agent.function.function_arn,
+            mlflow_app_arn=backends.mlflow_app_arn,
+            model_package_group_arn=backends.model_package_group_arn,
+            data_bucket_arn=data.store.data_bucket.bucket_arn,
+        ),
+    )
+    group = settings.training_instance_group
+    values: dict[str, str | list[str]] = {
+        # hyperpod (mtrl.backends.hyperpod.HyperPodSettings)
+        "hyperpod_cluster_name": cluster.hyperpod_cluster_name,
+        "hyperpod_gpu_instance_group": group.name,
+        "hyperpod_idle_instance_count": str(group.idle_count),
+        "hyperpod_capacity_timeout_minutes": str(settings.hyperpod_capacity_timeout_minutes),
+        "ecs_cluster_arn": workers.cluster.cluster_arn,
+        "task_subnet_ids": [subnet.subnet_id for subnet in network.network.vpc.private_subnets],
+        "task_security_group_ids": [network.network.reward_worker_security_group.security_group_id],
+        "reward_task_definition": workers.task_definition.family,
+        "reward_container_name": REWARD_CONTAINER_NAME,
+        "nova_runner_task_definition": backends.runner.family,
+        "nova_runner_container_name": backends.runner.container.container_name,
+        "nova_rft_role_name": roles.rft_role_name,
+        "nova_model": settings.nova_model,
+        "nova_training_method": settings.nova_training_method,
+        # serverless (mtrl.backends.serverless.ServerlessSettings)
+        "serverless_job_role_arn": roles.serverless_job_role.role_arn,
+        "serverless_agent_lambda_arn": backends.agent.function.function_arn,
+        "serverless_mlflow_app_arn": backends.mlflow_app_arn,
+        "serverless_model_package_group_arn": backends.model_package_group_arn,
+        "serverless_base_model": settings.serverless_base_model,
+        "serverless_accept_eula": "true" if settings.serverless_accept_eula else "false",
+    }
+    for name, value in values.items():
+        pipeline.add_backend_setting(name, value)
 
 
 def _finish(app: cdk.App, prefix: str, *stacks: cdk.Stack) -> None:

@@ -24,7 +24,7 @@ from stacks.constructs.pipeline_state_machine import PipelineStateMachine
 class _JsonProducer:
     """Renders the backend settings at synth time, after every backend stack has added its values."""
 
-    def __init__(self, stack: cdk.Stack, values: dict[str, str]) -> None:
+    def __init__(self, stack: cdk.Stack, values: dict[str, str | list[str]]) -> None:
         self._stack = stack
         self._values = values
 
@@ -96,7 +96,7 @@ class PipelineStack(cdk.Stack):
         fns.reaper.policy.add_statements(
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[fns.backend.function.function_arn])
         )
-        self._backend_settings: dict[str, str] = {
+        self._backend_settings: dict[str, str | list[str]] = {
             "region": self.region,
             "prefix": prefix,
             "data_bucket": bucket.bucket_name,
@@ -146,8 +146,9 @@ class PipelineStack(cdk.Stack):
         ``backend.role`` / ``backend.policy``."""
         return self.functions.backend
 
-    def add_backend_setting(self, name: str, value: str) -> None:
-        """Expose a deploy-time value (e.g. a cluster name or role ARN) to the adapters in RunContext.settings."""
+    def add_backend_setting(self, name: str, value: str | list[str]) -> None:
+        """Expose a deploy-time value (e.g. a cluster name or role ARN, or a list of subnet ids) to the adapters in
+        RunContext.settings."""
         if name in self._backend_settings and self._backend_settings[name] != value:
             raise ValueError(f"backend setting '{name}' is already set")
         self._backend_settings[name] = value

@@ -444,6 +444,8 @@ def teardown(runtime: Runtime, event: Event) -> dict[str, Any]:
                     registry.set_fields(run_id, job_state=JobState.STOPPED.value, job_message="cancelled by teardown")
                 except Exception as error:
                     problems.append(f"cancelling job {job_id}: {error}")
+                # Cancelling may itself record resources (the hyperpod runner's cancel task): clean those up too.
+                context = run_context(runtime, registry.get(run_id))
             if not problems:
                 try:
                     adapter.cleanup(context)

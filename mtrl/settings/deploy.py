@@ -17,6 +17,7 @@ from typing import Any, Self
 
 from pydantic import ValidationError, model_validator
 
+from mtrl.settings.backends import BackendSettings
 from mtrl.settings.base import SettingsError, SettingsGroup, problems_from_validation_error
 from mtrl.settings.cluster import ClusterSettings
 from mtrl.settings.core import CoreSettings
@@ -40,6 +41,7 @@ SETTINGS_GROUPS: tuple[type[SettingsGroup], ...] = (
     PipelineSettings,
     ClusterSettings,
     RewardWorkerSettings,
+    BackendSettings,
     EmulatorSettings,
 )
 
@@ -47,6 +49,7 @@ SETTINGS_GROUPS: tuple[type[SettingsGroup], ...] = (
 # Bases reversed: pydantic orders fields base-last.
 class DeploySettings(
     EmulatorSettings,
+    BackendSettings,
     RewardWorkerSettings,
     ClusterSettings,
     PipelineSettings,
@@ -62,6 +65,15 @@ class DeploySettings(
         foreign = [zone for zone in self.availability_zones if not zone.startswith(self.region)]
         if foreign:
             raise ValueError(f"availability_zones: {foreign} are not in region '{self.region}'")
+        return self
+
+    @model_validator(mode="after")
+    def _capacity_wait_within_provision_wait(self) -> Self:
+        if self.hyperpod_capacity_timeout_minutes > self.provision_max_wait_minutes:
+            raise ValueError(
+                f"hyperpod_capacity_timeout_minutes: {self.hyperpod_capacity_timeout_minutes} exceeds "
+                f"provision_max_wait_minutes ({self.provision_max_wait_minutes}); the capacity error would never show"
+            )
         return self
 
 

@@ -236,7 +236,7 @@ def _zero_retry_intervals(definition: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------
 @dataclass
 class Harness:
-    adapter: FakeAdapter
+    adapter: Any  # FakeAdapter, or a real adapter (tests/integration/test_*backend*.py)
     settings: PipelineSettings
     s3: Any
     ddb: Any
@@ -342,7 +342,7 @@ class Harness:
             cached.clock = lambda: time.time() + seconds
 
 
-def _setup(adapter: FakeAdapter, settings: PipelineSettings) -> Harness:
+def _setup(adapter: Any, settings: PipelineSettings, backend_settings: dict[str, Any] | None = None) -> Harness:
     session = boto3.Session(region_name=REGION)
     s3, ddb, sfn, sqs, sns, events, lam, iam = (
         session.client(name) for name in ("s3", "dynamodb", "stepfunctions", "sqs", "sns", "events", "lambda", "iam")
@@ -382,7 +382,7 @@ def _setup(adapter: FakeAdapter, settings: PipelineSettings) -> Harness:
         "trigger": {ENV_STATE_MACHINE: state_machine_arn},
         "report": {ENV_TOPIC: topic_arn},
         "reaper": {ENV_TOPIC: topic_arn, ENV_BACKEND_FUNCTION: "mtrl-backend"},
-        "backend": {ENV_BACKEND_SETTINGS: json.dumps({"region": REGION})},
+        "backend": {ENV_BACKEND_SETTINGS: json.dumps({"region": REGION, **(backend_settings or {})})},
     }
     arns = {}
     for name in FUNCTIONS:
@@ -452,8 +452,16 @@ def _patched_moto() -> Iterator[None]:
 _DDB_METHODS = ("put_item", "update_item", "delete_item", "get_item", "query", "scan")
 
 
-def running_pipeline(adapter: FakeAdapter | None = None, **overrides: Any) -> Iterator[Harness]:
-    """Generator for a pytest fixture: moto up, pipeline deployed, adapter registered; all undone after."""
+def running_pipeline(
+    adapter: Any = None,
+    *,
+    backend_name: str = "local",
+    backend_settings: Callable[[], dict[str, Any]] | None = None,
+    **overrides: Any,
+) -> Iterator[Harness]:
+    """Generator for a pytest fixture: moto up, pipeline deployed, adapter registered as ``backend_name`` (with
+    the deploy-time settings ``backend_settings()`` returns once moto is up — it may create the backend's world —
+    as PipelineStack.add_backend_setting passes them); all undone after."""
     values = {
         "run_backend": "local",
         "slot_poll_seconds": 0,
@@ -478,13 +486,13 @@ def running_pipeline(adapter: FakeAdapter | None = None, **overrides: Any) -> It
         }
     )
     runtime._cache.clear()
-    adapters.register_adapter("local", lambda: fake)
+    adapters.register_adapter(backend_name, lambda: fake)
     try:
         with _patched_moto(), mock_aws(config=MOTO_CONFIG):
-            yield _setup(fake, settings)
+            yield _setup(fake, settings, backend_settings() if backend_settings else None)
     finally:
         _clients.clear()
-        adapters.unregister_adapter("local")
+        adapters.unregister_adapter(backend_name)
         runtime._cache.clear()
         os.environ.clear()
         os.environ.update(saved_env)

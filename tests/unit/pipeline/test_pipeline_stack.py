@@ -242,7 +242,15 @@ def test_least_privilege(resources: dict[str, Any]) -> None:
                     "logs:PutResourcePolicy",
                     "logs:DescribeResourcePolicies",
                     "logs:DescribeLogGroups",
+                    # Backend function (stacks/constructs/backend_permissions.py): ListTasks is conditioned on the
+                    # reward cluster; the task-definition actions have no resource-level permissions.
+                    "ecs:ListTasks",
+                    "ecs:DescribeTaskDefinition",
+                    "ecs:ListTaskDefinitions",
+                    "ecs:DeregisterTaskDefinition",
                 }, actions
+                if "ecs:ListTasks" in actions:
+                    assert "ecs:cluster" in statement["Condition"]["ArnEquals"]
     for role in _of_type(resources, "AWS::IAM::Role"):
         assert "ManagedPolicyArns" not in role
 

@@ -1,0 +1,59 @@
+"""Training-backend settings: what the ``hyperpod`` and ``serverless`` adapters get at deploy time."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, Self
+
+from pydantic import Field, model_validator
+
+from mtrl.settings.base import SettingsGroup
+
+_MLFLOW_APP_ARN = re.compile(r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:mlflow-app/.+$")
+
+
+class BackendSettings(SettingsGroup):
+    """Training backends: Nova Forge on HyperPod (per-run GPU scale-up) and SageMaker serverless MTRL."""
+
+    serverless_mlflow_app_arn: str | None = Field(
+        None,
+        description="MLflow app serverless jobs log to (the service requires one). Empty = the backends stack "
+        "creates one (AWS::SageMaker::MlflowApp) with its artifacts under mlflow/ in the data bucket.",
+    )
+    serverless_base_model: str = Field(
+        "openai-reasoning-gpt-oss-20b",
+        min_length=1,
+        description="SageMaker public hub model id serverless runs fine-tune (a manifest's backend_options may "
+        "override it).",
+    )
+    serverless_accept_eula: bool = Field(
+        False, description="Accept the base model's EULA for serverless runs (preflight fails until it is true)."
+    )
+    nova_model: str = Field(
+        "NOVA_LITE_2",
+        pattern=r"^[A-Z][A-Z0-9_]*$",
+        description="Nova Forge SDK model name (amzn_nova_forge.Model member) hyperpod runs fine-tune.",
+    )
+    nova_training_method: Literal["RFT_MULTITURN_LORA", "RFT_MULTITURN_FULL"] = Field(
+        "RFT_MULTITURN_LORA", description="Nova Forge training method of hyperpod runs."
+    )
+    hyperpod_capacity_timeout_minutes: int = Field(
+        60,
+        ge=1,
+        le=24 * 60,
+        description="A hyperpod run whose GPU nodes have not all arrived after this long fails with the cluster's "
+        "capacity/quota events (must not exceed provision_max_wait_minutes).",
+    )
+    nova_allow_sam_role_creation: bool = Field(
+        False,
+        description="Let the Nova Forge RFT role create IAM roles named <prefix>-run-* (only needed when the "
+        "SDK's SAM template declares Lambda roles; off = no role at run time can write IAM).",
+    )
+
+    @model_validator(mode="after")
+    def _mlflow_app_arn_shape(self) -> Self:
+        if self.serverless_mlflow_app_arn is not None and not _MLFLOW_APP_ARN.match(self.serverless_mlflow_app_arn):
+            raise ValueError(
+                "serverless_mlflow_app_arn: must look like arn:aws:sagemaker:<region>:<account>:mlflow-app/<id>"
+            )
+        return self

@@ -1,0 +1,187 @@
+"""Backends stack: what the ``hyperpod`` and ``serverless`` training backends need besides the cluster and workers.
+
+IAM for both backends (``BackendRoles``), the serverless agent Lambda, its model package group and MLflow app, the
+Nova Forge runner's task definition, and the runner's EKS access entry. A stack of its own because these change with
+the backends (SDK pins, agent code) and not with the slow cluster stack, and because the runner role (which deploys
+per-run CloudFormation stacks) does not belong next to the reward workers, the weakest role in the system.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import aws_cdk as cdk
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from mtrl.settings import DeploySettings
+from stacks.cluster_stack import ClusterStack
+from stacks.constructs.agent_function import AgentFunction
+from stacks.constructs.backend_roles import BackendRoles
+from stacks.constructs.eks_cluster import EDIT_POLICY, JOB_NAMESPACES, VIEW_POLICY
+from stacks.constructs.nova_runner_task import NovaRunnerTask
+from stacks.nag import acknowledge, nag_resource
+
+MLFLOW_PREFIX = "mlflow/"
+
+
+def agent_environment(settings: DeploySettings) -> str:
+    """The environment the deployed agent plays: the custom one when configured, else the default run's."""
+    return settings.custom_env_id if settings.use_custom_env and settings.custom_env_id else settings.run_environment
+
+
+class BackendsStack(cdk.Stack):
+    """Attributes: ``roles`` (BackendRoles), ``agent`` (AgentFunction), ``runner`` (NovaRunnerTask),
+    ``mlflow_app_arn``, ``model_package_group_arn``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        settings: DeploySettings,
+        data_bucket: s3.IBucket,
+        encryption_key: kms.IKey,
+        cluster: ClusterStack,
+        reward_cluster_arn: str,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id_, **kwargs)
+        prefix = settings.prefix
+        # The bucket through an explicitly named export: wildcard grants on its prefixes then render to a stable id
+        # that the acknowledgments can name at construction time (an automatic export would end in a hash).
+        export_name = f"{prefix}-data-bucket-arn"
+        producer = cdk.Stack.of(data_bucket)
+        if producer.node.try_find_child(f"Export{export_name}") is None:  # the pipeline stack may have exported it
+            producer.export_value(data_bucket.bucket_arn, name=export_name)
+        data_bucket = s3.Bucket.from_bucket_attributes(
+            self, "DataBucket", bucket_arn=cdk.Fn.import_value(export_name), encryption_key=encryption_key
+        )
+        self.mlflow_app_arn = settings.serverless_mlflow_app_arn or self._mlflow_app(
+            prefix, data_bucket, encryption_key
+        )
+        package_group = sagemaker.CfnModelPackageGroup(
+            self,
+            "ModelPackageGroup",
+            # Inside the job role's model-package-group/<prefix>-* scope.
+            model_package_group_name=f"{prefix}-serverless",
+            model_package_group_description=f"{prefix}: models trained by serverless MTRL runs",
+        )
+        self.model_package_group_arn = package_group.attr_model_package_group_arn
+        hyperpod_arn = cluster.hyperpod_cluster_arn or self.format_arn(
+            service="sagemaker", resource="cluster", resource_name="*"
+        )
+        self.roles = BackendRoles(
+            self,
+            "Roles",
+            prefix=prefix,
+            data_bucket=data_bucket,
+            data_key=encryption_key,
+            reward_cluster_arn=reward_cluster_arn,
+            hyperpod_cluster_arn=hyperpod_arn,
+            eks_cluster_arn=cluster.eks_cluster_arn,
+            mlflow_arn=self.mlflow_app_arn,
+            allow_sam_role_creation=settings.nova_allow_sam_role_creation,
+        )
+        if cluster.hyperpod_cluster_arn is None:
+            policy = self.roles.runner_role.node.find_child("DefaultPolicy")
+            acknowledge(
+                policy,
+                f"AwsSolutions-IAM5[Resource::{nag_resource(self, hyperpod_arn)}]",
+                "An existing HyperPod cluster's ARN ends in a service-generated id the configuration does not know; "
+                "the runner only describes clusters and lists nodes.",
+            )
+        self.agent = AgentFunction(
+            self,
+            "Agent",
+            prefix=prefix,
+            env_id=agent_environment(settings),
+            role=self.roles.agent_role,
+            encryption_key=encryption_key,
+            log_retention_days=settings.log_retention_days,
+        )
+        self.runner = NovaRunnerTask(
+            self,
+            "NovaRunner",
+            prefix=prefix,
+            task_role=self.roles.runner_role,
+            encryption_key=encryption_key,
+            log_retention_days=settings.log_retention_days,
+        )
+        if cluster.eks is not None:
+            # The runner submits/reads/cancels the PyTorchJob through the HyperPod CLI: edit in the job namespaces,
+            # read-only elsewhere (the same access as the job-submission role).
+            eks.AccessEntry(
+                self,
+                "NovaRunnerEksAccess",
+                cluster=cast(eks.ICluster, cluster.eks.cluster),  # as EksCluster does (jsii protocol gap)
+                principal=self.roles.runner_role.role_arn,
+                access_policies=[
+                    eks.AccessPolicy.from_access_policy_name(
+                        EDIT_POLICY, access_scope_type=eks.AccessScopeType.NAMESPACE, namespaces=list(JOB_NAMESPACES)
+                    ),
+                    eks.AccessPolicy.from_access_policy_name(
+                        VIEW_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER
+                    ),
+                ],
+            )
+        outputs = {
+            "AgentFunctionName": (self.agent.function_name, "Serverless MTRL agent of the default environment"),
+            "ServerlessJobRoleArn": (self.roles.serverless_job_role.role_arn, "Role serverless MTRL jobs run with"),
+            "ModelPackageGroupArn": (self.model_package_group_arn, "Where serverless runs register trained models"),
+            "MlflowAppArn": (self.mlflow_app_arn, "MLflow app serverless jobs log to"),
+            "NovaRunnerTaskDefinitionArn": (
+                self.runner.task_definition.task_definition_arn,
+                "Nova Forge runner task definition (hyperpod backend)",
+            ),
+            "NovaRunnerRoleArn": (self.roles.runner_role.role_arn, "Role of the Nova Forge runner task"),
+            "RftRoleName": (self.roles.rft_role_name, "Nova Forge RFT role (its policy is <name>Policy)"),
+        }
+        for name, (value, description) in outputs.items():
+            cdk.CfnOutput(self, name, value=value, description=description)
+
+    def _mlflow_app(self, prefix: str, data_bucket: s3.IBucket, key: kms.IKey) -> str:
+        """An MLflow app with its artifacts under mlflow/ of the data bucket (the service requires one)."""
+        role = iam.Role(
+            self,
+            "MlflowAppRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"{prefix}: the MLflow app's artifact store (data bucket, {MLFLOW_PREFIX} only)",
+        )
+        data_bucket.grant_read_write(role, f"{MLFLOW_PREFIX}*")
+        key.grant_encrypt_decrypt(role)
+        app = sagemaker.CfnMlflowApp(
+            self,
+            "MlflowApp",
+            name=f"{prefix}-mlflow",
+            artifact_store_uri=f"s3://{data_bucket.bucket_name}/{MLFLOW_PREFIX}",
+            role_arn=role.role_arn,
+            model_registration_mode="AutoModelRegistrationDisabled",
+        )
+        app.node.add_dependency(role)
+        policy = role.node.find_child("DefaultPolicy")
+        rendered = self.resolve(policy.node.default_child.policy_document)  # type: ignore[union-attr]
+        for statement in rendered["Statement"]:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            for action in actions:
+                if "*" in action:
+                    acknowledge(
+                        policy,
+                        f"AwsSolutions-IAM5[Action::{action}]",
+                        "CDK's object read/write and data-key grants for the MLflow artifact store (mlflow/ only).",
+                    )
+            for resource in resources:
+                spelled = nag_resource(self, resource) if not isinstance(resource, str) else resource
+                if "*" in spelled:
+                    acknowledge(
+                        policy,
+                        f"AwsSolutions-IAM5[Resource::{spelled}]",
+                        "MLflow writes artifacts under run-specific keys; the grant is limited to mlflow/ of the data "
+                        "bucket.",
+                    )
+        return app.attr_arn

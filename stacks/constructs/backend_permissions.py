@@ -1,0 +1,233 @@
+"""What the pipeline's backend function may do for the ``hyperpod`` and ``serverless`` adapters — nothing more.
+
+Every statement is derived from an AWS call in ``mtrl/backends/hyperpod.py`` or ``mtrl/backends/serverless.py``
+(named in the statement's ``sid``). Wildcards appear only for per-run names (``<prefix>-run-*``, ``mtrl-*`` jobs,
+task ids) or for actions without resource-level permissions; each is acknowledged with its reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from stacks.nag import acknowledge, nag_resource
+
+ECS_TASKS = "ecs-tasks.amazonaws.com"
+SAGEMAKER = "sagemaker.amazonaws.com"
+
+
+@dataclass(frozen=True)
+class HyperPodTargets:
+    """What a hyperpod run touches. ``hyperpod_cluster_arn`` None = an existing cluster (ARN id unknown)."""
+
+    hyperpod_cluster_arn: str | None
+    node_role_arn: str | None
+    reward_cluster_name: str
+    task_families: list[str]
+    task_role_arns: list[str]  # task and execution roles of the reward-worker and runner task definitions
+
+
+@dataclass(frozen=True)
+class ServerlessTargets:
+    job_role_arn: str
+    agent_function_arn: str
+    mlflow_app_arn: str
+    model_package_group_arn: str
+    data_bucket_arn: str
+
+
+class BackendPermissions(Construct):
+    """An inline policy on ``role`` (the pipeline's backend function role). Attribute: ``policy``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        role: iam.IRole,
+        prefix: str,
+        hyperpod: HyperPodTargets,
+        serverless: ServerlessTargets,
+    ) -> None:
+        super().__init__(scope, id_)
+        stack = cdk.Stack.of(self)
+        arn = f"arn:{stack.partition}"
+        where = f"{stack.region}:{stack.account}"
+        run_scoped = f"{prefix}-run-*"
+        reward_cluster_arn = f"{arn}:ecs:{where}:cluster/{hyperpod.reward_cluster_name}"
+        run_tasks = f"{arn}:ecs:{where}:task/{hyperpod.reward_cluster_name}/*"
+        on_reward_cluster = {"ArnEquals": {"ecs:cluster": reward_cluster_arn}}
+        cluster_resource = hyperpod.hyperpod_cluster_arn or f"{arn}:sagemaker:{where}:cluster/*"
+        reasons: dict[str, str] = {
+            cluster_resource: "An existing HyperPod cluster's ARN ends in a service-generated id the configuration "
+            "does not know; the actions only describe and scale clusters.",
+            run_tasks: "Task ids are generated at RunTask; the grant is limited to tasks of the reward-worker cluster.",
+            "*": "ecs:ListTasks (conditioned on the reward cluster) and ecs:Describe/List/DeregisterTaskDefinition "
+            "support no resource-level permissions.",
+            f"{arn}:cloudformation:{where}:stack/{run_scoped}/*": "Per-run Nova Forge stacks are named "
+            "<prefix>-run-<run>-NovaForgeSDK at run time; the stack id suffix is generated.",
+            f"{arn}:sqs:{where}:{run_scoped}": "Per-run queues of the deleted stack (named <prefix>-run-*).",
+            f"{arn}:lambda:{where}:function:{run_scoped}": "Per-run functions of the deleted stack (<prefix>-run-*).",
+            f"{arn}:dynamodb:{where}:table/{run_scoped}": "Per-run table of the deleted stack (<prefix>-run-*).",
+            f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}:*": "Log groups of the deleted per-run functions.",
+            f"{arn}:lambda:{where}:event-source-mapping:*": "Event source mappings have generated ids; conditioned on "
+            "per-run functions (lambda:FunctionArn).",
+            f"{arn}:sagemaker:{where}:job/*/mtrl-*": "Serverless job names are derived from run ids (mtrl-<run>, "
+            "mtrl-eval-<run>) in either job category.",
+        }
+        for family in hyperpod.task_families:
+            reasons[f"{arn}:ecs:{where}:task-definition/{family}:*"] = (
+                f"Any revision of the {family} task definition (deploys add revisions)."
+            )
+        statements = [
+            iam.PolicyStatement(
+                sid="HyperPodScaleTrainingGroup",  # DescribeCluster/UpdateCluster/ListClusterNodes/ListClusterEvents
+                actions=[
+                    "sagemaker:DescribeCluster",
+                    "sagemaker:UpdateCluster",
+                    "sagemaker:ListClusterNodes",
+                    "sagemaker:ListClusterEvents",
+                ],
+                resources=[cluster_resource],
+            ),
+            iam.PolicyStatement(
+                sid="StartRunTasks",  # RunTask of reward workers and the Nova Forge runner
+                actions=["ecs:RunTask"],
+                resources=[f"{arn}:ecs:{where}:task-definition/{family}:*" for family in hyperpod.task_families],
+                conditions=on_reward_cluster,
+            ),
+            iam.PolicyStatement(
+                sid="TagRunTasksAtLaunch",  # RunTask(tags=mtrl:run-id)
+                actions=["ecs:TagResource"],
+                resources=[run_tasks],
+                conditions={"StringEquals": {"ecs:CreateAction": "RunTask"}},
+            ),
+            iam.PolicyStatement(
+                sid="WatchAndStopRunTasks",  # DescribeTasks, StopTask
+                actions=["ecs:DescribeTasks", "ecs:StopTask"],
+                resources=[run_tasks],
+                conditions=on_reward_cluster,
+            ),
+            iam.PolicyStatement(
+                sid="ListRunTasks",  # ListTasks(startedBy=…)
+                actions=["ecs:ListTasks"],
+                resources=["*"],
+                conditions=on_reward_cluster,
+            ),
+            iam.PolicyStatement(
+                sid="TaskDefinitions",  # preflight DescribeTaskDefinition; cleanup of the SDK's SAM task definitions
+                actions=[
+                    "ecs:DescribeTaskDefinition",
+                    "ecs:ListTaskDefinitions",
+                    "ecs:DeregisterTaskDefinition",
+                ],
+                resources=["*"],
+            ),
+            iam.PolicyStatement(
+                sid="PassTaskRolesToEcs",
+                actions=["iam:PassRole"],
+                resources=hyperpod.task_role_arns,
+                conditions={"StringEquals": {"iam:PassedToService": ECS_TASKS}},
+            ),
+            iam.PolicyStatement(
+                sid="PerRunStacks",  # DescribeStacks, DescribeStackEvents, DeleteStack in cleanup
+                actions=[
+                    "cloudformation:DescribeStacks",
+                    "cloudformation:DescribeStackEvents",
+                    "cloudformation:DeleteStack",
+                ],
+                resources=[f"{arn}:cloudformation:{where}:stack/{run_scoped}/*"],
+            ),
+            # DeleteStack runs with the caller's permissions: deleting the per-run stack deletes its resources.
+            iam.PolicyStatement(
+                sid="DeletePerRunStackResources",
+                actions=[
+                    "sqs:DeleteQueue",
+                    "sqs:GetQueueAttributes",
+                    "lambda:DeleteFunction",
+                    "lambda:GetFunction",
+                    "lambda:RemovePermission",
+                    "lambda:DeleteFunctionUrlConfig",
+                    "dynamodb:DeleteTable",
+                    "dynamodb:DescribeTable",
+                    "logs:DeleteLogGroup",
+                ],
+                resources=[
+                    f"{arn}:sqs:{where}:{run_scoped}",
+                    f"{arn}:lambda:{where}:function:{run_scoped}",
+                    f"{arn}:dynamodb:{where}:table/{run_scoped}",
+                    f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}:*",
+                ],
+            ),
+            iam.PolicyStatement(
+                sid="DeletePerRunEventSourceMappings",
+                actions=["lambda:DeleteEventSourceMapping", "lambda:GetEventSourceMapping"],
+                resources=[f"{arn}:lambda:{where}:event-source-mapping:*"],
+                conditions={"ArnLike": {"lambda:FunctionArn": f"{arn}:lambda:{where}:function:{run_scoped}"}},
+            ),
+            iam.PolicyStatement(
+                sid="ServerlessJobs",  # CreateJob (with Tags), DescribeJob, StopJob
+                actions=["sagemaker:CreateJob", "sagemaker:DescribeJob", "sagemaker:StopJob", "sagemaker:AddTags"],
+                resources=[f"{arn}:sagemaker:{where}:job/*/mtrl-*"],
+            ),
+            iam.PolicyStatement(
+                sid="PassJobRoleToSageMaker",  # CreateJob(RoleArn=…)
+                actions=["iam:PassRole"],
+                resources=[serverless.job_role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER}},
+            ),
+            iam.PolicyStatement(
+                sid="ServerlessPreflightJobRoleTrust",  # GetRole: trusts job.sagemaker.amazonaws.com + TagSession?
+                actions=["iam:GetRole"],
+                resources=[serverless.job_role_arn],
+            ),
+            iam.PolicyStatement(
+                sid="ServerlessPreflightMlflow",  # DescribeMlflowApp
+                actions=["sagemaker:DescribeMlflowApp"],
+                resources=[serverless.mlflow_app_arn],
+            ),
+            iam.PolicyStatement(
+                sid="ServerlessPreflightModelPackages",  # DescribeModelPackageGroup
+                actions=["sagemaker:DescribeModelPackageGroup"],
+                resources=[serverless.model_package_group_arn],
+            ),
+            iam.PolicyStatement(
+                sid="ServerlessPreflightBucketRegion",  # GetBucketLocation
+                actions=["s3:GetBucketLocation"],
+                resources=[serverless.data_bucket_arn],
+            ),
+            iam.PolicyStatement(
+                sid="ServerlessAgentSmokeTest",  # Invoke with a fake job ARN of this account
+                actions=["lambda:InvokeFunction"],
+                resources=[serverless.agent_function_arn],
+            ),
+        ]
+        if hyperpod.node_role_arn is not None:
+            statements.insert(
+                1,
+                iam.PolicyStatement(
+                    sid="PassNodeRoleOnUpdateCluster",  # UpdateCluster re-states the group's ExecutionRole
+                    actions=["iam:PassRole"],
+                    resources=[hyperpod.node_role_arn],
+                    conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER}},
+                ),
+            )
+        self.policy = iam.Policy(self, "Policy", statements=statements)
+        role.attach_inline_policy(self.policy)
+        acknowledged: set[str] = set()
+        for statement in statements:
+            for resource in statement.resources:
+                rendered = str(stack.resolve(resource))
+                if "*" not in rendered:
+                    continue
+                finding = f"AwsSolutions-IAM5[Resource::{nag_resource(self, resource)}]"
+                if finding in acknowledged:
+                    continue
+                acknowledged.add(finding)
+                reason = reasons.get(resource)
+                if reason is None:
+                    raise ValueError(f"wildcard resource without a documented reason: {rendered}")
+                acknowledge(self.policy, finding, reason)
