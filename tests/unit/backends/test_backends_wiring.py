@@ -1,0 +1,221 @@
+"""The backends as deployed: the backend function's permissions match the adapters' AWS calls, the deploy-time
+settings the adapters need reach them, and the backends stack (agent, runner task, EKS access, MLflow) is wired."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from mtrl.backends.hyperpod import HyperPodSettings
+from mtrl.backends.serverless import ServerlessSettings
+from mtrl.settings import SettingsError
+from stacks.app_builder import Deployment
+
+REPO = Path(__file__).resolve().parents[3]
+# Settings each adapter takes from the run itself (manifest / run defaults), not from the deployment.
+RUN_LEVEL = {"instance_count", "environment", "worker_count", "hyperparameters", "environment_args"}
+# Every AWS operation the adapters call with the backend function's role (S3 object reads/writes and the data key
+# come from the function's own prefix-scoped statements; sts:GetCallerIdentity needs no permission).
+ADAPTER_ACTIONS = {
+    # hyperpod.py: GpuCapacity
+    "sagemaker:DescribeCluster",
+    "sagemaker:UpdateCluster",
+    "sagemaker:ListClusterNodes",
+    "sagemaker:ListClusterEvents",
+    # hyperpod.py: runner and reward-worker tasks, cleanup
+    "ecs:RunTask",
+    "ecs:TagResource",
+    "ecs:ListTasks",
+    "ecs:DescribeTasks",
+    "ecs:StopTask",
+    "ecs:DescribeTaskDefinition",
+    "ecs:ListTaskDefinitions",
+    "ecs:DeregisterTaskDefinition",
+    "cloudformation:DescribeStacks",
+    "cloudformation:DescribeStackEvents",
+    "cloudformation:DeleteStack",
+    # serverless.py
+    "sagemaker:CreateJob",
+    "sagemaker:DescribeJob",
+    "sagemaker:StopJob",
+    "sagemaker:AddTags",
+    "sagemaker:DescribeMlflowApp",
+    "sagemaker:DescribeModelPackageGroup",
+    "iam:GetRole",
+    "s3:GetBucketLocation",
+    "lambda:InvokeFunction",
+    # both: roles handed to the services
+    "iam:PassRole",
+}
+# What DeleteStack of the per-run Nova Forge stack needs (CloudFormation deletes with the caller's permissions).
+STACK_DELETE_ACTIONS = {
+    "sqs:DeleteQueue",
+    "sqs:GetQueueAttributes",
+    "lambda:DeleteFunction",
+    "lambda:GetFunction",
+    "lambda:RemovePermission",
+    "lambda:DeleteFunctionUrlConfig",
+    "lambda:DeleteEventSourceMapping",
+    "lambda:GetEventSourceMapping",
+    "dynamodb:DeleteTable",
+    "dynamodb:DescribeTable",
+    "logs:DeleteLogGroup",
+}
+NO_RESOURCE_LEVEL = {
+    "ecs:ListTasks",
+    "ecs:DescribeTaskDefinition",
+    "ecs:ListTaskDefinitions",
+    "ecs:DeregisterTaskDefinition",
+}
+PER_RUN_WILDCARD = re.compile(r"mtrl-run-\*|task/mtrl-reward-workers/\*|job/\*/mtrl-\*|:\*\"|mapping:\*")
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+@pytest.fixture(scope="module")
+def pipeline_template(deployment: Deployment) -> Template:
+    return Template.from_stack(deployment.pipeline)
+
+
+@pytest.fixture(scope="module")
+def backends_template(deployment: Deployment) -> Template:
+    assert deployment.backends is not None
+    return Template.from_stack(deployment.backends)
+
+
+@pytest.fixture(scope="module")
+def backend_statements(pipeline_template: Template) -> list[dict[str, Any]]:
+    (policy,) = [
+        p
+        for name, p in pipeline_template.find_resources("AWS::IAM::Policy").items()
+        if name.startswith("BackendPermissions")
+    ]
+    return list(policy["Properties"]["PolicyDocument"]["Statement"])
+
+
+def test_backend_function_gets_exactly_the_adapters_actions(backend_statements: list[dict[str, Any]]) -> None:
+    granted = {action for s in backend_statements for action in _as_list(s["Action"])}
+    assert granted == ADAPTER_ACTIONS | STACK_DELETE_ACTIONS
+    assert not any("*" in action for action in granted)
+
+
+def test_backend_function_wildcards_and_conditions(backend_statements: list[dict[str, Any]]) -> None:
+    for statement in backend_statements:
+        actions = set(_as_list(statement["Action"]))
+        resources = [json.dumps(r) for r in _as_list(statement["Resource"])]
+        if "iam:PassRole" in actions:
+            assert statement["Condition"]["StringEquals"]["iam:PassedToService"] in {
+                "ecs-tasks.amazonaws.com",
+                "sagemaker.amazonaws.com",
+            }
+            assert not any("*" in r for r in resources)
+        if statement["Resource"] == "*":
+            assert actions <= NO_RESOURCE_LEVEL, actions
+        if actions & {"ecs:RunTask", "ecs:ListTasks", "ecs:DescribeTasks", "ecs:StopTask"}:
+            assert "cluster/mtrl-reward-workers" in json.dumps(statement["Condition"])
+        for resource in resources:
+            if "*" in resource and statement["Resource"] != "*":
+                # Only per-run names, generated ids or a family's revisions.
+                assert PER_RUN_WILDCARD.search(resource), resource
+    (scale,) = [s for s in backend_statements if s["Sid"] == "HyperPodScaleTrainingGroup"]
+    assert "Fn::ImportValue" in json.dumps(scale["Resource"])  # the deployed cluster's ARN, not a wildcard
+    (mapping,) = [s for s in backend_statements if s["Sid"] == "DeletePerRunEventSourceMappings"]
+    assert "mtrl-run-*" in json.dumps(mapping["Condition"]["ArnLike"]["lambda:FunctionArn"])
+
+
+def test_every_deploy_time_setting_the_adapters_require_is_passed(pipeline_template: Template) -> None:
+    (function,) = [
+        f
+        for f in pipeline_template.find_resources("AWS::Lambda::Function").values()
+        if "MTRL_BACKEND_SETTINGS" in f["Properties"]["Environment"]["Variables"]
+    ]
+    rendered = json.dumps(function["Properties"]["Environment"]["Variables"]["MTRL_BACKEND_SETTINGS"])
+    for model in (HyperPodSettings, ServerlessSettings):
+        required = {name for name, f in model.model_fields.items() if f.is_required()} - RUN_LEVEL
+        missing = [name for name in required if f'\\"{name}\\":' not in rendered]
+        assert missing == [], f"{model.__name__}: {missing}"
+    for name in ("serverless_agent_lambda_arn", "reward_container_name", "nova_runner_container_name"):
+        assert f'\\"{name}\\":' in rendered
+    assert '\\"task_subnet_ids\\":[' in rendered  # a list, as the adapter's model wants
+
+
+def test_agent_function_is_named_for_the_job_roles_invoke_scope(backends_template: Template) -> None:
+    backends_template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "FunctionName": "mtrl-agent-wordle",
+            "Handler": "handler.handler",
+            "Environment": {"Variables": Match.object_like({"MTRL_ENV_ID": "wordle"})},
+            "Role": {"Fn::GetAtt": [Match.string_like_regexp("^RolesAgentRole"), "Arn"]},
+        },
+    )
+    statements = [
+        s
+        for p in backends_template.find_resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Sid") == "InvokeTheRunAgent"
+    ]
+    assert len(statements) == 1
+    assert ":function:mtrl-agent-*" in json.dumps(statements[0]["Resource"])
+
+
+def test_nova_runner_task_runs_with_the_runner_role(backends_template: Template) -> None:
+    backends_template.has_resource_properties(
+        "AWS::ECS::TaskDefinition",
+        {
+            "Family": "mtrl-nova-runner",
+            "TaskRoleArn": {"Fn::GetAtt": [Match.string_like_regexp("^RolesNovaRunnerRole"), "Arn"]},
+            "ContainerDefinitions": [Match.object_like({"Name": "runner"})],
+            "RequiresCompatibilities": ["FARGATE"],
+        },
+    )
+    dockerfile = (REPO / "docker" / "nova-runner" / "Dockerfile").read_text()
+    assert re.search(r"NOVA_FORGE_VERSION=\d+\.\d+\.\d+", dockerfile)
+    assert "python:3.12" in dockerfile
+
+
+def test_runner_has_eks_access_in_the_job_namespaces_only(backends_template: Template) -> None:
+    (entry,) = backends_template.find_resources("AWS::EKS::AccessEntry").values()
+    properties = entry["Properties"]
+    assert properties["PrincipalArn"]["Fn::GetAtt"][0].startswith("RolesNovaRunnerRole")
+    scopes = {
+        json.dumps(p["PolicyArn"]).split("/")[-1].strip('"]}'): p["AccessScope"] for p in properties["AccessPolicies"]
+    }
+    assert scopes == {
+        "AmazonEKSEditPolicy": {"Type": "namespace", "Namespaces": ["kubeflow", "mtrl-runs"]},
+        "AmazonEKSViewPolicy": {"Type": "cluster"},
+    }
+
+
+def test_serverless_prerequisites_exist(backends_template: Template) -> None:
+    backends_template.has_resource_properties(
+        "AWS::SageMaker::ModelPackageGroup", {"ModelPackageGroupName": "mtrl-serverless"}
+    )
+    backends_template.has_resource_properties(
+        "AWS::SageMaker::MlflowApp", {"Name": "mtrl-mlflow", "ArtifactStoreUri": Match.any_value()}
+    )
+
+
+def test_backends_roles_have_no_star_actions_and_conditioned_pass_role(backends_template: Template) -> None:
+    for kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+        for policy in backends_template.find_resources(kind).values():
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                actions = _as_list(statement["Action"])
+                assert "*" not in actions
+                if "iam:PassRole" in actions:
+                    assert "iam:PassedToService" in statement["Condition"]["StringEquals"]
+
+
+def test_custom_environment_is_checked_at_synth(app_factory: Any) -> None:
+    with pytest.raises(SettingsError, match=r"custom environment 'nope'.*no environment 'nope'"):
+        app_factory({"use_custom_env": True, "custom_env_id": "nope"})
+    _app, deployment = app_factory({"use_custom_env": True, "custom_env_id": "template"})
+    assert deployment.backends is not None
+    assert deployment.backends.agent.function_name == "mtrl-agent-template"
