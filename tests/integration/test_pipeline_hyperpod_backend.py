@@ -334,3 +334,20 @@ def test_teardown_that_fails_once_is_retried_until_the_gpus_are_released() -> No
         assert len(scale_downs) == 2  # refused once, then done by the retried teardown
         record = world.assert_released(pipeline, started["run_id"])
         assert record["phases"]["teardown"]["outcome"] == "ok"
+
+
+def test_provisioning_wait_is_bounded_by_the_pipeline_too() -> None:
+    """Even when the backend's own capacity bound is longer, provision_max_wait_minutes ends the wait."""
+    world = HyperPodWorld(capacity=False, arrival_polls=1)
+    deploy = world.deploy
+    world.deploy = lambda: {**deploy(), "hyperpod_capacity_timeout_minutes": "10000"}  # type: ignore[method-assign]
+    with _pipeline(world, provision_poll_seconds=1) as pipeline:
+        started = pipeline.upload_and_trigger("training-data/hp-wait.jsonl", DATA)
+        _wait_for(lambda: "WaitForProvision" in pipeline.entered_states(started["execution_arn"]))
+        pipeline.shift_clock(3600)  # past provision_max_wait_minutes (5)
+        execution = pipeline.wait(started["execution_arn"])
+        assert execution["error"] == "BackendFailed"
+        assert "provisioning did not finish within 5 minutes (provision_max_wait_minutes)" in execution["cause"]
+        assert "GPU nodes 0/1 Running" in execution["cause"]  # what it was waiting for, in plain words
+        record = world.assert_released(pipeline, started["run_id"])
+        assert record["phases"]["provision"]["outcome"] == "timed out"
