@@ -74,6 +74,10 @@ def test_submit_watch_runs_to_success_in_the_emulator(cli_env: list[str], tmp_pa
     status = runner.invoke(cli, ["status", run_id, *cli_env])
     assert status.exit_code == 0, status.output
     assert "SUCCEEDED" in status.stdout
+    logs = runner.invoke(cli, ["logs", run_id, "--json", *cli_env])
+    assert logs.exit_code == 0, logs.output
+    groups = {line["log_group"] for line in json.loads(logs.stdout)["lines"]}
+    assert {"/mtrl/pipeline/register", "/mtrl/pipeline/backend"} <= groups
     cost = runner.invoke(cli, ["cost", run_id, "--json", *cli_env])
     assert cost.exit_code == 0, cost.output
     assert float(json.loads(cost.stdout)["total"]) == 0  # local backend
