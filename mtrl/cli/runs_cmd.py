@@ -28,7 +28,7 @@ from mtrl.runs.registry import RunStatus
 
 RunArgument = Annotated[str, typer.Argument(help="Run id (as printed by `mtrl submit`, listed by `mtrl runs`).")]
 IntervalOption = Annotated[
-    float, typer.Option("--interval", min=0.05, help="Seconds between refreshes with --watch/--follow.")
+    float, typer.Option("--interval", min=0.05, help="Seconds between polls (--watch, --follow, cancel --wait).")
 ]
 # A dataset upload that never becomes an execution (trigger failure, wrong key) must not be watched forever.
 START_GRACE_SECONDS = 180.0
