@@ -165,10 +165,16 @@ def status(
     Exit code: 0 when the run is (or, with --watch, ends) SUCCEEDED, 1 when it failed, timed out or was
     cancelled; without --watch a run still in progress exits 0."""
     connection = connect(prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url, as_json=as_json)
+    record, execution = _existing_run(connection, run_id, as_json=as_json)
     if watch:
         raise typer.Exit(watch_run(connection, run_id, interval=interval, as_json=as_json))
-    with remote_errors(connection.aws, as_json=as_json):
-        record = client_runs.registry(connection.client("dynamodb"), connection.deployment).get(run_id)
+    if record is None:  # started but not registered yet (Register is the execution's first step)
+        view = {**_bare_view(run_id), "status": "STARTING", "execution_status": execution}
+        if as_json:
+            print_json(view)
+        else:
+            console.print(f"run {run_id} has started (execution {execution}) but is not registered yet")
+        return
     view = client_runs.run_view(record)
     if as_json:
         print_json(view)
@@ -262,6 +268,18 @@ def _follow(
         sleep(interval)
 
 
+def _existing_run(connection: Connection, run_id: str, *, as_json: bool) -> tuple[dict[str, Any] | None, str | None]:
+    """(record, execution status) of a run that exists in either place; a run in neither is a usage error."""
+    with remote_errors(connection.aws, as_json=as_json):
+        record = client_runs.registry(connection.client("dynamodb"), connection.deployment).find(run_id)
+        execution = None
+        if record is None:
+            execution = client_runs.execution_status(connection.client("stepfunctions"), connection.deployment, run_id)
+            if execution is None:
+                raise client_runs.RunNotFound(f"run {run_id} is not registered and has no pipeline execution")
+    return record, execution
+
+
 def _bare_view(run_id: str) -> dict[str, Any]:
     return {"run_id": run_id, "status": "UNKNOWN", "final": False, "phases": []}
 
@@ -288,6 +306,8 @@ def logs(
             f"stack {prefix}-pipeline has no LogGroupNames output: redeploy it with this version of mtrl",
             as_json=as_json,
         )
+    if follow:  # following a mistyped id would never end
+        _existing_run(connection, run_id, as_json=as_json)
     logs_client = connection.client("logs")
     registry = client_runs.registry(connection.client("dynamodb"), deployment)
     seen: set[str] = set()

@@ -87,6 +87,22 @@ def test_status_of_an_unknown_run_points_at_runs(fake: Fake) -> None:
     assert "mtrl runs" in result.stderr
 
 
+def test_status_of_a_started_but_unregistered_run(fake: Fake) -> None:
+    _running_execution(fake, NEW)
+    view = _json(["status", NEW], 0)
+    assert view["status"] == "STARTING"
+    assert view["execution_status"] == "RUNNING"
+
+
+def test_watching_or_following_an_unknown_run_fails_at_once(fake: Fake, no_sleep: Sleeper) -> None:
+    calls = no_sleep(lambda: None)
+    for command in (["status", "--watch"], ["logs", "--follow"]):
+        result = runner.invoke(app, [*command[:1], "nope-20261129T100000Z-00000000", *command[1:]])
+        assert result.exit_code == 2, result.output
+        assert "mtrl runs" in result.stderr
+    assert calls == []
+
+
 def test_status_watch_follows_until_final(fake: Fake, no_sleep: Sleeper) -> None:
     fake.seed_run(NEW)
     steps: Iterator[Callable[[], object]] = iter(
