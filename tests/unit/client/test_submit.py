@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mtrl.cli import app
+from mtrl.client import submit as client_submit
 from mtrl.client.deployment import Aws
 from mtrl.client.runs import started_run_for_upload
 from mtrl.runs import trigger
@@ -211,3 +212,17 @@ def test_an_execution_for_another_upload_is_not_taken_for_ours(fake: Fake) -> No
         fake.stepfunctions, fake.deployment, run_id=ours, key="training-data/a.jsonl", version_id="v"
     )
     assert found == other["run_id"]
+
+
+def test_a_multipart_upload_reports_its_version_and_progress(fake: Fake, tmp_path: Path) -> None:
+    """Above boto3's 8 MiB threshold the dataset goes up in parts; the version comes from CompleteMultipartUpload."""
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b"x" * (9 * 1024 * 1024))
+    sent: list[int] = []
+    submitted = client_submit.upload(
+        fake.s3, fake.deployment, big, key="training-data/big.jsonl", manifest=None, progress=sent.append
+    )
+    head = fake.s3.head_object(Bucket=BUCKET, Key="training-data/big.jsonl")
+    assert submitted.version_id == head["VersionId"]
+    assert sum(sent) == big.stat().st_size
+    assert submitted.manifest_key is None
