@@ -226,3 +226,26 @@ def test_a_multipart_upload_reports_its_version_and_progress(fake: Fake, tmp_pat
     assert submitted.version_id == head["VersionId"]
     assert sum(sent) == big.stat().st_size
     assert submitted.manifest_key is None
+
+
+def test_a_separate_eval_file_goes_to_the_manifests_eval_dataset_key_first(
+    fake: Fake, tmp_path: Path, s3_calls: list[tuple[str, str]]
+) -> None:
+    manifest = _manifest(tmp_path, {**MANIFEST, "eval_dataset": "eval-data/wordle-mini.jsonl"})
+    dataset = _dataset(tmp_path)
+    missing = runner.invoke(app, ["submit", str(dataset), "--manifest", str(manifest)])
+    assert missing.exit_code == 2
+    assert "--eval-file" in missing.stderr
+    eval_file = tmp_path / "eval.jsonl"
+    eval_file.write_text("".join((SAMPLE.parent / "eval.jsonl").read_text().splitlines(keepends=True)[:5]))
+    result = runner.invoke(
+        app, ["submit", str(dataset), "--manifest", str(manifest), "--eval-file", str(eval_file), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["eval_uri"] == f"s3://{BUCKET}/eval-data/wordle-mini.jsonl"
+    assert [k for op, k in s3_calls if op == "PutObject"] == [
+        "eval-data/wordle-mini.jsonl",
+        "training-data/wordle-mini.run.json",
+        "training-data/wordle-mini.jsonl",
+    ]
+    assert fake.s3.get_object(Bucket=BUCKET, Key="eval-data/wordle-mini.jsonl")["Body"].read() == eval_file.read_bytes()
