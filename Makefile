@@ -89,6 +89,11 @@ synth: setup
 	npx cdk synth --quiet
 	@ls cdk.out/*.template.json
 
+# The offline demo: the synthesized pipeline deployed into the embedded emulator, a run on the `local`
+# backend followed live, then a malformed dataset rejected.
+demo: setup emulator
+	$(BIN)/mtrl demo
+
 # Figures printed next to their targets; `make bench B=wordle` runs only matching benchmarks.
 bench: setup
 	$(BIN)/python -m benchmarks $(B)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from mtrl import __version__
-from mtrl.cli import config_cmd, cost_cmd, env_cmd, env_try, runs_cmd, sandbox_cmd, submit_cmd, validate_cmd
+from mtrl.cli import config_cmd, cost_cmd, demo_cmd, env_cmd, env_try, runs_cmd, sandbox_cmd, submit_cmd, validate_cmd
 
 app = typer.Typer(
     name="mtrl",
@@ -27,6 +27,7 @@ app.command("runs")(runs_cmd.runs)
 app.command("status")(runs_cmd.status)
 app.command("logs")(runs_cmd.logs)
 app.command("cancel")(runs_cmd.cancel)
+app.command("demo")(demo_cmd.demo)
 
 
 def _print_version(value: bool) -> None:

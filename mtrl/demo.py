@@ -1,0 +1,299 @@
+"""The offline demo (`make demo`): the real pipeline, deployed into an embedded emulator, training on the CPU.
+
+Steps, each shown as it happens:
+1. synthesize the app's emulator variant (`npx cdk synth -c emulator=true`, the real CDK CLI);
+2. start the embedded AWS emulator (MiniStack, 127.0.0.1 only) and deploy the synthesized templates;
+3. `mtrl submit` the bundled wordle sample with a manifest selecting the `local` backend, and watch it:
+   upload → EventBridge rule → trigger Lambda → Step Functions → GRPO training → held-out evaluation →
+   teardown → report;
+4. print the run's summary (status, phase timings, held-out success before/after, signal health) and
+   fetch its learning-curve plot;
+5. upload a malformed dataset the way `aws s3 cp` would (the CLI would refuse it locally) and show the
+   pipeline reject it with line-numbered errors before anything is provisioned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from mtrl.emulator import Emulator, deploy_app
+from mtrl.emulator.deploy import session_for
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_DATASET = REPO_ROOT / "environments" / "wordle" / "sample" / "train.jsonl"
+PREFIX = "mtrl"
+# The demo's deployment: the emulator variant, polled every few seconds instead of every few minutes.
+SYNTH_CONTEXT = {
+    "emulator": "true",
+    "status_poll_seconds": "3",
+    "slot_poll_seconds": "2",
+    "slot_max_wait_minutes": "10",
+    "run_timeout_minutes": "30",
+}
+MANIFEST: dict[str, Any] = {
+    "backend": "local",
+    "environment": "wordle",
+    "hyperparameters": {"steps": 20, "seed": 7},
+}
+# Each line breaks a different rule; the pipeline must report every one with its line number.
+MALFORMED_DATASET = "\n".join(
+    [
+        '{"id": "ok-1", "metadata": {"prompt": "Guess the 5-letter word", "answer": "crane"}}',
+        '{"id": "ok-2", "metadata": {"prompt": "Guess the 5-letter word", "answer": "slate"}',
+        '{"id": "ok-1", "metadata": {"prompt": "Guess the 5-letter word", "answer": "pious"}}',
+        '{"id": "long", "metadata": {"prompt": "Guess the 5-letter word", "answer": "crumble"}}',
+        '{"id": "nometa"}',
+        '{"id": "fake", "metadata": {"prompt": "Guess the 5-letter word", "answer": "zzzzz"}}',
+    ]
+)
+
+
+@dataclass
+class DemoResult:
+    """What the demo saw; ``ok`` is True when the good run succeeded and the bad one was rejected."""
+
+    run_id: str | None = None
+    run_succeeded: bool = False
+    rejected_run_id: str | None = None
+    rejected_before_provisioning: bool = False
+    summary: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.run_succeeded and self.rejected_before_provisioning
+
+
+class DemoError(RuntimeError):
+    pass
+
+
+def _step(console: Console, number: int, text: str) -> None:
+    console.print(f"\n[bold cyan][{number}/5][/] {text}")
+
+
+def synthesize(out_dir: Path, console: Console) -> None:
+    npx = shutil.which("npx")
+    if npx is None:
+        raise DemoError("npx not found: install Node.js 20+ and run `make setup`")
+    command = [npx, "cdk", "synth", "--quiet", "-o", str(out_dir)]
+    for key, value in SYNTH_CONTEXT.items():
+        command += ["-c", f"{key}={value}"]
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    env.pop("CDK_DEFAULT_ACCOUNT", None)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    completed = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False)
+    if completed.returncode != 0:
+        raise DemoError(f"cdk synth failed:\n{completed.stderr[-3000:]}")
+    templates = sorted(path.name for path in out_dir.glob("*.template.json"))
+    shown = out_dir.relative_to(REPO_ROOT) if out_dir.is_relative_to(REPO_ROOT) else out_dir
+    console.print(f"    synthesized {', '.join(templates)} into {shown}")
+
+
+def _mtrl(args: list[str], emulator: Emulator, *, capture: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the `mtrl` command as a user would, aimed at the emulator."""
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",  # the emulator's fixed test credentials
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    command = [sys.executable, "-m", "mtrl", *args, "--endpoint-url", emulator.endpoint_url, "--prefix", PREFIX]
+    return subprocess.run(command, cwd=REPO_ROOT, env=env, text=True, capture_output=capture, check=False)
+
+
+def _run_ids(emulator: Emulator) -> list[str]:
+    listed = _mtrl(["runs", "--json"], emulator, capture=True)
+    if listed.returncode != 0:
+        raise DemoError(f"mtrl runs failed: {listed.stderr or listed.stdout}")
+    document = json.loads(listed.stdout)
+    rows = document["runs"] if isinstance(document, dict) else document
+    return [str(row["run_id"]) for row in rows]
+
+
+def _read_json(s3: Any, bucket: str, key: str) -> dict[str, Any]:
+    body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    parsed: dict[str, Any] = json.loads(body)
+    return parsed
+
+
+def _summary_tables(summary: dict[str, Any], training: dict[str, Any] | None) -> list[Table]:
+    run = Table(title=f"run {summary.get('run_id')}", show_header=False)
+    run.add_column("what")
+    run.add_column("value")
+    settings = summary.get("settings") or {}
+    run.add_row("status", str(summary.get("status")))
+    run.add_row("backend / environment", f"{settings.get('backend')} / {settings.get('environment')}")
+    run.add_row("duration", f"{_seconds(summary.get('duration_seconds'))}")
+    phases = sorted((summary.get("phases") or {}).items(), key=lambda item: str(item[1].get("started_at")))
+    for phase, entry in phases:
+        run.add_row(f"  phase {phase}", f"{_seconds(entry.get('seconds'))}  {entry.get('outcome', '')}")
+    run.add_row("resources left behind", str(len(summary.get("resources_remaining") or [])))
+    tables = [run]
+    if training:
+        heldout = training.get("heldout") or {}
+        evaluation = Table(title="held-out evaluation (the environment's own success criterion)")
+        for column in ("", "before training", "after training"):
+            evaluation.add_column(column)
+        evaluation.add_row("solve rate", _pct(heldout.get("success_before")), _pct(heldout.get("success_after")))
+        evaluation.add_row("mean reward", _fmt(heldout.get("reward_before")), _fmt(heldout.get("reward_after")))
+        evaluation.add_row("held-out tasks", str(heldout.get("tasks")), "")
+        tables.append(evaluation)
+        health = Table(title="reward signal health (GRPO learns only from spread inside a group)")
+        for column in ("component", "mean spread, step 1", "zero-spread groups, step 1", "zero-spread, whole run"):
+            health.add_column(column)
+        first = training.get("signal_health_first_step") or {}
+        whole = training.get("signal_health") or {}
+        for name in sorted(set(first) | set(whole)):
+            early, overall = first.get(name) or {}, whole.get(name) or {}
+            if isinstance(early, dict) or isinstance(overall, dict):
+                health.add_row(
+                    name,
+                    _fmt(early.get("mean_spread")),
+                    _pct(early.get("zero_spread_share")),
+                    _pct(overall.get("zero_spread_share")),
+                )
+        tables.append(health)
+    return tables
+
+
+def _seconds(value: Any) -> str:
+    return "—" if value is None else f"{float(value):.1f} s"
+
+
+def _pct(value: Any) -> str:
+    return "—" if value is None else f"{100 * float(value):.0f}%"
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return json.dumps(value) if isinstance(value, dict | list) else str(value)
+
+
+def run_demo(*, work_dir: Path, console: Console | None = None) -> DemoResult:
+    console = console or Console()
+    result = DemoResult()
+    started = time.perf_counter()
+    cdk_out = work_dir / "cdk.out"
+    work_dir.mkdir(parents=True, exist_ok=True)
+
+    _step(console, 1, "Synthesizing the app (emulator variant: data + pipeline stacks) with the CDK CLI")
+    mark = time.perf_counter()
+    synthesize(cdk_out, console)
+    result.timings["synth"] = time.perf_counter() - mark
+
+    _step(console, 2, "Starting the embedded AWS emulator and deploying the synthesized templates")
+    mark = time.perf_counter()
+    with Emulator(environ={"SFN_WAIT_SCALE": "1"}, log_path=work_dir / "emulator.log") as emulator:
+        console.print(f"    emulator on {emulator.endpoint_url} (log: {work_dir / 'emulator.log'})")
+        session = session_for(emulator.client_kwargs)
+        for stack in deploy_app(session, cdk_out, stacks=[f"{PREFIX}-pipeline"]):
+            if not stack.ok:
+                raise DemoError(f"deploying {stack.stack_name} failed: {stack.status} {stack.failures}")
+            console.print(f"    {stack.stack_name}: {stack.status}")
+        result.timings["deploy"] = time.perf_counter() - mark
+
+        _step(console, 3, "mtrl submit: the sample wordle dataset, with a manifest selecting the `local` backend")
+        manifest_path = work_dir / "wordle-demo.run.json"
+        manifest_path.write_text(json.dumps(MANIFEST, indent=2) + "\n", encoding="utf-8")
+        dataset_path = work_dir / "wordle-demo.jsonl"
+        shutil.copyfile(SAMPLE_DATASET, dataset_path)
+        console.print(f"    manifest: {json.dumps(MANIFEST)}")
+        mark = time.perf_counter()
+        submitted = _mtrl(["submit", str(dataset_path), "--manifest", str(manifest_path), "--watch"], emulator)
+        result.timings["run"] = time.perf_counter() - mark
+        runs = _run_ids(emulator)
+        result.run_id = runs[0] if runs else None
+        result.run_succeeded = submitted.returncode == 0
+
+        _step(console, 4, "The run's summary")
+        s3 = session.client("s3")
+        bucket = _data_bucket(session)
+        if result.run_id:
+            result.summary = _read_json(s3, bucket, f"runs/{result.run_id}/summary.json")
+            training = _read_optional_json(s3, bucket, f"runs/{result.run_id}/local/summary.json")
+            for table in _summary_tables(result.summary, training):
+                console.print(table)
+            plot = _fetch_plot(s3, bucket, result.run_id, work_dir)
+            if plot:
+                console.print(f"    learning curve (reward and held-out success per step): {plot}")
+
+        _step(console, 5, "A malformed dataset, uploaded directly (as `aws s3 cp` would), is rejected")
+        s3.put_object(Bucket=bucket, Key="training-data/broken.jsonl", Body=MALFORMED_DATASET.encode())
+        result.rejected_run_id, result.rejected_before_provisioning = _follow_rejection(
+            emulator, s3, bucket, known=set(runs), console=console
+        )
+    result.timings["total"] = time.perf_counter() - started
+    verdict = "[bold green]demo passed[/]" if result.ok else "[bold red]demo failed[/]"
+    console.print(f"\n{verdict} in {result.timings['total']:.0f} s; the emulator is stopped.")
+    return result
+
+
+def _read_optional_json(s3: Any, bucket: str, key: str) -> dict[str, Any] | None:
+    try:
+        return _read_json(s3, bucket, key)
+    except s3.exceptions.NoSuchKey:
+        return None
+
+
+def _data_bucket(session: Any) -> str:
+    outputs = session.client("cloudformation").describe_stacks(StackName=f"{PREFIX}-data")["Stacks"][0]["Outputs"]
+    return next(str(o["OutputValue"]) for o in outputs if o["OutputKey"] == "DataBucketName")
+
+
+def _fetch_plot(s3: Any, bucket: str, run_id: str, work_dir: Path) -> Path | None:
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"runs/{run_id}/")
+    keys = [item["Key"] for item in listed.get("Contents", []) if item["Key"].endswith(".png")]
+    if not keys:
+        return None
+    target = work_dir / f"{run_id}.png"
+    target.write_bytes(s3.get_object(Bucket=bucket, Key=keys[0])["Body"].read())
+    return target
+
+
+def _follow_rejection(
+    emulator: Emulator, s3: Any, bucket: str, *, known: set[str], console: Console, timeout_s: float = 120
+) -> tuple[str | None, bool]:
+    deadline = time.monotonic() + timeout_s
+    run_id = None
+    while run_id is None and time.monotonic() < deadline:
+        fresh = [candidate for candidate in _run_ids(emulator) if candidate not in known]
+        run_id = fresh[0] if fresh else None
+        if run_id is None:
+            time.sleep(1)
+    if run_id is None:
+        console.print("    [red]no run started for the malformed upload[/]")
+        return None, False
+    watched = _mtrl(["status", run_id, "--watch"], emulator)
+    report = _read_json(s3, bucket, f"runs/{run_id}/validation.json")
+    console.print()
+    table = Table(title="validation.json: errors with line numbers")
+    table.add_column("line", justify="right")
+    table.add_column("error")
+    errors = [*(report.get("train") or {}).get("errors", []), *((report.get("eval") or {}).get("errors", []))]
+    for error in errors:
+        table.add_row(str(error.get("line") or "—"), str(error.get("message")))
+    console.print(table)
+    shown = _mtrl(["status", run_id, "--json"], emulator, capture=True)
+    record = json.loads(shown.stdout) if shown.stdout.strip() else {}
+    provisioned = record.get("resources") or record.get("job_id")
+    console.print(
+        f"    run {run_id}: exit {watched.returncode}, resources created: {len(provisioned or [])} "
+        "(rejected before preflight and provisioning)"
+    )
+    return run_id, watched.returncode != 0 and not provisioned and bool(errors)

@@ -1,0 +1,33 @@
+"""`make demo` end to end, as a new user runs it: synth, emulator, a trained run, a rejected dataset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from mtrl.demo import MALFORMED_DATASET, run_demo
+from mtrl.emulator import find_emulator
+
+pytestmark = pytest.mark.skipif(find_emulator() is None, reason="the emulator is not installed (make emulator)")
+
+
+def test_demo_trains_a_run_and_rejects_the_malformed_dataset(tmp_path: Path) -> None:
+    console = Console(record=True, width=120, force_terminal=False)
+    result = run_demo(work_dir=tmp_path, console=console)
+    output = console.export_text()
+
+    assert result.run_succeeded, output[-4000:]
+    assert result.summary["status"] == "SUCCEEDED"
+    assert result.summary["settings"]["backend"] == "local"
+    assert result.summary["resources_remaining"] == []
+    assert {"register", "validate", "teardown"} <= set(result.summary["phases"])
+    assert "held-out evaluation" in output
+    assert list(tmp_path.glob("*.png")), "the learning-curve plot was not fetched"
+
+    assert result.rejected_before_provisioning, output[-4000:]
+    assert result.ok
+    for line in range(2, len(MALFORMED_DATASET.splitlines()) + 1):
+        assert f"│ {line:>4} │" in output or f"│    {line} │" in output
+    assert "demo passed" in output
