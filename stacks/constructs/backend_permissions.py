@@ -17,6 +17,7 @@ from stacks.nag import acknowledge, nag_resource
 
 ECS_TASKS = "ecs-tasks.amazonaws.com"
 SAGEMAKER = "sagemaker.amazonaws.com"
+JOB_SAGEMAKER = "job.sagemaker.amazonaws.com"
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,9 @@ class BackendPermissions(Construct):
                 sid="PassJobRoleToSageMaker",  # CreateJob(RoleArn=…)
                 actions=["iam:PassRole"],
                 resources=[serverless.job_role_arn],
-                conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER}},
+                # The job role is assumed by job.sagemaker.amazonaws.com; which of the two principals CreateJob
+                # reports as the pass target is not documented, so both (and only they) are allowed.
+                conditions={"StringEquals": {"iam:PassedToService": [SAGEMAKER, JOB_SAGEMAKER]}},
             ),
             iam.PolicyStatement(
                 sid="ServerlessPreflightJobRoleTrust",  # GetRole: trusts job.sagemaker.amazonaws.com + TagSession?

@@ -111,10 +111,12 @@ def test_backend_function_wildcards_and_conditions(backend_statements: list[dict
         actions = set(_as_list(statement["Action"]))
         resources = [json.dumps(r) for r in _as_list(statement["Resource"])]
         if "iam:PassRole" in actions:
-            assert statement["Condition"]["StringEquals"]["iam:PassedToService"] in {
-                "ecs-tasks.amazonaws.com",
-                "sagemaker.amazonaws.com",
-            }
+            services = set(_as_list(statement["Condition"]["StringEquals"]["iam:PassedToService"]))
+            assert services in (
+                {"ecs-tasks.amazonaws.com"},
+                {"sagemaker.amazonaws.com"},
+                {"sagemaker.amazonaws.com", "job.sagemaker.amazonaws.com"},
+            ), services
             assert not any("*" in r for r in resources)
         if statement["Resource"] == "*":
             assert actions <= NO_RESOURCE_LEVEL, actions
