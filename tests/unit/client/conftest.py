@@ -43,6 +43,23 @@ def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("COLUMNS", "200")  # Rich reads it: tables are not squeezed to 80 columns
+    monkeypatch.setattr(boto3, "Session", _session_with_shared_loader)
+
+
+_SESSION = boto3.Session
+_shared_loader: list[Any] = []
+
+
+def _session_with_shared_loader(*args: Any, **kwargs: Any) -> boto3.Session:
+    """Every command builds a fresh session, and parsing the service models is most of a command's CPU time:
+    share one loader (it caches parsed models) so the tests stay fast. Behaviour is otherwise unchanged."""
+    session = _SESSION(*args, **kwargs)
+    core = session._session  # boto3 exposes no public way to share botocore's loader
+    if _shared_loader:
+        core.register_component("data_loader", _shared_loader[0])
+    else:
+        _shared_loader.append(core.get_component("data_loader"))
+    return session
 
 
 def _stack(cloudformation: Any, name: str, outputs: dict[str, str]) -> None:
