@@ -35,7 +35,8 @@ MANIFEST = {
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
     out = tmp_path_factory.mktemp("emulator") / "cdk.out"
-    make_app({"emulator": "true"}, outdir=out)[0].synth()
+    # Short status polls: the tiny run finishes in its first poll, so the Wait state is most of the run time.
+    make_app({"emulator": "true", "status_poll_seconds": 20, "run_timeout_minutes": 60}, outdir=out)[0].synth()
     with Emulator(environ={"SFN_WAIT_SCALE": "0.05"}) as running:
         stacks = deploy_app(session_for(running.client_kwargs), out, stacks=["mtrl-pipeline"])
         assert all(stack.ok for stack in stacks), [(stack.stack_name, stack.status, stack.failures) for stack in stacks]
