@@ -5,18 +5,21 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
+from botocore.exceptions import ClientError
 from typer.testing import CliRunner
 
 from mtrl.backends.hyperpod import CAPACITY_KIND
 from mtrl.cli import app
-from mtrl.client.deployment import execution_arn
+from mtrl.client.deployment import Aws, CredentialsMissing, Target, execution_arn, translated_errors
 from mtrl.cost import cost_for_run
 from mtrl.runs import pipeline
 from mtrl.runs.registry import RunStatus
 from mtrl.runs.slots import SlotPool
-from tests.unit.client.conftest import LOG_GROUPS, Fake
+from tests.unit.client.conftest import LOG_GROUPS, SAMPLE, Fake
 
 runner = CliRunner()
 OLD = "wordle-20261129T100000Z-0000000a"
@@ -277,3 +280,38 @@ def test_cost_of_a_local_run_is_zero_and_the_calculator_still_works(fake: Fake) 
     assert "lines" in calculator
     assert runner.invoke(app, ["cost"]).exit_code == 2
     assert runner.invoke(app, ["cost", OLD, "--model", "m"]).exit_code == 2
+
+
+def test_watch_reports_an_execution_that_ended_without_finalizing_the_run(
+    fake: Fake, no_sleep: Sleeper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("mtrl.cli.runs_cmd.FINALIZE_GRACE_SECONDS", 0.0)
+    arn = _running_execution(fake, NEW)
+    fake.seed_run(NEW, execution_arn=arn)
+    fake.stepfunctions.stop_execution(executionArn=arn)  # and no reaper finalizes the record
+    no_sleep(lambda: None)
+    view = _json(["status", NEW, "--watch"], 1)
+    assert view["status"] == "ABORTED"
+    assert "not finalized" in view["note"]
+
+
+def test_submit_watch_gives_up_when_no_execution_starts(
+    fake: Fake, no_sleep: Sleeper, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr("mtrl.cli.runs_cmd.START_GRACE_SECONDS", 0.0)
+    no_sleep(lambda: None)  # no trigger in moto: the upload never becomes an execution
+    dataset = tmp_path / "w.jsonl"
+    dataset.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:3]))
+    result = runner.invoke(app, ["submit", str(dataset), "--watch"])
+    assert result.exit_code == 1
+    assert "no pipeline execution started" in result.stderr
+
+
+def test_credential_rejections_say_what_to_do(fake: Fake) -> None:
+    aws = Aws(Target(region="us-east-1"))
+    expired = ClientError({"Error": {"Code": "ExpiredToken", "Message": "expired"}}, "DescribeStacks")
+    with pytest.raises(CredentialsMissing, match="aws sso login"), translated_errors(aws):
+        raise expired
+    other = ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "DescribeStacks")
+    with pytest.raises(ClientError), translated_errors(aws):
+        raise other
