@@ -63,4 +63,5 @@ def data_template(deployment: Deployment) -> Template:
 
 @pytest.fixture(scope="session")
 def network_template(deployment: Deployment) -> Template:
+    assert deployment.network is not None  # only the emulator variant has no network stack
     return Template.from_stack(deployment.network)

@@ -73,6 +73,10 @@ def handle_upload(runtime: Runtime, event: Mapping[str, Any]) -> dict[str, Any]:
     if found is None:
         return {"status": "IGNORED", "reason": f"s3://{bucket}/{key} (version {version_id}) no longer exists"}
     key, head = found
+    if version_id is None and head.get("VersionId") not in (None, "null"):
+        # An event without a version id (some emulators, or a bucket that only just enabled versioning):
+        # the object read is the version this run is about, so name the run after it like `mtrl submit` does.
+        version_id = str(head["VersionId"])
     run_id = derive_run_id(bucket=bucket, key=key, version_id=version_id, created=head["LastModified"])
     execution_input = {
         "run_id": run_id,

@@ -73,6 +73,19 @@ def test_upload_starts_one_named_execution(runtime: Runtime) -> None:
     assert "manifest_text" not in given
 
 
+def test_an_event_without_a_version_id_is_named_after_the_version_read(runtime: Runtime) -> None:
+    from mtrl.runs.ids import derive_run_id
+
+    version = put(runtime, "training-data/noversion.jsonl")
+    result = handle_upload(runtime, event("training-data/noversion.jsonl", None))
+    head = runtime.s3.head_object(Bucket=BUCKET, Key="training-data/noversion.jsonl")
+    expected = derive_run_id(
+        bucket=BUCKET, key="training-data/noversion.jsonl", version_id=version, created=head["LastModified"]
+    )
+    assert result["run_id"] == expected
+    assert started_input(runtime)["version_id"] == version
+
+
 @pytest.mark.parametrize(
     ("key", "bucket"),
     [
