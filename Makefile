@@ -27,7 +27,7 @@ help:
 
 PY_STAMP := $(VENV)/.stamp-$(shell cat requirements/dev.txt pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 NODE_STAMP := node_modules/.stamp-$(shell sha1sum package-lock.json 2>/dev/null | cut -c1-12)
-LAYER_STAMP := .build/.stamp-layer-$(shell cat requirements/lambda.txt | sha1sum | cut -c1-12)
+LAYER_STAMP := .build/.stamp-layer-$(shell cat requirements/lambda.txt requirements/runtime.txt | sha1sum | cut -c1-12)
 EMULATOR_VENV := .venv-emulator
 EMULATOR_STAMP := $(EMULATOR_VENV)/.stamp-$(shell sha1sum requirements/emulator.txt 2>/dev/null | cut -c1-12)
 
@@ -48,23 +48,18 @@ $(NODE_STAMP): package.json package-lock.json
 
 # Lambda dependencies for the Lambda platform, fetched from the package registry at setup time so
 # that `cdk synth` later assembles assets offline, with no Docker.
-$(LAYER_STAMP): requirements/lambda.txt $(PY_STAMP)
+# The layer also carries the project's pinned AWS SDK (boto3/botocore from runtime.txt): the Lambda runtime's
+# own copy may predate the SageMaker serverless-MTRL and job-runtime APIs the backends call.
+LAYER_SDK := boto3 botocore s3transfer urllib3
+$(LAYER_STAMP): requirements/lambda.txt requirements/runtime.txt $(PY_STAMP)
 	rm -rf .build/lambda-deps && mkdir -p $(LAYER_DIR)
+	grep -E '^($(subst $(eval) ,|,$(LAYER_SDK)))==' requirements/runtime.txt | cut -d' ' -f1 > .build/lambda-sdk.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-compile --target $(LAYER_DIR) \
 	  $(LAMBDA_PLATFORMS) --python-version $(LAMBDA_PYTHON) --implementation cp \
-	  --only-binary=:all: -r requirements/lambda.txt
+	  --only-binary=:all: -r requirements/lambda.txt -r .build/lambda-sdk.txt
 	# Test suites and host-built bytecode are dead weight under Lambda's 250 MB unzipped limit.
 	find $(LAYER_DIR) -depth -type d \( -name tests -o -name __pycache__ \) -exec rm -rf {} +
 	rm -f .build/.stamp-layer-* && touch $@
-
-# The embedded AWS emulator (MiniStack) for the demo and the emulator tests, in its own environment: it pins
-# a botocore that conflicts with the project's boto3.
-emulator: $(EMULATOR_STAMP)
-
-$(EMULATOR_STAMP): requirements/emulator.txt
-	test -x $(EMULATOR_VENV)/bin/python || $(PYTHON) -m venv $(EMULATOR_VENV)
-	$(EMULATOR_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/emulator.txt
-	rm -f $(EMULATOR_VENV)/.stamp-* && touch $@
 
 lint: setup
 	$(BIN)/ruff check $(wildcard $(LINT_PATHS))
@@ -101,7 +96,8 @@ bench: setup
 docs: setup
 	$(BIN)/mtrl config docs > docs/configuration.md
 
-# The Lambda runtime provides these; the layer must not shadow them (lambda.txt leaves them out).
+# lambda.txt leaves the AWS SDK out (the layer takes runtime.txt's pins, see LAYER_SDK) so that the emulator
+# environment, which pins its own botocore, can share lambda.txt.
 RUNTIME_PROVIDED := boto3 botocore s3transfer urllib3
 lock:
 	cd requirements && ../$(BIN)/uv pip compile --python-version 3.11 --no-header --annotation-style line -q \
