@@ -34,13 +34,7 @@ def validate(
     if eval_file is not None and eval_split > 0:
         fail("use either --eval-split or --eval-file, not both", as_json=as_json)
     defaults = PipelineSettings.model_validate({})
-    limits = Limits(
-        max_bytes=defaults.dataset_max_bytes,
-        max_rows=defaults.dataset_max_rows,
-        min_rows=defaults.dataset_min_rows,
-        max_line_bytes=defaults.dataset_max_line_bytes,
-        max_errors=max_errors,
-    )
+    limits = Limits.from_settings(defaults, max_errors=max_errors)
     try:
         report, eval_report = validate_file(
             file, environment=env, limits=limits, eval_split=eval_split, eval_path=eval_file

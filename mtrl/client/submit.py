@@ -111,13 +111,7 @@ def check(
         )
     if eval_file is not None and not settings.eval_dataset:
         raise SubmitError("--eval-file needs eval_dataset (a key under eval-data/) in the manifest")
-    limits = Limits(
-        max_bytes=defaults.dataset_max_bytes,
-        max_rows=defaults.dataset_max_rows,
-        min_rows=defaults.dataset_min_rows,
-        max_line_bytes=defaults.dataset_max_line_bytes,
-        max_errors=max_errors,
-    )
+    limits = Limits.from_settings(defaults, max_errors=max_errors)
     report, eval_report = validate_file(
         file, environment=settings.environment, limits=limits, eval_split=settings.eval_split, eval_path=eval_file
     )

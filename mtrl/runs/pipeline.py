@@ -188,13 +188,7 @@ def validate(runtime: Runtime, event: Event) -> dict[str, Any]:
     runtime.slots.renew(run_id)
     settings = _run_settings(record)
     dataset = record["dataset"]
-    limits = Limits(
-        max_bytes=runtime.settings.dataset_max_bytes,
-        max_rows=runtime.settings.dataset_max_rows,
-        min_rows=runtime.settings.dataset_min_rows,
-        max_line_bytes=runtime.settings.dataset_max_line_bytes,
-        max_errors=runtime.settings.validation_max_errors,
-    )
+    limits = Limits.from_settings(runtime.settings, max_errors=runtime.settings.validation_max_errors)
     try:
         check = environment_check(settings.environment)
     except UnknownEnvironmentError as error:

@@ -14,10 +14,13 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mtrl.validation.hashindex import HashIndex
 from mtrl.validation.lines import Readable, iter_lines
+
+if TYPE_CHECKING:  # settings stay a leaf package: no runtime import from here
+    from mtrl.settings.pipeline import PipelineSettings
 
 TaskCheck = Callable[[Mapping[str, Any]], list[str]]
 
@@ -41,6 +44,17 @@ class Limits:
     min_rows: int = 1
     max_line_bytes: int = 1024 * 1024
     max_errors: int = 50
+
+    @classmethod
+    def from_settings(cls, settings: PipelineSettings, *, max_errors: int) -> Limits:
+        """The pipeline's dataset limits, so local checks refuse exactly what its Validate step refuses."""
+        return cls(
+            max_bytes=settings.dataset_max_bytes,
+            max_rows=settings.dataset_max_rows,
+            min_rows=settings.dataset_min_rows,
+            max_line_bytes=settings.dataset_max_line_bytes,
+            max_errors=max_errors,
+        )
 
 
 @dataclass(frozen=True)
