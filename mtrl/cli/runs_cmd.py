@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeGuard
 
 import typer
 from rich.console import Group, RenderableType
@@ -228,7 +228,7 @@ def _follow(
         with remote_errors(connection.aws, as_json=as_json):
             record = registry.find(run_id)
             execution = None
-            if record is None or not RunStatus(record["status"]).terminal:
+            if not _is_final(record):
                 execution = client_runs.execution_status(stepfunctions, connection.deployment, run_id)
         if record is not None:
             view = client_runs.run_view(record)
@@ -316,7 +316,7 @@ def logs(
     while True:
         with remote_errors(connection.aws, as_json=as_json):
             lines, missing = client_runs.log_lines(logs_client, deployment, run_id, start_ms=start_ms)
-            final = (not follow) or _run_final(registry, run_id)
+            final = (not follow) or _is_final(registry.find(run_id))
         for line in lines:
             if line.event_id in seen:
                 continue
@@ -340,8 +340,8 @@ def logs(
         )
 
 
-def _run_final(registry: Any, run_id: str) -> bool:
-    record = registry.find(run_id)
+def _is_final(record: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:
+    """Whether the run record exists and its status is terminal."""
     return record is not None and RunStatus(record["status"]).terminal
 
 
@@ -371,7 +371,7 @@ def cancel(
     registry = client_runs.registry(connection.client("dynamodb"), connection.deployment)
     with remote_errors(connection.aws, as_json=as_json):
         record = registry.find(run_id)
-        if record is not None and RunStatus(record["status"]).terminal:
+        if _is_final(record):
             fail(
                 f"run {run_id} already ended {record['status']}: nothing to cancel", code=EXIT_INVALID, as_json=as_json
             )
@@ -421,10 +421,10 @@ def _await_teardown(
     with remote_errors(connection.aws, as_json=as_json):
         while time.monotonic() < deadline:
             record = registry.find(run_id)
-            if record is not None and RunStatus(record["status"]).terminal:
+            if _is_final(record):
                 break
             sleep(interval)
-    final = record is not None and RunStatus(record["status"]).terminal
+    final = _is_final(record)
     document["status"] = record["status"] if record else None
     document["teardown_error"] = (record or {}).get("teardown_error")
     document["teardown"] = (((record or {}).get("phases") or {}).get("teardown") or {}).get("outcome")
