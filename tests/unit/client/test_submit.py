@@ -199,17 +199,21 @@ def test_watch_finds_the_run_when_the_event_carried_no_version_id(
 
 
 def test_an_execution_for_another_upload_is_not_taken_for_ours(fake: Fake) -> None:
-    fake.s3.put_object(Bucket=BUCKET, Key="training-data/a.jsonl", Body=b"{}\n")
+    version = fake.s3.put_object(Bucket=BUCKET, Key="training-data/a.jsonl", Body=b"{}\n")["VersionId"]
     other = trigger.handle_upload(
         fake.runtime(), {"detail": {"bucket": {"name": BUCKET}, "object": {"key": "training-data/a.jsonl"}}}
     )
     ours = other["run_id"].rsplit("-", 1)[0] + "-00000000"
     found = started_run_for_upload(
-        fake.stepfunctions, fake.deployment, run_id=ours, key="training-data/b.jsonl", version_id="v"
+        fake.stepfunctions, fake.deployment, run_id=ours, key="training-data/b.jsonl", version_id=version
     )
     assert found is None
     found = started_run_for_upload(
-        fake.stepfunctions, fake.deployment, run_id=ours, key="training-data/a.jsonl", version_id="v"
+        fake.stepfunctions, fake.deployment, run_id=ours, key="training-data/a.jsonl", version_id="another-version"
+    )
+    assert found is None
+    found = started_run_for_upload(
+        fake.stepfunctions, fake.deployment, run_id=ours, key="training-data/a.jsonl", version_id=version
     )
     assert found == other["run_id"]
 
