@@ -7,19 +7,15 @@ stages the context (no Docker).
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import aws_cdk as cdk
-from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
+from stacks.constructs.fargate_task import acknowledge_image_pull_login, linux_task_definition, repo_image
 from stacks.nag import acknowledge
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = "docker/nova-runner/Dockerfile"
 # The build context is the repository root, reduced to what the Dockerfile copies.
 IMAGE_CONTEXT_EXCLUDES = [
@@ -58,29 +54,13 @@ class NovaRunnerTask(Construct):
             retention_days=log_retention_days,
         ).log_group
         # The SDK's setup waits for its SAM deploy task and imports heavy packages: 1 vCPU / 4 GiB.
-        self.task_definition = ecs.FargateTaskDefinition(
-            self,
-            "TaskDefinition",
-            family=self.family,
-            cpu=1024,
-            memory_limit_mib=4096,
-            task_role=task_role,
-            runtime_platform=ecs.RuntimePlatform(
-                operating_system_family=ecs.OperatingSystemFamily.LINUX,
-                cpu_architecture=ecs.CpuArchitecture.X86_64,
-            ),
-        )
-        image = ecs.ContainerImage.from_asset(
-            str(REPO_ROOT),
-            file=DOCKERFILE,
-            exclude=IMAGE_CONTEXT_EXCLUDES,
-            ignore_mode=cdk.IgnoreMode.DOCKER,
-            platform=ecr_assets.Platform.LINUX_AMD64,
+        self.task_definition = linux_task_definition(
+            self, family=self.family, cpu=1024, memory_limit_mib=4096, task_role=task_role, arm=False
         )
         self.container = self.task_definition.add_container(
             "Runner",
             container_name=CONTAINER_NAME,
-            image=image,
+            image=repo_image(DOCKERFILE, exclude=IMAGE_CONTEXT_EXCLUDES, arm=False),
             logging=ecs.LogDrivers.aws_logs(stream_prefix="runner", log_group=self.log_group),
             # The command (`setup --spec s3://…`) comes as a container override per run; nothing secret here.
             environment={"MTRL_COMPONENT": "nova-runner"},
@@ -90,12 +70,4 @@ class NovaRunnerTask(Construct):
             "AwsSolutions-ECS2",
             "The only environment variable is a non-secret component name; per-run values are container overrides.",
         )
-        execution_role = self.task_definition.execution_role
-        assert execution_role is not None
-        default_policy = execution_role.node.try_find_child("DefaultPolicy")
-        assert default_policy is not None
-        acknowledge(
-            default_policy,
-            "AwsSolutions-IAM5[Resource::*]",
-            "ecr:GetAuthorizationToken (image pull login, added by CDK) has no resource-level permissions.",
-        )
+        acknowledge_image_pull_login(self.task_definition)

@@ -3,11 +3,8 @@ in the system (the tasks run user-supplied environment code)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -16,9 +13,9 @@ from constructs import Construct
 
 from mtrl.settings.reward_workers import RewardWorkerSettings
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
+from stacks.constructs.fargate_task import acknowledge_image_pull_login, linux_task_definition, repo_image
 from stacks.nag import acknowledge, nag_resource
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = "docker/reward-worker/Dockerfile"
 # The Docker build context is the repository root, reduced to what the Dockerfile copies.
 IMAGE_CONTEXT_EXCLUDES = [
@@ -101,30 +98,18 @@ class RewardWorkers(Construct):
         self._grant_task_role(data_bucket, encryption_key)
 
         arm = settings.reward_worker_architecture == "arm64"
-        self.task_definition = ecs.FargateTaskDefinition(
+        self.task_definition = linux_task_definition(
             self,
-            "TaskDefinition",
             family=f"{prefix}-reward-worker",
             cpu=settings.reward_worker_cpu,
             memory_limit_mib=settings.reward_worker_memory_mib,
             task_role=self.task_role,
-            runtime_platform=ecs.RuntimePlatform(
-                operating_system_family=ecs.OperatingSystemFamily.LINUX,
-                cpu_architecture=ecs.CpuArchitecture.ARM64 if arm else ecs.CpuArchitecture.X86_64,
-            ),
-        )
-        # Built by `cdk deploy` (Docker needed then); synth only stages the context directory.
-        image = ecs.ContainerImage.from_asset(
-            str(REPO_ROOT),
-            file=DOCKERFILE,
-            exclude=IMAGE_CONTEXT_EXCLUDES,
-            ignore_mode=cdk.IgnoreMode.DOCKER,
-            platform=_platform(arm),
+            arm=arm,
         )
         self.container = self.task_definition.add_container(
             "Worker",
             container_name=CONTAINER_NAME,
-            image=image,
+            image=repo_image(DOCKERFILE, exclude=IMAGE_CONTEXT_EXCLUDES, arm=arm),
             logging=ecs.LogDrivers.aws_logs(stream_prefix="worker", log_group=self.log_group),
             environment={
                 # Read by mtrl.worker; per-run values (queues, env id, run id) come as container overrides.
@@ -161,15 +146,7 @@ class RewardWorkers(Construct):
             "The environment variables are non-secret settings (bucket name, prefixes, worker count); "
             "the workers hold no secrets.",
         )
-        execution_role = self.task_definition.execution_role
-        assert execution_role is not None
-        default_policy = execution_role.node.try_find_child("DefaultPolicy")
-        assert default_policy is not None
-        acknowledge(
-            default_policy,
-            "AwsSolutions-IAM5[Resource::*]",
-            "ecr:GetAuthorizationToken (image pull login, added by CDK) has no resource-level permissions.",
-        )
+        acknowledge_image_pull_login(self.task_definition)
 
     def _grant_task_role(self, data_bucket: s3.IBucket, key: kms.IKey) -> None:
         stack = cdk.Stack.of(self)
@@ -214,7 +191,3 @@ class RewardWorkers(Construct):
             (queues, "A run's queues are created per run; the name prefix limits the workers to run queues."),
         ):
             acknowledge(policy, f"AwsSolutions-IAM5[Resource::{nag_resource(self, resource)}]", reason)
-
-
-def _platform(arm: bool) -> ecr_assets.Platform:
-    return ecr_assets.Platform.LINUX_ARM64 if arm else ecr_assets.Platform.LINUX_AMD64
