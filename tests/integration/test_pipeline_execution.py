@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,21 +16,10 @@ from tests.integration.pipeline_support import (
     assert_cleanly_finished,
     jsonl,
     pipeline_context,
-    running_pipeline,
     wordle_rows,
 )
 
 DATA = jsonl(wordle_rows(20))
-
-
-@pytest.fixture
-def adapter() -> FakeAdapter:
-    return FakeAdapter()
-
-
-@pytest.fixture
-def pipeline(adapter: FakeAdapter) -> Iterator[Harness]:
-    yield from running_pipeline(adapter)
 
 
 def test_happy_path_trains_reports_and_tears_down(pipeline: Harness) -> None:

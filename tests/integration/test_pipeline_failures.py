@@ -3,7 +3,6 @@ failing once or for good — every one torn down, slot freed, record final, exac
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,21 +14,10 @@ from tests.integration.pipeline_support import (
     assert_cleanly_finished,
     jsonl,
     pipeline_context,
-    running_pipeline,
     wordle_rows,
 )
 
 DATA = jsonl(wordle_rows(20))
-
-
-@pytest.fixture
-def adapter() -> FakeAdapter:
-    return FakeAdapter()
-
-
-@pytest.fixture
-def pipeline(adapter: FakeAdapter) -> Iterator[Harness]:
-    yield from running_pipeline(adapter)
 
 
 FAILURES = [

@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from tests.integration.pipeline_support import (
     FakeAdapter,
     Harness,
     jsonl,
     pipeline_context,
-    running_pipeline,
     wordle_rows,
 )
 
 DATA = jsonl(wordle_rows(20))
-
-
-@pytest.fixture
-def pipeline() -> Iterator[Harness]:
-    yield from running_pipeline(FakeAdapter())
 
 
 def test_duplicate_deliveries_start_one_run(pipeline: Harness) -> None:
