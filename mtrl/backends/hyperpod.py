@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mtrl.backends._aws import AwsClients, S3Uri, backend_error, error_code, error_message, safe_name, short_token
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.cost import CostError, cost_for_run
+from mtrl.worker.contract import worker_environment
 
 CAPACITY_KIND = "hyperpod-capacity"
 TASKS_KIND = "ecs-tasks"
@@ -648,8 +649,9 @@ class HyperPodAdapter:
             CreatedResource(TASKS_KIND, f"{settings.ecs_cluster_arn}|{started_by}", {"role": "reward-workers"}),
         )
         queue = outputs.get("rollout_request_queue_url")
+        results = outputs.get("rollout_response_sqs_url")
         proxy = outputs.get("proxy_function_url")
-        if not queue or not proxy:
+        if not queue or not results or not proxy:
             raise BackendError(f"run {run.run_id}: Nova Forge setup returned no queue/proxy endpoints: {dict(outputs)}")
         running = self._tasks(settings, started_by)
         missing = settings.worker_count - len(running)
@@ -662,12 +664,14 @@ class HyperPodAdapter:
                 started_by=started_by,
                 count=missing,
                 environment={
-                    "MTRL_RUN_ID": run.run_id,
-                    "MTRL_ENVIRONMENT_ID": settings.environment,
-                    "MTRL_ENVIRONMENT_ARGS": json.dumps(settings.environment_args, sort_keys=True),
-                    "MTRL_ROLLOUT_REQUEST_QUEUE_URL": str(queue),
-                    "MTRL_ROLLOUT_RESPONSE_QUEUE_URL": str(outputs.get("rollout_response_sqs_url", "")),
-                    "MTRL_COMPLETION_URL": str(proxy),
+                    **worker_environment(
+                        run_id=run.run_id,
+                        env_id=settings.environment,
+                        env_args=settings.environment_args,
+                        request_queue_url=str(queue),
+                        result_queue_url=str(results),
+                        policy_url=str(proxy),
+                    ),
                     "AWS_REGION": settings.region,
                 },
             )

@@ -1,7 +1,7 @@
 """Reward-worker entry point (the container's command): ``python -m mtrl.worker``.
 
 Configuration comes from the task definition's environment:
-MTRL_ENV_ID (default wordle), MTRL_CUSTOM_ENV (true: load from custom-environments/), MTRL_REQUEST_QUEUE_URL,
+MTRL_ENV_ID (default wordle), MTRL_ENV_ARGS, MTRL_CUSTOM_ENV (see mtrl/worker/contract.py), MTRL_REQUEST_QUEUE_URL,
 MTRL_RESULT_QUEUE_URL, MTRL_POLICY_URL, MTRL_POLICY_MODEL, MTRL_CONCURRENCY, MTRL_EPISODE_TIMEOUT_S,
 MTRL_MAX_TURNS, MTRL_GRACE_S, MTRL_GROUP_SIZE, MTRL_RUN_ID. A missing or bad value exits with code 2 and a
 message naming it.
@@ -21,6 +21,7 @@ import sys
 from collections.abc import Mapping
 
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec, project_root
+from mtrl.worker import contract
 from mtrl.worker.runtime import WorkerConfig, WorkerRuntime
 from mtrl.worker.transport import HttpChatPolicy, SqsResultSink, SqsRolloutSource
 
@@ -47,7 +48,7 @@ def _number(environ: Mapping[str, str], name: str, default: float) -> float:
 
 
 def config_from_env(environ: Mapping[str, str]) -> WorkerConfig:
-    dimensions = {"RunId": environ["MTRL_RUN_ID"]} if environ.get("MTRL_RUN_ID") else {}
+    dimensions = {"RunId": environ[contract.RUN_ID]} if environ.get(contract.RUN_ID) else {}
     try:
         return WorkerConfig(
             concurrency=int(_number(environ, "MTRL_CONCURRENCY", 4)),
@@ -56,6 +57,7 @@ def config_from_env(environ: Mapping[str, str]) -> WorkerConfig:
             grace_s=_number(environ, "MTRL_GRACE_S", 25.0),
             group_size=int(_number(environ, "MTRL_GROUP_SIZE", 8)),
             health_dimensions=dimensions,
+            env_args=contract.env_args(environ),
         )
     except ValueError as error:
         raise ConfigError(str(error)) from None
@@ -64,7 +66,7 @@ def config_from_env(environ: Mapping[str, str]) -> WorkerConfig:
 def exec_nova_forge(env: dict[str, str]) -> int:
     """Hand the process over to the starter kit's environment client (it owns queues and signals from here)."""
     try:
-        spec = load_spec(env.get("MTRL_ENV_ID", "wordle"), custom=env.get("MTRL_CUSTOM_ENV", "").lower() == "true")
+        spec = load_spec(env.get(contract.ENV_ID, "wordle"), custom=contract.custom_flag(env))
         command = shlex.split(env["MTRL_NOVA_FORGE_COMMAND"])
     except (EnvironmentNotFoundError, InvalidEnvironmentError, ValueError) as error:
         print(f"reward worker: {error}", file=sys.stderr)
@@ -87,10 +89,10 @@ def main(environ: Mapping[str, str] | None = None) -> int:
         return exec_nova_forge(env)
     try:
         config = config_from_env(env)
-        spec = load_spec(env.get("MTRL_ENV_ID", "wordle"), custom=env.get("MTRL_CUSTOM_ENV", "").lower() == "true")
-        request_url = _required(env, "MTRL_REQUEST_QUEUE_URL")
-        result_url = _required(env, "MTRL_RESULT_QUEUE_URL")
-        policy = HttpChatPolicy(_required(env, "MTRL_POLICY_URL"), model=env.get("MTRL_POLICY_MODEL", "default"))
+        spec = load_spec(env.get(contract.ENV_ID, "wordle"), custom=contract.custom_flag(env))
+        request_url = _required(env, contract.REQUEST_QUEUE_URL)
+        result_url = _required(env, contract.RESULT_QUEUE_URL)
+        policy = HttpChatPolicy(_required(env, contract.POLICY_URL), model=env.get("MTRL_POLICY_MODEL", "default"))
     except (ConfigError, EnvironmentNotFoundError, InvalidEnvironmentError, ValueError) as error:
         print(f"reward worker: {error}", file=sys.stderr)
         return 2

@@ -99,6 +99,7 @@ class WorkerConfig:
     group_size: int = 8
     health_every_groups: int = 8
     health_dimensions: Mapping[str, str] = field(default_factory=dict)
+    env_args: Mapping[str, Any] = field(default_factory=dict)  # keyword arguments of the environment's make_env
 
     def __post_init__(self) -> None:
         if self.concurrency < 1 or self.max_turns < 1 or self.group_size < 1 or self.health_every_groups < 1:
@@ -125,7 +126,7 @@ def play_episode(
         problems = spec.validate_task(request.task)
         if problems:
             raise ValueError("invalid task: " + "; ".join(problems))
-        env = spec.make()
+        env = spec.make(**config.env_args)
         transcript.append({"role": "user", "content": env.reset(request.task)})
         for _ in range(config.max_turns):
             if env.done:

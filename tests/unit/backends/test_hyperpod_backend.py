@@ -12,10 +12,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from aws_fakes import REGION, FakeAws, FakeCluster, Recorder, new_session
+from aws_fakes import (
+    REGION,
+    FakeAws,
+    FakeCluster,
+    Recorder,
+    create_task_network,
+    moto_ecs_tasks,
+    new_session,
+)
 from moto import mock_aws
-from moto.ec2.models.elastic_network_interfaces import NetworkInterface
-from moto.moto_api import state_manager
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.base import BackendError, CreatedResource, JobState, RunContext
@@ -32,6 +38,8 @@ from mtrl.backends.hyperpod import (
     sdk_stack_name,
 )
 from mtrl.cost import cost_for_run, load_price_book
+from mtrl.worker import contract
+from mtrl.worker.__main__ import config_from_env
 
 BUCKET = "mtrl-data-123456789012"
 STACK_TEMPLATE = {
@@ -60,35 +68,12 @@ class Shared:
 def shared() -> Iterator[Shared]:
     saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")}
     os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "t"})
-    # moto 5.2.5 builds an awsvpc task's attachment from an ENI attribute it never sets; give it one.
-    original_dns = getattr(NetworkInterface, "private_dns_name", None)
-    NetworkInterface.private_dns_name = property(lambda self: "ip-10-0-1-10.ec2.internal")  # type: ignore[attr-defined]
-    # moto advances a task's lastStatus towards STOPPED on every DescribeTasks; keep started tasks RUNNING.
-    state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10**9})
     try:
-        with mock_aws():
+        with moto_ecs_tasks(), mock_aws():
             session = new_session()
             session.client("s3").create_bucket(Bucket=BUCKET)
-            ec2 = session.client("ec2")
-            vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-            subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
-            sg = ec2.create_security_group(GroupName="workers", Description="reward workers", VpcId=vpc)["GroupId"]
-            ecs = session.client("ecs")
-            cluster = ecs.create_cluster(clusterName="mtrl-rewards")["cluster"]["clusterArn"]
-            for family, container in (("mtrl-reward-worker", "worker"), ("mtrl-nova-runner", "runner")):
-                ecs.register_task_definition(
-                    family=family,
-                    networkMode="awsvpc",
-                    requiresCompatibilities=["FARGATE"],
-                    cpu="1024",
-                    memory="2048",
-                    containerDefinitions=[{"name": container, "image": "x", "memory": 2048}],
-                )
-            yield Shared(subnet, sg, cluster)
+            yield Shared(*create_task_network(session, cluster_name="mtrl-rewards", worker_container="worker"))
     finally:
-        state_manager.unset_transition("ecs::task")
-        if original_dns is None:
-            del NetworkInterface.private_dns_name  # type: ignore[attr-defined]
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -342,10 +327,13 @@ def test_full_provision_starts_runner_then_workers_with_the_run_settings(world: 
             "containerOverrides"
         ][0]["environment"]
     }
-    assert env["MTRL_ENVIRONMENT_ID"] == "wordle"
-    assert json.loads(env["MTRL_ENVIRONMENT_ARGS"]) == {"max_turns": 6}
-    assert env["MTRL_ROLLOUT_REQUEST_QUEUE_URL"] == SETUP_OUTPUTS["rollout_request_queue_url"]
-    assert env["MTRL_COMPLETION_URL"] == SETUP_OUTPUTS["proxy_function_url"]
+    assert env[contract.ENV_ID] == "wordle"
+    assert json.loads(env[contract.ENV_ARGS]) == {"max_turns": 6}
+    assert env[contract.REQUEST_QUEUE_URL] == SETUP_OUTPUTS["rollout_request_queue_url"]
+    assert env[contract.RESULT_QUEUE_URL] == SETUP_OUTPUTS["rollout_response_sqs_url"]
+    assert env[contract.POLICY_URL] == SETUP_OUTPUTS["proxy_function_url"]
+    # The worker's own entry point reads exactly what the backend wrote.
+    assert config_from_env(env).env_args == {"max_turns": 6}
     # A further call is a no-op: nothing scaled, started or recorded twice.
     count = len(world.recorder.resources)
     world.adapter.provision(world.run())

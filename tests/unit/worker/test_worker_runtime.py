@@ -234,6 +234,11 @@ def test_entry_point_configuration_errors() -> None:
         config_from_env({"MTRL_CONCURRENCY": "0"})
     assert worker_main({"MTRL_ENV_ID": "wordle"}) == 2  # no queue URLs
     assert worker_main({"MTRL_ENV_ID": "nope"}) == 2
+    assert config_from_env({"MTRL_ENV_ARGS": '{"max_turns": 4}'}).env_args == {"max_turns": 4}
+    with pytest.raises(ConfigError, match="MTRL_ENV_ARGS is not valid JSON"):
+        config_from_env({"MTRL_ENV_ARGS": "{max_turns: 4}"})
+    with pytest.raises(ConfigError, match="MTRL_ENV_ARGS must be a JSON object"):
+        config_from_env({"MTRL_ENV_ARGS": "[4]"})
 
 
 def test_sigterm_stops_the_loop_gracefully() -> None:
