@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from mtrl.backends._aws import AwsClients, S3Uri, backend_error, error_code, error_message, safe_name, short_token
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.cost import CostError, cost_for_run
+from mtrl.cost.calculator import load_price_book
 from mtrl.worker.contract import worker_environment
 
 CAPACITY_KIND = "hyperpod-capacity"
@@ -354,6 +355,7 @@ class HyperPodAdapter:
                 "(one training slot per GPU instance group)",
             )
         )
+        findings.append(_budget_check(run, str(details.get("InstanceType")), settings.region))
         return findings
 
     def _check_task_definitions(self, settings: HyperPodSettings) -> Finding:
@@ -919,3 +921,20 @@ def gpu_holds(resources: Iterable[CreatedResource | Mapping[str, Any]]) -> list[
             }
         )
     return holds
+
+
+def _budget_check(run: RunContext, instance_type: str, region: str) -> Finding:
+    """A run with ``max_budget_usd`` needs a price for its GPU instances, or the budget could never be enforced."""
+    budget = run.settings.get("max_budget_usd")
+    try:
+        price = load_price_book().instance_price(instance_type, region)
+    except CostError as error:
+        if budget is None:
+            return Finding("budget", True, f"no budget set; cost will not be reported: {error}")
+        return Finding(
+            "budget",
+            False,
+            f"max_budget_usd {budget} cannot be enforced: {error}; add the price to mtrl/cost/prices.json "
+            "or drop the budget from the manifest",
+        )
+    return Finding("budget", True, f"{instance_type} priced at {price.hourly} USD/instance-hour in {region}")

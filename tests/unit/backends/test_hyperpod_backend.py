@@ -503,6 +503,12 @@ def test_preflight(world: World) -> None:
     wrong = {f.check: f for f in world.adapter.preflight(world.run(reward_container_name="reward-worker"))}
     assert not wrong["task-definitions"].ok
     assert "no container 'reward-worker'" in wrong["task-definitions"].message
+    priced = {f.check: f for f in world.adapter.preflight(world.run(max_budget_usd=500.0))}
+    assert priced["budget"].ok
+    assert "ml.p5.48xlarge priced at" in priced["budget"].message
+    unpriced = {f.check: f for f in world.adapter.preflight(world.run(max_budget_usd=500.0, region="ap-southeast-7"))}
+    assert not unpriced["budget"].ok
+    assert "max_budget_usd 500.0 cannot be enforced" in unpriced["budget"].message
     bad = world.adapter.preflight(world.run(task_subnet_ids=[]))
     assert len(bad) == 1
     assert not bad[0].ok
