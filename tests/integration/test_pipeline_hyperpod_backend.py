@@ -18,15 +18,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from moto.ec2.models.elastic_network_interfaces import NetworkInterface
-from moto.moto_api import state_manager
 
 from mtrl.backends import nova_runner
 from mtrl.backends._aws import AwsClients, S3Uri
 from mtrl.backends.base import RunContext
 from mtrl.backends.hyperpod import CAPACITY_KIND, STACK_KIND, TASKS_KIND, HyperPodAdapter, HyperPodSettings
 from tests.integration.pipeline_support import Harness, jsonl, pipeline_context, wordle_rows
-from tests.unit.backends.aws_fakes import FakeAws, FakeCluster, FakeError, new_session
+from tests.unit.backends.aws_fakes import (
+    FakeAws,
+    FakeCluster,
+    FakeError,
+    create_task_network,
+    moto_ecs_tasks,
+    new_session,
+)
 
 DATA = jsonl(wordle_rows(12))
 SDK_STACK_TEMPLATE = {
@@ -107,21 +112,9 @@ class HyperPodWorld:
 
     # -- the deploy-time world (what the CDK stacks create), once moto is up ----------------------------------------
     def deploy(self) -> dict[str, Any]:
-        ec2 = self.aws.session.client("ec2")
-        vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
-        subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
-        sg = ec2.create_security_group(GroupName="workers", Description="reward workers", VpcId=vpc)["GroupId"]
-        ecs = self.aws.session.client("ecs")
-        self.ecs_cluster = ecs.create_cluster(clusterName="mtrl-reward-workers")["cluster"]["clusterArn"]
-        for family, container in (("mtrl-reward-worker", "reward-worker"), ("mtrl-nova-runner", "runner")):
-            ecs.register_task_definition(
-                family=family,
-                networkMode="awsvpc",
-                requiresCompatibilities=["FARGATE"],
-                cpu="1024",
-                memory="2048",
-                containerDefinitions=[{"name": container, "image": "x", "memory": 2048}],
-            )
+        subnet, sg, self.ecs_cluster = create_task_network(
+            self.aws.session, cluster_name="mtrl-reward-workers", worker_container="reward-worker"
+        )
         # The same keys stacks/app_builder.py passes with PipelineStack.add_backend_setting.
         return {
             "prefix": "mtrl",
@@ -213,19 +206,8 @@ def _sdk_submit(spec: dict[str, Any], *, cloudformation: Any, cli: Any) -> dict[
 
 @pytest.fixture(scope="module", autouse=True)
 def _moto_ecs_tasks() -> Iterator[None]:
-    # moto 5.2.5 builds an awsvpc task's attachment from an ENI attribute it never sets; give it one.
-    original_dns = getattr(NetworkInterface, "private_dns_name", None)
-    NetworkInterface.private_dns_name = property(lambda self: "ip-10-0-1-10.ec2.internal")  # type: ignore[attr-defined]
-    # moto advances a task's lastStatus towards STOPPED on every DescribeTasks; keep started tasks RUNNING.
-    state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10**9})
-    try:
+    with moto_ecs_tasks():
         yield
-    finally:
-        state_manager.unset_transition("ecs::task")
-        if original_dns is None:
-            del NetworkInterface.private_dns_name  # type: ignore[attr-defined]
-        else:
-            NetworkInterface.private_dns_name = original_dns  # type: ignore[attr-defined]
 
 
 def _pipeline(world: HyperPodWorld, **overrides: Any) -> Any:

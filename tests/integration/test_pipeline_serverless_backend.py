@@ -22,22 +22,18 @@ from botocore.response import StreamingBody
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.serverless import ServerlessAdapter
 from tests.integration.pipeline_support import BUCKET, Harness, jsonl, pipeline_context, wordle_rows
-from tests.unit.backends.aws_fakes import ACCOUNT, REGION, FakeAws, FakeError, new_session
+from tests.unit.backends.aws_fakes import (
+    ACCOUNT,
+    REGION,
+    FakeAws,
+    FakeError,
+    create_serverless_job_role,
+    new_session,
+)
 
 DATA = jsonl(wordle_rows(12))
-ROLE_NAME = "mtrl-serverless-job"
 AGENT_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:mtrl-agent-wordle"
 MLFLOW_ARN = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:mlflow-app/app-ABC"
-JOB_TRUST = {
-    "Version": "2012-10-17",
-    "Statement": [
-        {
-            "Effect": "Allow",
-            "Principal": {"Service": "job.sagemaker.amazonaws.com"},
-            "Action": ["sts:AssumeRole", "sts:TagSession"],
-        }
-    ],
-}
 WIRING_OK = "ERROR sample failed: An error occurred (ValidationException): 400 Could not find job arn:aws:sagemaker:…"
 CROSS_ACCOUNT = "ERROR sample failed: 403 User is not authorized to access this resource"
 
@@ -63,9 +59,7 @@ class ServerlessWorld:
 
     def deploy(self) -> dict[str, Any]:
         """What the backends stack creates, and the settings app_builder passes with add_backend_setting."""
-        role = self.aws.session.client("iam").create_role(
-            RoleName=ROLE_NAME, AssumeRolePolicyDocument=json.dumps(JOB_TRUST)
-        )["Role"]["Arn"]
+        role = create_serverless_job_role(self.aws.session)
         group = self.aws.session.client("sagemaker").create_model_package_group(
             ModelPackageGroupName="mtrl-serverless"
         )["ModelPackageGroupArn"]

@@ -10,7 +10,8 @@ shape, as ``botocore.stub.Stubber`` does.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +21,8 @@ import botocore.loaders
 import botocore.session
 from botocore.awsrequest import AWSResponse
 from botocore.validate import ParamValidator
+from moto.ec2.models.elastic_network_interfaces import NetworkInterface
+from moto.moto_api import state_manager
 
 from mtrl.backends.base import CreatedResource
 
@@ -36,6 +39,67 @@ def new_session() -> boto3.Session:
 
 
 ACCOUNT = "123456789012"  # moto's default account
+
+
+# The serverless job role as the backends stack creates it (trusted by the SageMaker job principal).
+SERVERLESS_JOB_ROLE = "mtrl-serverless-job"
+JOB_TRUST = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "job.sagemaker.amazonaws.com"},
+            "Action": ["sts:AssumeRole", "sts:TagSession"],
+        }
+    ],
+}
+
+
+def create_serverless_job_role(session: boto3.Session) -> str:
+    """The job role in moto; returns its ARN."""
+    role = session.client("iam").create_role(
+        RoleName=SERVERLESS_JOB_ROLE, AssumeRolePolicyDocument=json.dumps(JOB_TRUST)
+    )
+    return str(role["Role"]["Arn"])
+
+
+@contextmanager
+def moto_ecs_tasks() -> Iterator[None]:
+    """Patch moto so awsvpc ECS tasks can be started and stay RUNNING (the hyperpod adapter's runner tasks)."""
+    # moto 5.2.5 builds an awsvpc task's attachment from an ENI attribute it never sets; give it one.
+    original_dns = getattr(NetworkInterface, "private_dns_name", None)
+    NetworkInterface.private_dns_name = property(lambda self: "ip-10-0-1-10.ec2.internal")  # type: ignore[attr-defined]
+    # moto advances a task's lastStatus towards STOPPED on every DescribeTasks; keep started tasks RUNNING.
+    state_manager.set_transition(model_name="ecs::task", transition={"progression": "manual", "times": 10**9})
+    try:
+        yield
+    finally:
+        state_manager.unset_transition("ecs::task")
+        if original_dns is None:
+            del NetworkInterface.private_dns_name  # type: ignore[attr-defined]
+        else:
+            NetworkInterface.private_dns_name = original_dns  # type: ignore[attr-defined]
+
+
+def create_task_network(session: boto3.Session, *, cluster_name: str, worker_container: str) -> tuple[str, str, str]:
+    """What the stacks give the hyperpod adapter's ECS tasks, in moto: (subnet id, security group id, cluster ARN),
+    and the reward-worker and Nova Forge runner task definitions."""
+    ec2 = session.client("ec2")
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.0.1.0/24")["Subnet"]["SubnetId"]
+    sg = ec2.create_security_group(GroupName="workers", Description="reward workers", VpcId=vpc)["GroupId"]
+    ecs = session.client("ecs")
+    cluster = ecs.create_cluster(clusterName=cluster_name)["cluster"]["clusterArn"]
+    for family, container in (("mtrl-reward-worker", worker_container), ("mtrl-nova-runner", "runner")):
+        ecs.register_task_definition(
+            family=family,
+            networkMode="awsvpc",
+            requiresCompatibilities=["FARGATE"],
+            cpu="1024",
+            memory="2048",
+            containerDefinitions=[{"name": container, "image": "x", "memory": 2048}],
+        )
+    return subnet, sg, cluster
 
 
 class FakeError(Exception):

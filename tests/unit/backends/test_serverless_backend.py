@@ -12,7 +12,15 @@ from typing import Any
 
 import jsonschema
 import pytest
-from aws_fakes import ACCOUNT, REGION, FakeAws, FakeError, Recorder
+from aws_fakes import (
+    ACCOUNT,
+    REGION,
+    SERVERLESS_JOB_ROLE,
+    FakeAws,
+    FakeError,
+    Recorder,
+    create_serverless_job_role,
+)
 from botocore.exceptions import ParamValidationError, ReadTimeoutError
 from botocore.response import StreamingBody
 
@@ -35,18 +43,7 @@ BUCKET = "mtrl-data-123456789012"
 RUN_ID = "wordle-v3-20261129T103000Z"
 LAMBDA_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:mtrl-agent-wordle"
 RUNTIME_ARN = f"arn:aws:bedrock-agentcore:{REGION}:{ACCOUNT}:runtime/Wordle_Wordle-abc123"
-ROLE_NAME = "mtrl-serverless-job"
-ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/{ROLE_NAME}"
-JOB_TRUST = {
-    "Version": "2012-10-17",
-    "Statement": [
-        {
-            "Effect": "Allow",
-            "Principal": {"Service": "job.sagemaker.amazonaws.com"},
-            "Action": ["sts:AssumeRole", "sts:TagSession"],
-        }
-    ],
-}
+ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/{SERVERLESS_JOB_ROLE}"
 MLFLOW_STATUS = {"status": "Created"}
 ROWS = [
     {"id": "wordle_train_0000", "metadata": {"prompt": "Guess the 5-letter word", "answer": "riser"}},
@@ -88,7 +85,7 @@ def world(aws: FakeAws) -> FakeAws:
     body = "".join(json.dumps(row) + "\n" for row in ROWS).encode()
     s3.put_object(Bucket=BUCKET, Key="training-data/wordle.jsonl", Body=body)
     s3.put_object(Bucket=BUCKET, Key=f"runs/{RUN_ID}/split/eval.jsonl", Body=body)
-    aws.session.client("iam").create_role(RoleName=ROLE_NAME, AssumeRolePolicyDocument=json.dumps(JOB_TRUST))
+    create_serverless_job_role(aws.session)
     aws.session.client("sagemaker").create_model_package_group(ModelPackageGroupName="wordle")
     aws.on("sagemaker", "DescribeMlflowApp", lambda p: {"Arn": p["Arn"], "Status": MLFLOW_STATUS["status"]})
     MLFLOW_STATUS["status"] = "Created"
@@ -515,7 +512,7 @@ def test_classify_prefers_not_found_over_other_noise() -> None:
 def test_preflight_role_trust(world: FakeAws, trust: dict[str, Any], fragment: str) -> None:
     iam = world.session.client("iam")
     iam.update_assume_role_policy(
-        RoleName=ROLE_NAME, PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [trust]})
+        RoleName=SERVERLESS_JOB_ROLE, PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [trust]})
     )
     findings = {f.check: f for f in adapter(world).preflight(make_run())}
     assert not findings["job-role-trust"].ok
