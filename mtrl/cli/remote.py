@@ -11,8 +11,9 @@ import typer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, fail
+from mtrl.client import runs as client_runs
 from mtrl.client.deployment import Aws, Deployment, DeploymentError, Target, discover, error_code, translated_errors
-from mtrl.runs.registry import RunNotFound
+from mtrl.runs.registry import RunNotFound, RunRegistry
 
 PrefixOption = Annotated[
     str, typer.Option("--prefix", help="Deployment prefix: the stacks are <prefix>-data and <prefix>-pipeline.")
@@ -37,6 +38,10 @@ class Connection:
 
     def client(self, service: str) -> Any:
         return self.aws.client(service)
+
+    def registry(self) -> RunRegistry:
+        """The deployment's run table."""
+        return client_runs.registry(self.client("dynamodb"), self.deployment)
 
 
 @contextmanager

@@ -23,7 +23,7 @@ def show_run_cost(
 ) -> None:
     connection = connect(prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url, as_json=as_json)
     with remote_errors(connection.aws, as_json=as_json):
-        record = client_runs.registry(connection.client("dynamodb"), connection.deployment).get(run_id)
+        record = connection.registry().get(run_id)
     settings = record.get("settings") or {}
     try:
         estimate = client_runs.run_cost(record, region=connection.deployment.region)

@@ -220,7 +220,7 @@ def _follow(
     as_json: bool,
     upload: tuple[str, str | None] | None,
 ) -> dict[str, Any]:
-    registry = client_runs.registry(connection.client("dynamodb"), connection.deployment)
+    registry = connection.registry()
     stepfunctions = connection.client("stepfunctions")
     started = time.monotonic()
     ended_at: float | None = None  # when the execution was first seen finished without a final record
@@ -271,7 +271,7 @@ def _follow(
 def _existing_run(connection: Connection, run_id: str, *, as_json: bool) -> tuple[dict[str, Any] | None, str | None]:
     """(record, execution status) of a run that exists in either place; a run in neither is a usage error."""
     with remote_errors(connection.aws, as_json=as_json):
-        record = client_runs.registry(connection.client("dynamodb"), connection.deployment).find(run_id)
+        record = connection.registry().find(run_id)
         execution = None
         if record is None:
             execution = client_runs.execution_status(connection.client("stepfunctions"), connection.deployment, run_id)
@@ -309,7 +309,7 @@ def logs(
     if follow:  # following a mistyped id would never end
         _existing_run(connection, run_id, as_json=as_json)
     logs_client = connection.client("logs")
-    registry = client_runs.registry(connection.client("dynamodb"), deployment)
+    registry = connection.registry()
     seen: set[str] = set()
     start_ms: int | None = None
     printed: list[dict[str, Any]] = []
@@ -368,7 +368,7 @@ def cancel(
     that; exit 0 once the run is final and teardown completed, 1 if teardown reported problems or did not
     finish within --timeout."""
     connection = connect(prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url, as_json=as_json)
-    registry = client_runs.registry(connection.client("dynamodb"), connection.deployment)
+    registry = connection.registry()
     with remote_errors(connection.aws, as_json=as_json):
         record = registry.find(run_id)
         if _is_final(record):
