@@ -61,6 +61,15 @@ $(LAYER_STAMP): requirements/lambda.txt requirements/runtime.txt $(PY_STAMP)
 	find $(LAYER_DIR) -depth -type d \( -name tests -o -name __pycache__ \) -exec rm -rf {} +
 	rm -f .build/.stamp-layer-* && touch $@
 
+# The embedded AWS emulator (MiniStack) for the demo and the emulator tests, in its own environment: it pins
+# a botocore that conflicts with the project's boto3.
+emulator: $(EMULATOR_STAMP)
+
+$(EMULATOR_STAMP): requirements/emulator.txt
+	test -x $(EMULATOR_VENV)/bin/python || $(PYTHON) -m venv $(EMULATOR_VENV)
+	$(EMULATOR_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/emulator.txt
+	rm -f $(EMULATOR_VENV)/.stamp-* && touch $@
+
 lint: setup
 	$(BIN)/ruff check $(wildcard $(LINT_PATHS))
 	$(BIN)/ruff format --check $(wildcard $(LINT_PATHS))

@@ -16,6 +16,15 @@ from stacks.app_builder import Deployment, build_deployment
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """In CI the emulator tests must run: a missing emulator is a set-up failure there, not a reason to skip."""
+    from mtrl.emulator import find_emulator
+
+    if os.environ.get("CI") and find_emulator() is None:
+        pytest.exit("CI: .venv-emulator is missing, so the emulator tests would be skipped (run `make emulator`)", 1)
+
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_ACCOUNT = "123456789012"  # documentation placeholder account
 TEST_REGION = "us-east-1"
