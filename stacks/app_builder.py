@@ -178,6 +178,7 @@ def _wire_backends(
         "hyperpod_cluster_name": cluster.hyperpod_cluster_name,
         "hyperpod_gpu_instance_group": group.name,
         "hyperpod_idle_instance_count": str(group.idle_count),
+        "hyperpod_max_instance_count": str(group.run_count),
         "hyperpod_capacity_timeout_minutes": str(settings.hyperpod_capacity_timeout_minutes),
         "ecs_cluster_arn": workers.cluster.cluster_arn,
         "task_subnet_ids": [subnet.subnet_id for subnet in network.network.vpc.private_subnets],

@@ -71,6 +71,8 @@ class HyperPodSettings(BaseModel):
     hyperpod_cluster_name: str = Field(min_length=1)
     hyperpod_gpu_instance_group: str = Field(min_length=1)
     hyperpod_idle_instance_count: int = Field(0, ge=0)
+    # The group's run_count setting: the most instances one run may scale it to (None: no ceiling known).
+    hyperpod_max_instance_count: int | None = Field(None, ge=1)
     instance_count: int = Field(ge=1, le=64)
     hyperpod_capacity_timeout_minutes: int = Field(60, ge=1)
     hyperpod_namespace: str = "kubeflow"
@@ -355,6 +357,16 @@ class HyperPodAdapter:
                 "(one training slot per GPU instance group)",
             )
         )
+        ceiling = settings.hyperpod_max_instance_count
+        if ceiling is not None and settings.instance_count > ceiling:
+            findings.append(
+                Finding(
+                    "instance-count",
+                    False,
+                    f"instance_count {settings.instance_count} is above the run_count {ceiling} configured for "
+                    f"{gpu.group}; ask for at most {ceiling} or raise the group's run_count and redeploy",
+                )
+            )
         findings.append(_budget_check(run, str(details.get("InstanceType")), settings.region))
         return findings
 

@@ -74,7 +74,13 @@ class TaintSettings(_Nested):
 class _GroupBase(_Nested):
     name: str = Field(..., pattern=_GROUP_NAME, description="Instance group name (unique in the cluster).")
     instance_type: str = Field(..., description="SageMaker instance type, e.g. 'ml.g5.8xlarge' (starts with 'ml.').")
-    run_count: int = Field(1, ge=1, le=6758, description="Instances the pipeline scales this group to during a run.")
+    run_count: int = Field(
+        1,
+        ge=1,
+        le=6758,
+        description="The most instances one run may scale this group to (a run asks for its manifest's "
+        "instance_count, default run_instance_count; preflight refuses more than this).",
+    )
     idle_count: int = Field(
         0, ge=0, le=6758, description="Instances when no run holds the cluster (0 = scale to zero, no GPU cost)."
     )

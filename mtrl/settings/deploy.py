@@ -76,6 +76,16 @@ class DeploySettings(
             )
         return self
 
+    @model_validator(mode="after")
+    def _default_run_fits_the_training_group(self) -> Self:
+        group = self.training_instance_group
+        if not self.uses_existing_cluster and self.run_instance_count > group.run_count:
+            raise ValueError(
+                f"run_instance_count: {self.run_instance_count} is above the run_count {group.run_count} of the "
+                f"training instance group '{group.name}' (raise that group's run_count, or ask for fewer)"
+            )
+        return self
+
 
 def _is_textual(annotation: Any) -> bool:
     """True when a field accepts plain strings, so a -c value must not be parsed as JSON."""

@@ -503,6 +503,11 @@ def test_preflight(world: World) -> None:
     wrong = {f.check: f for f in world.adapter.preflight(world.run(reward_container_name="reward-worker"))}
     assert not wrong["task-definitions"].ok
     assert "no container 'reward-worker'" in wrong["task-definitions"].message
+    ceiling = {f.check: f for f in world.adapter.preflight(world.run(hyperpod_max_instance_count=1, instance_count=2))}
+    assert not ceiling["instance-count"].ok
+    assert "instance_count 2 is above the run_count 1" in ceiling["instance-count"].message
+    within = {f.check: f for f in world.adapter.preflight(world.run(hyperpod_max_instance_count=2, instance_count=2))}
+    assert "instance-count" not in within
     priced = {f.check: f for f in world.adapter.preflight(world.run(max_budget_usd=500.0))}
     assert priced["budget"].ok
     assert "ml.p5.48xlarge priced at" in priced["budget"].message
