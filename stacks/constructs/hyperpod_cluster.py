@@ -83,8 +83,10 @@ class HyperPodCluster(Construct):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             server_access_logs_bucket=access_log_bucket,
             server_access_logs_prefix="lifecycle-bucket/",
-            # Versions are the content-addressed prefixes below; deleting the stack empties the bucket.
+            # Versions are content-addressed prefixes that accumulate (prune=False below keeps the one a
+            # running cluster still points at), so the bucket is emptied when the stack is deleted.
             removal_policy=cdk.RemovalPolicy.DESTROY,
+            auto_delete_objects=True,
         )
         # Content hash in the prefix: a changed script is a new location, so the cluster update is explicit.
         version = cdk.FileSystem.fingerprint(str(LIFECYCLE_DIR))[:16]
