@@ -172,7 +172,7 @@ def _wire_backends(
             data_bucket_arn=data.store.data_bucket.bucket_arn,
         ),
     )
-    group = settings.training_instance_group
+    group = settings.run_instance_group
     values: dict[str, str | list[str]] = {
         # hyperpod (mtrl.backends.hyperpod.HyperPodSettings)
         "hyperpod_cluster_name": cluster.hyperpod_cluster_name,

@@ -186,7 +186,7 @@ class ClusterStack(cdk.Stack):
             "EksClusterArn": (self.eks_cluster_arn, "EKS cluster ARN"),
             "HyperPodClusterName": (self.hyperpod_cluster_name, "HyperPod cluster the pipeline scales and submits to"),
             "JobSubmissionRoleArn": (self.job_submission_role.role_arn, "Role the pipeline uses for the clusters"),
-            "TrainingInstanceGroup": (self.training_instance_group.name, "Instance group the pipeline scales per run"),
+            "TrainingInstanceGroup": (settings.run_instance_group.name, "Instance group the pipeline scales per run"),
             "InstanceGroups": (json.dumps(groups), "Instance groups with their idle and run counts"),
             "JobNamespaces": (",".join(JOB_NAMESPACES), "Namespaces the job-submission role may write to"),
             "KubeconfigCommand": (

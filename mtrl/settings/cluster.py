@@ -296,6 +296,11 @@ class ClusterSettings(SettingsGroup):
         return next(g for g in self.hyperpod_instance_groups if g.purpose == "training")
 
     @property
+    def run_instance_group(self) -> InstanceGroupSettings | RestrictedInstanceGroupSettings:
+        """The group the hyperpod backend scales per run (Nova Forge trains on the restricted group if there is one)."""
+        return self.hyperpod_restricted_instance_group or self.training_instance_group
+
+    @property
     def helm_components(self) -> dict[str, bool]:
         """Every switchable chart component with whether it is installed (unlisted ones stay off)."""
         wanted = set(REQUIRED_HELM_COMPONENTS) | set(self.hyperpod_helm_extra_components)

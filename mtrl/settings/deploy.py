@@ -78,11 +78,11 @@ class DeploySettings(
 
     @model_validator(mode="after")
     def _default_run_fits_the_training_group(self) -> Self:
-        group = self.training_instance_group
+        group = self.run_instance_group
         if not self.uses_existing_cluster and self.run_instance_count > group.run_count:
             raise ValueError(
                 f"run_instance_count: {self.run_instance_count} is above the run_count {group.run_count} of the "
-                f"training instance group '{group.name}' (raise that group's run_count, or ask for fewer)"
+                f"instance group '{group.name}' runs scale (raise that group's run_count, or ask for fewer)"
             )
         return self
 

@@ -221,3 +221,18 @@ def test_custom_environment_is_checked_at_synth(app_factory: Any) -> None:
     _app, deployment = app_factory({"use_custom_env": True, "custom_env_id": "template"})
     assert deployment.backends is not None
     assert deployment.backends.agent.function_name == "mtrl-agent-template"
+
+
+def test_runs_scale_the_restricted_group_when_one_is_configured(app_factory: Any) -> None:
+    """Nova Forge trains on the restricted instance group, so that is the group a run scales (up to its run_count)."""
+    restricted = {"name": "nova-rig", "instance_type": "ml.p5.48xlarge", "run_count": 2, "idle_count": 0}
+    _, deployment = app_factory({"hyperpod_restricted_instance_group": json.dumps(restricted)})
+    template = Template.from_stack(deployment.pipeline)
+    (function,) = [
+        f
+        for f in template.find_resources("AWS::Lambda::Function").values()
+        if "MTRL_BACKEND_SETTINGS" in f["Properties"]["Environment"]["Variables"]
+    ]
+    rendered = json.dumps(function["Properties"]["Environment"]["Variables"]["MTRL_BACKEND_SETTINGS"])
+    assert '\\"hyperpod_gpu_instance_group\\":\\"nova-rig\\"' in rendered
+    assert '\\"hyperpod_max_instance_count\\":\\"2\\"' in rendered

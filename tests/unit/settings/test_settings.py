@@ -62,7 +62,7 @@ def test_cdk_internal_context_keys_are_ignored() -> None:
             "setting 'availability_zones': ['eu-west-1b'] are not in region 'us-east-1'",
         ),
         ({"vpc_id": "vpc-0abc"}, "setting 'private_subnet_ids': required when vpc_id is set"),
-        ({"run_instance_count": 2}, "setting 'run_instance_count': 2 is above the run_count 1 of the training"),
+        ({"run_instance_count": 2}, "setting 'run_instance_count': 2 is above the run_count 1 of the instance group"),
         ({"vpc_id": "my-vpc"}, "setting 'vpc_id': must look like"),
         (
             {"private_subnet_cidr_mask": 17, "az_count": 3},
