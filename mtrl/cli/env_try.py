@@ -105,7 +105,10 @@ def try_environment(
         )
         return
     if train_steps:
-        fail("--train-steps is for a language model (--policy hf:…); the features policy trains with --steps N")
+        fail(
+            "--train-steps is for a language model (--policy hf:…); the features policy trains with --steps N",
+            as_json=as_json,
+        )
     _try_features(
         env_id, steps=steps, seed=seed, dataset=dataset, eval_dataset=eval_dataset, output=output, as_json=as_json
     )
