@@ -28,6 +28,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from mtrl import signal_health
 from mtrl.emulator import Emulator, deploy_app
 from mtrl.emulator.deploy import session_for
 from mtrl.envs.registry import load_spec
@@ -162,7 +163,13 @@ def _summary_tables(summary: dict[str, Any], training: dict[str, Any] | None) ->
     if training:
         tables.append(_evaluation_table(training))
         health = Table(title="reward signal health (GRPO learns only from spread inside a group)")
-        for column in ("component", "mean spread, step 1", "zero-spread groups, step 1", "zero-spread, whole run"):
+        for column in (
+            "component",
+            "mean spread, step 1",
+            "zero-spread groups, step 1",
+            "zero-spread, whole run",
+            f"verdict, step 1 (flat: ≥ {signal_health.FLAT_WARNING_SHARE:.0%})",
+        ):
             health.add_column(column)
         first = training.get("signal_health_first_step") or {}
         whole = training.get("signal_health") or {}
@@ -174,6 +181,7 @@ def _summary_tables(summary: dict[str, Any], training: dict[str, Any] | None) ->
                     _fmt(early.get("mean_spread")),
                     _pct(early.get("zero_spread_share")),
                     _pct(overall.get("zero_spread_share")),
+                    signal_health.verdict(float(early.get("zero_spread_share", 1.0))) if early else "—",
                 )
         tables.append(health)
     return tables

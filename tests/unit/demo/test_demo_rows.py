@@ -48,3 +48,23 @@ def test_the_table_has_three_rows_on_the_same_words() -> None:
     assert [line.split("│")[2].strip() for line in lines] == ["20%", "96%", "100%"]
     assert "hand-set heuristic (consistent = 1, no training)" in text
     assert "trained (20 GRPO steps)" in text
+
+
+def test_signal_health_uses_the_one_verdict_rule() -> None:
+    from mtrl.demo import _summary_tables
+
+    training = {
+        "steps": 20,
+        "heldout": {"tasks": 50},
+        "signal_health_first_step": {
+            "reward": {"mean_spread": 0.5, "zero_spread_share": 0.1},
+            "outcome": {"mean_spread": 0.0, "zero_spread_share": 0.95},
+        },
+        "signal_health": {"reward": {"zero_spread_share": 0.0}, "outcome": {"zero_spread_share": 1.0}},
+    }
+    console = Console(record=True, width=200, force_terminal=False)
+    for table in _summary_tables({"run_id": "r"}, training):
+        console.print(table)
+    lines = {line.split("│")[1].strip(): line for line in console.export_text().splitlines() if line.count("│") > 4}
+    assert lines["outcome"].rstrip(" │").endswith("flat")
+    assert lines["reward"].rstrip(" │").endswith("signal")
