@@ -198,6 +198,11 @@ def _train_with_progress(store: DirectoryStore, config: TrainConfig) -> None:
 def _print_summary(summary: dict[str, Any]) -> None:
     heldout = summary["heldout"]
     console.print(
+        f"policy: features — a log-linear policy over the hand-written {summary['env_id']} agent's candidate "
+        "actions (mtrl/local/agents/), not a language model; for one: --policy hf:MODEL",
+        highlight=False,
+    )
+    console.print(
         f"\n[bold]{summary['env_id']}[/]: {summary['steps']} GRPO steps in {summary['wall_seconds']:.1f} s; "
         f"held-out success ({heldout['tasks']} tasks, the environment's own criterion): "
         f"[bold]{_pct(heldout['success_before'])} → {_pct(heldout['success_after'])}[/]; "
