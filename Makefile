@@ -25,7 +25,7 @@ TYPED_PATHS := app.py stacks mtrl lambda environments
 help:
 	@grep -E '^#   make' Makefile | sed 's/^#   //'
 
-PY_STAMP := $(VENV)/.stamp-$(shell cat requirements/dev.txt pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
+PY_STAMP := $(VENV)/.stamp-$(shell cat requirements/dev.txt requirements/llm.txt pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 NODE_STAMP := node_modules/.stamp-$(shell sha1sum package-lock.json 2>/dev/null | cut -c1-12)
 LAYER_STAMP := .build/.stamp-layer-$(shell cat requirements/lambda.txt requirements/runtime.txt | sha1sum | cut -c1-12)
 EMULATOR_VENV := .venv-emulator
@@ -33,11 +33,14 @@ EMULATOR_STAMP := $(EMULATOR_VENV)/.stamp-$(shell sha1sum requirements/emulator.
 
 setup: $(PY_STAMP) $(NODE_STAMP) $(LAYER_STAMP)
 
-$(PY_STAMP): requirements/dev.txt pyproject.toml
+$(PY_STAMP): requirements/dev.txt requirements/llm.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (set PYTHON=...)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24"
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements/dev.txt
+	# The mtrl[llm] extra (torch==2.13.0 CPU build from the local wheel, transformers, trl, peft, openai) for the
+	# language-model policy tests; never in the Lambda layer or the worker image.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements/llm.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	rm -f $(VENV)/.stamp-* && touch $@
 
@@ -108,11 +111,17 @@ docs: setup
 # lambda.txt leaves the AWS SDK out (the layer takes runtime.txt's pins, see LAYER_SDK) so that the emulator
 # environment, which pins its own botocore, can share lambda.txt.
 RUNTIME_PROVIDED := boto3 botocore s3transfer urllib3
+# PyPI's torch wheel depends on these CUDA packages; the CPU build that `pip install torch==2.13.0` takes does not.
+CUDA_ONLY := cuda-bindings cuda-pathfinder cuda-toolkit triton nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc \
+  nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-cufft nvidia-cufile nvidia-curand nvidia-cusolver nvidia-cusparse \
+  nvidia-cusparselt-cu13 nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx
 lock:
 	cd requirements && ../$(BIN)/uv pip compile --python-version 3.11 --no-header --annotation-style line -q \
 	  $(foreach p,$(RUNTIME_PROVIDED),--no-emit-package $(p)) lambda.in -o lambda.txt
 	cd requirements && for f in runtime infra dev emulator; do \
 	  ../$(BIN)/uv pip compile --python-version 3.11 --no-header --annotation-style line -q $$f.in -o $$f.txt; done
+	cd requirements && ../$(BIN)/uv pip compile --python-version 3.11 --no-header --annotation-style line -q \
+	  $(foreach p,$(CUDA_ONLY),--no-emit-package $(p)) llm.in -o llm.txt
 
 clean:
 	rm -rf cdk.out .build .pytest_cache .mypy_cache .ruff_cache

@@ -24,14 +24,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from mtrl import signal_health
 from mtrl.emulator import Emulator, deploy_app
 from mtrl.emulator.deploy import session_for
+from mtrl.envs.registry import load_spec
+from mtrl.local.agents import agent_for
+from mtrl.local.config import TrainConfig
+from mtrl.local.policy import LogLinearPolicy
+from mtrl.local.trainer import TaskSplit, Trainer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DATASET = REPO_ROOT / "environments" / "wordle" / "sample" / "train.jsonl"
+# The sample's own evaluation set: every held-out figure the demo shows is on these words.
+SAMPLE_EVAL = REPO_ROOT / "environments" / "wordle" / "sample" / "eval.jsonl"
+EVAL_KEY = "eval-data/wordle-demo-eval.jsonl"
+POLICY_LINE = (
+    "policy: `features` — a 7-weight log-linear policy choosing among candidate guesses that a built-in Wordle "
+    "solver offers (mtrl/local/agents/wordle.py); fast and offline, but not a language model "
+    "(for one: mtrl env try wordle --policy hf:MODEL)"
+)
+# The hand-set heuristic row: one weight by hand, no training — "guess a word still consistent with the clues".
+HAND_SET_WEIGHTS = {"consistent": 1.0}
 PREFIX = "mtrl"
 # The demo's deployment: the emulator variant, polled every few seconds instead of every few minutes.
 SYNTH_CONTEXT = {
@@ -45,6 +62,7 @@ MANIFEST: dict[str, Any] = {
     "backend": "local",
     "environment": "wordle",
     "hyperparameters": {"steps": 20, "seed": 7},
+    "eval_dataset": EVAL_KEY,
 }
 # Each line breaks a different rule; the pipeline must report every one with its line number.
 MALFORMED_DATASET = "\n".join(
@@ -143,16 +161,15 @@ def _summary_tables(summary: dict[str, Any], training: dict[str, Any] | None) ->
     run.add_row("resources left behind", str(len(summary.get("resources_remaining") or [])))
     tables = [run]
     if training:
-        heldout = training.get("heldout") or {}
-        evaluation = Table(title="held-out evaluation (the environment's own success criterion)")
-        for column in ("", "before training", "after training"):
-            evaluation.add_column(column)
-        evaluation.add_row("solve rate", _pct(heldout.get("success_before")), _pct(heldout.get("success_after")))
-        evaluation.add_row("mean reward", _fmt(heldout.get("reward_before")), _fmt(heldout.get("reward_after")))
-        evaluation.add_row("held-out tasks", str(heldout.get("tasks")), "")
-        tables.append(evaluation)
+        tables.append(_evaluation_table(training))
         health = Table(title="reward signal health (GRPO learns only from spread inside a group)")
-        for column in ("component", "mean spread, step 1", "zero-spread groups, step 1", "zero-spread, whole run"):
+        for column in (
+            "component",
+            "mean spread, step 1",
+            "zero-spread groups, step 1",
+            "zero-spread, whole run",
+            f"verdict, step 1 (flat: ≥ {signal_health.FLAT_WARNING_SHARE:.0%})",
+        ):
             health.add_column(column)
         first = training.get("signal_health_first_step") or {}
         whole = training.get("signal_health") or {}
@@ -164,9 +181,47 @@ def _summary_tables(summary: dict[str, Any], training: dict[str, Any] | None) ->
                     _fmt(early.get("mean_spread")),
                     _pct(early.get("zero_spread_share")),
                     _pct(overall.get("zero_spread_share")),
+                    signal_health.verdict(float(early.get("zero_spread_share", 1.0))) if early else "—",
                 )
         tables.append(health)
     return tables
+
+
+def _evaluation_table(training: dict[str, Any]) -> Table:
+    """Three rows on the same held-out words: untrained, the hand-set heuristic, trained."""
+    heldout = training.get("heldout") or {}
+    table = Table(
+        title=f"held-out evaluation: the sample's eval.jsonl, {heldout.get('tasks')} words "
+        "(the environment's own success criterion)"
+    )
+    for column in ("policy", "solve rate", "mean reward"):
+        table.add_column(column)
+    table.add_row("untrained (all weights 0)", _pct(heldout.get("success_before")), _fmt(heldout.get("reward_before")))
+    heuristic = training.get("heuristic") or {}
+    weights = ", ".join(f"{name} = {value:g}" for name, value in HAND_SET_WEIGHTS.items())
+    table.add_row(
+        f"hand-set heuristic ({weights}, no training)",
+        _pct(heuristic.get("success_rate")),
+        _fmt(heuristic.get("reward_mean")),
+    )
+    steps = training.get("steps")
+    table.add_row(
+        f"trained ({steps} GRPO steps)", _pct(heldout.get("success_after")), _fmt(heldout.get("reward_after"))
+    )
+    return table
+
+
+def heuristic_evaluation(training: dict[str, Any], holdout: list[dict[str, Any]]) -> dict[str, Any]:
+    """The hand-set heuristic on the run's held-out tasks, evaluated exactly as the run evaluated its policy."""
+    config = TrainConfig(**training["config"])
+    agent = agent_for(config.env_id)
+    theta = np.zeros(len(agent.feature_names))
+    for name, value in HAND_SET_WEIGHTS.items():
+        theta[agent.feature_names.index(name)] = value
+    trainer = Trainer(
+        load_spec(config.env_id), agent, TaskSplit(train=holdout, holdout=holdout), env_args=config.env_args
+    )
+    return trainer.evaluate(LogLinearPolicy(agent.feature_names, theta), step=0, config=config)
 
 
 def _seconds(value: Any) -> str:
@@ -209,13 +264,17 @@ def run_demo(*, work_dir: Path, console: Console | None = None) -> DemoResult:
         result.timings["deploy"] = time.perf_counter() - mark
 
         _step(console, 3, "mtrl submit: the sample wordle dataset, with a manifest selecting the `local` backend")
+        _print_what_runs(console)
         manifest_path = work_dir / "wordle-demo.run.json"
         manifest_path.write_text(json.dumps(MANIFEST, indent=2) + "\n", encoding="utf-8")
         dataset_path = work_dir / "wordle-demo.jsonl"
         shutil.copyfile(SAMPLE_DATASET, dataset_path)
         console.print(f"    manifest: {json.dumps(MANIFEST)}")
         mark = time.perf_counter()
-        submitted = _mtrl(["submit", str(dataset_path), "--manifest", str(manifest_path), "--watch"], emulator)
+        submitted = _mtrl(
+            ["submit", str(dataset_path), "--manifest", str(manifest_path), "--eval-file", str(SAMPLE_EVAL), "--watch"],
+            emulator,
+        )
         result.timings["run"] = time.perf_counter() - mark
         runs = _run_ids(emulator)
         result.run_id = runs[0] if runs else None
@@ -227,6 +286,9 @@ def run_demo(*, work_dir: Path, console: Console | None = None) -> DemoResult:
         if result.run_id:
             result.summary = _read_json(s3, bucket, f"runs/{result.run_id}/summary.json")
             training = _read_optional_json(s3, bucket, f"runs/{result.run_id}/local/summary.json")
+            tasks = _read_optional_json(s3, bucket, f"runs/{result.run_id}/local/tasks.json")
+            if training and tasks:
+                training["heuristic"] = heuristic_evaluation(training, list(tasks["holdout"]))
             for table in _summary_tables(result.summary, training):
                 console.print(table)
             plot = _fetch_plot(s3, bucket, result.run_id, work_dir)
@@ -242,6 +304,19 @@ def run_demo(*, work_dir: Path, console: Console | None = None) -> DemoResult:
     verdict = "[bold green]demo passed[/]" if result.ok else "[bold red]demo failed[/]"
     console.print(f"\n{verdict} in {result.timings['total']:.0f} s; the emulator is stopped.")
     return result
+
+
+def _print_what_runs(console: Console) -> None:
+    console.print(f"    {POLICY_LINE}", highlight=False)
+    console.print(
+        f"    held out for evaluation: the sample's own eval.jsonl ({_rows(SAMPLE_EVAL)} words, uploaded to "
+        f"{EVAL_KEY}); training on train.jsonl ({_rows(SAMPLE_DATASET)} words)",
+        highlight=False,
+    )
+
+
+def _rows(path: Path) -> int:
+    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
 
 def _read_optional_json(s3: Any, bucket: str, key: str) -> dict[str, Any] | None:

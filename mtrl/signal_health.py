@@ -20,8 +20,11 @@ from typing import Any, Protocol, TextIO
 
 AGGREGATE = "reward"
 ZERO_SPREAD_EPSILON = 1e-9
-# Warn when a component is flat in at least this share of groups.
+# The one threshold: a component is "flat" when it is constant inside at least this share of groups. The library's
+# warnings, `mtrl env try`'s verdict and exit code, the demo and docs/extending.md all use it through `verdict`.
 FLAT_WARNING_SHARE = 0.9
+FLAT = "flat"
+SIGNAL = "signal"
 EMF_NAMESPACE = "mtrl/RewardSignal"
 
 
@@ -145,13 +148,32 @@ def compute(groups: Iterable[Sequence[Episode]]) -> SignalHealth:
     return report
 
 
+def is_flat(zero_spread_share: float, groups: int = 1) -> bool:
+    """The one verdict rule: flat when no group could be measured or the zero-spread share reaches the threshold."""
+    return groups == 0 or zero_spread_share >= FLAT_WARNING_SHARE
+
+
+def verdict(zero_spread_share: float, groups: int = 1) -> str:
+    """``"flat"`` (GRPO gets almost no gradient from it) or ``"signal"``; see ``is_flat``."""
+    return FLAT if is_flat(zero_spread_share, groups) else SIGNAL
+
+
+def explain_flat(name: str, zero_spread_share: float) -> str:
+    """What a flat component means for GRPO, in plain words."""
+    return (
+        f"'{name}' is the same for every rollout of a task in {zero_spread_share:.0%} of groups: GRPO's advantage "
+        "is the reward minus its group's mean, so there it adds nothing to the gradient whatever its weight. "
+        "Make it graded (partial credit), or use tasks on which this policy sometimes succeeds and sometimes fails."
+    )
+
+
 def _warnings(report: SignalHealth) -> list[str]:
     found: list[str] = []
     if report.aggregate.groups == 0:
         found.append("no group has two or more episodes: within-group spread cannot be measured")
         return found
     for health in [report.aggregate, *report.components.values()]:
-        if health.groups and health.zero_spread_share >= FLAT_WARNING_SHARE:
+        if health.groups and is_flat(health.zero_spread_share, health.groups):
             found.append(
                 f"'{health.name}' is constant within {health.zero_spread_share:.0%} of groups: "
                 "it gives GRPO almost no learning signal"

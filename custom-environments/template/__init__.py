@@ -3,7 +3,12 @@
 The task: the policy must reply with a secret word it can discover by asking for hints. It shows every
 part of the contract in ``mtrl.envs.contract`` with no dependencies: a multi-turn ``step``, an
 aggregate reward with named components, metrics, a dataset row check and the verifiers entry point.
-After copying, change ``ENV_ID`` to the new directory name.
+After copying, change ``ENV_ID`` to the new directory name. ``sample/train.jsonl`` and ``sample/eval.jsonl`` are a
+small dataset so ``mtrl env try`` runs on the copy at once; ``eval.jsonl`` is the held-out set it reports success on.
+
+The reward shows the usual split between what is trained and what is evaluated: ``success`` (the external
+criterion: the exact word) is binary, while the reward adds a dense ``closeness`` term (partial credit for letters
+of the word) so GRPO still sees differences between rollouts that all failed.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ EXAMPLE_ACTIONS = ["hint", "otter"]
 
 MAX_TURNS = 4
 HINT_COST = 0.1
+CLOSENESS_WEIGHT = 0.3
 
 
 def validate_task(metadata: dict[str, Any]) -> list[str]:
@@ -35,7 +41,7 @@ def validate_task(metadata: dict[str, Any]) -> list[str]:
 
 
 class SecretWordEnv:
-    """One episode. Rewards: 1.0 for the right word, minus 0.1 per hint; 0 if never answered right."""
+    """One episode. Reward: 1.0 for the right word, + 0.3 × closeness of the best reply, − 0.1 per hint."""
 
     def __init__(self, max_turns: int = MAX_TURNS) -> None:
         self.max_turns = max_turns
@@ -44,6 +50,7 @@ class SecretWordEnv:
         self._turns = 0
         self._solved = False
         self._done = False
+        self._closeness = 0.0
 
     @property
     def done(self) -> bool:
@@ -56,6 +63,7 @@ class SecretWordEnv:
         self._answer = str(task["answer"]).strip().lower()
         self._hints = self._turns = 0
         self._solved = self._done = False
+        self._closeness = 0.0
         return f"{task['prompt']} The word has {len(self._answer)} letters."
 
     def step(self, action: str) -> StepResult:
@@ -68,8 +76,10 @@ class SecretWordEnv:
             observation = f"Hint: the word starts with '{self._answer[: self._hints]}'."
         elif reply == self._answer:
             self._solved = self._done = True
+            self._closeness = 1.0
             return StepResult("Correct!", True)
         else:
+            self._closeness = max(self._closeness, closeness(reply, self._answer))
             observation = "Not the word."
         if self._turns >= self.max_turns:
             self._done = True
@@ -79,12 +89,26 @@ class SecretWordEnv:
     def result(self) -> EpisodeResult:
         correct = 1.0 if self._solved else 0.0
         hint_cost = -HINT_COST * self._hints
+        near = CLOSENESS_WEIGHT * self._closeness
         return EpisodeResult(
-            reward=correct + hint_cost,
-            components={"correct": correct, "hint_cost": hint_cost},
+            reward=correct + near + hint_cost,
+            components={"correct": correct, "closeness": near, "hint_cost": hint_cost},
             metrics={"turns": float(self._turns), "hints": float(self._hints)},
             success=self._solved,
         )
+
+
+def closeness(reply: str, answer: str) -> float:
+    """Share of the answer's letters (with multiplicity) found in the reply's first word, in [0, 1]."""
+    words = reply.split()
+    guess = words[0] if words else ""
+    remaining = list(guess)
+    found = 0
+    for letter in answer:
+        if letter in remaining:
+            remaining.remove(letter)
+            found += 1
+    return found / len(answer) if answer else 0.0
 
 
 def make_env(**kwargs: Any) -> SecretWordEnv:

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from mtrl import __version__
 from mtrl.cli import config_cmd, cost_cmd, demo_cmd, env_cmd, env_try, runs_cmd, sandbox_cmd, submit_cmd, validate_cmd
+
+_display_type_rich = typer.core.TyperOption.display_type_rich
+
+
+def _flag_has_no_value(self: typer.core.TyperOption, ctx: Any) -> str | None:
+    """Typer labels on/off flags (``--json``, ``--help``, ``--version``) ``<bool>`` although they take no value."""
+    return None if self.is_flag else _display_type_rich(self, ctx)
+
+
+typer.core.TyperOption.display_type_rich = _flag_has_no_value  # type: ignore[method-assign]
 
 app = typer.Typer(
     name="mtrl",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -10,6 +12,7 @@ from rich.table import Table
 from mtrl.cli.output import EXIT_USAGE, console, error_console, fail, print_json
 from mtrl.cli.run_cost import show_run_cost
 from mtrl.cost import CostError, CostEstimate, TokenUsage, hyperpod_cost_for_hours, load_price_book, serverless_cost
+from mtrl.settings import SettingsError, load_settings, read_cdk_json_context
 
 
 def cost(
@@ -18,7 +21,8 @@ def cost(
     ] = None,
     *,
     region: Annotated[
-        str | None, typer.Option("--region", help="AWS region the run uses (prices differ per region).")
+        str | None,
+        typer.Option("--region", help="AWS region the run uses (prices differ per region; default: the settings')."),
     ] = None,
     model: Annotated[
         str | None, typer.Option("--model", help="Serverless base model id (e.g. openai-reasoning-gpt-oss-20b).")
@@ -54,7 +58,7 @@ def cost(
         )
         return
     if region is None:
-        fail("give --region (prices differ per region), or a RUN id", as_json=as_json)
+        region = _settings_region(as_json=as_json)
     token_flags = prefill_tokens or sample_tokens or train_tokens
     if model is None and instance_type is None:
         fail("give --model (serverless token usage) and/or --instance-type (HyperPod instance-hours)", as_json=as_json)
@@ -78,6 +82,16 @@ def cost(
         print_json(estimate.to_dict())
         return
     _print_table(estimate)
+
+
+def _settings_region(*, as_json: bool, cdk_json: Path = Path("cdk.json")) -> str:
+    """The deployment's region from its settings (cdk.json context, CDK_DEFAULT_REGION), as `cdk deploy` uses it."""
+    try:
+        context = read_cdk_json_context(cdk_json) if cdk_json.is_file() else {}
+        settings = load_settings(context, environ=os.environ)
+    except SettingsError as error:
+        fail(f"give --region (the settings have no usable region: {error})", as_json=as_json)
+    return str(settings.region)
 
 
 def _print_table(estimate: CostEstimate) -> None:

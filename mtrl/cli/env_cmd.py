@@ -1,13 +1,15 @@
 """`mtrl env`: list reward environments and play an episode by hand.
 
-``mtrl env play wordle --answer beach --action raise --action beach`` prints each turn (action and
-observation; for wordle the G/Y/X feedback), then the reward and each of its components. Actions come from
-``--action`` (repeatable) or, when none is given, one per line on standard input.
+``mtrl env play wordle`` is a game: a random task from the environment's sample (unless ``--task``/``--answer``),
+the first observation at once, the environment's reply to each line typed, and at the end the reward, each of its
+components and the answer. ``--action`` (repeatable) plays a scripted episode instead; with ``--json`` the lines on
+standard input are the script.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import sys
 from typing import Annotated, Any
 
@@ -16,8 +18,14 @@ from rich.table import Table
 
 from mtrl.cli import env_try
 from mtrl.cli.output import EXIT_INVALID, console, fail, print_json
-from mtrl.envs.contract import TaskError, run_episode
-from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, list_environments, load_spec
+from mtrl.envs.contract import EpisodeResult, TaskError, run_episode
+from mtrl.envs.registry import (
+    EnvironmentNotFoundError,
+    EnvironmentSpec,
+    InvalidEnvironmentError,
+    list_environments,
+    load_spec,
+)
 from mtrl.sandbox import SandboxUnavailableError
 
 app = typer.Typer(
@@ -78,6 +86,22 @@ def check(
         raise typer.Exit(EXIT_INVALID)
 
 
+SAMPLE_TASKS = ("sample/train.jsonl", "sample/eval.jsonl")
+
+
+def _random_sample_task(spec: EnvironmentSpec, seed: int | None) -> dict[str, Any] | None:
+    """A random row's metadata from the environment's sample dataset (None when it ships none)."""
+    rows: list[dict[str, Any]] = []
+    for name in SAMPLE_TASKS:
+        path = spec.path / name
+        if path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                row = json.loads(line) if line.strip() else None
+                if isinstance(row, dict) and isinstance(row.get("metadata"), dict):
+                    rows.append(row["metadata"])
+    return random.Random(seed).choice(rows) if rows else None  # noqa: S311 - a game, not cryptography
+
+
 def _task_from_options(task_json: str | None, answer: str | None, example: dict[str, Any]) -> dict[str, Any]:
     if task_json is not None and answer is not None:
         raise ValueError("give --task or --answer, not both")
@@ -98,25 +122,34 @@ def _task_from_options(task_json: str | None, answer: str | None, example: dict[
 @app.command("play")
 def play(
     env_id: Annotated[str, typer.Argument(help="Environment id, e.g. wordle or ask_to_code.")],
+    *,
     answer: Annotated[str | None, typer.Option(help="Shortcut for a task with this 'answer' (e.g. wordle).")] = None,
     task_json: Annotated[
         str | None,
         typer.Option("--task", help='The task row\'s metadata as JSON, e.g. \'{"info": {"task_id": "median"}}\'.'),
     ] = None,
     actions: Annotated[
-        list[str] | None, typer.Option("--action", help="One policy turn (repeatable); default: lines on stdin.")
+        list[str] | None,
+        typer.Option("--action", help="One policy turn (repeatable): a scripted episode instead of a game."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    seed: Annotated[int | None, typer.Option(help="Seed for the random sample task (default: a new one).")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON (the script is --action or stdin lines).")
+    ] = False,
 ) -> None:
-    """Play one episode with the given actions and print the transcript and the reward."""
+    """Play an episode: interactively (a line per move), or scripted with --action; then the reward and the answer."""
     try:
         spec = load_spec(env_id)
-        task = _task_from_options(task_json, answer, spec.example_task)
+        sampled = None if task_json or answer else _random_sample_task(spec, seed)
+        task = sampled or _task_from_options(task_json, answer, spec.example_task)
     except (EnvironmentNotFoundError, InvalidEnvironmentError, ValueError) as error:
         fail(str(error), as_json=as_json)
     problems = spec.validate_task(task)
     if problems:
         fail(f"task is invalid for '{env_id}': " + "; ".join(problems), code=EXIT_INVALID, as_json=as_json)
+    if not actions and not as_json:
+        _play_interactively(spec, task)
+        return
     turns = list(actions) if actions else [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not turns:
         fail("no actions: pass --action (repeatable) or lines on stdin", as_json=as_json)
@@ -141,9 +174,45 @@ def play(
             console.print(turn["content"], highlight=False, markup=False)
     if unused:
         console.print(f"[yellow]{unused} action(s) not played: the episode ended first[/]")
+    _print_result(result, task)
+
+
+def _say(text: str, *, style: str | None = None) -> None:
+    console.print(text, highlight=False, markup=False, style=style)
+    console.file.flush()  # a game: every line must reach a pipe or a terminal as soon as it is printed
+
+
+def _play_interactively(spec: EnvironmentSpec, task: dict[str, Any]) -> None:
+    """Show the first observation at once, then one environment reply per line read, until done or end of input."""
+    env = spec.make()
+    try:
+        _say(env.reset(task))
+        interactive = sys.stdin.isatty()
+        while not env.done:
+            if interactive:
+                console.print("[bold cyan]> [/]", end="")
+                console.file.flush()
+            line = sys.stdin.readline()
+            if not line:  # end of input: score the episode as it stands
+                _say("(end of input: the episode is scored as it stands)", style="yellow")
+                break
+            if not line.strip():
+                continue
+            _say(env.step(line.strip()).observation)
+    except TaskError as error:
+        fail(f"task is invalid for '{spec.env_id}': {error}", code=EXIT_INVALID)
+    except SandboxUnavailableError as error:
+        fail(str(error))
+    _print_result(env.result(), task)
+
+
+def _print_result(result: EpisodeResult, task: dict[str, Any]) -> None:
     table = Table(title=f"reward {result.reward:+.4f} ({'success' if result.success else 'no success'})")
     for column in ("name", "value", "type"):
         table.add_column(column)
     for entry in result.metrics_list():
         table.add_row(entry["name"], f"{entry['value']:+.4f}", entry["type"])
     console.print(table)
+    answer = task.get("answer")
+    shown = answer if isinstance(answer, str) and answer else json.dumps(task.get("info") or task, sort_keys=True)
+    _say(f"the answer was: {shown.upper() if isinstance(answer, str) and answer else shown}")

@@ -1,10 +1,16 @@
-"""`mtrl env try ENV_ID`: the reward designer's dry run — the local GRPO backend on one environment, on this machine.
+"""`mtrl env try ENV_ID`: the reward designer's dry run — does this reward give GRPO a signal for this policy?
 
-It trains the small local policy on the environment's sample dataset (or ``--dataset``), prints each step's
-reward and success, then the held-out success before and after training and the per-component signal
-health: a component whose spread inside every GRPO group is zero teaches the policy nothing, whatever its
-weight. Exit code 0 when the reward carries signal, 1 when it never varies inside a group (or training
-failed), 2 for usage errors.
+Two kinds of policy:
+
+- ``--policy features`` (wordle, ask_to_code): the small log-linear policy over a hand-written agent's features,
+  trained with the local GRPO backend (fast, offline; says nothing about how a language model behaves);
+- ``--policy hf:MODEL`` / ``hf:tiny-random`` / ``openai:BASE_URL --model NAME``: a language model playing any
+  environment through its contract alone (``mtrl.llm``), groups of rollouts per task, optionally
+  ``--train-steps N`` of GRPO with TRL + LoRA.
+
+Both report held-out success by the environment's own criterion (the evaluation set, never the training reward) and
+per-component signal health with the one verdict rule of ``mtrl.signal_health``. Exit code 0 when the reward
+carries signal, 1 when it is flat (or training failed), 2 for usage errors.
 """
 
 from __future__ import annotations
@@ -17,9 +23,11 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mtrl import signal_health
+from mtrl.cli.env_try_llm import try_with_language_model
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, fail, print_json
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
-from mtrl.local.agents import NoAgentError
+from mtrl.local.agents import AGENTS, NoAgentError
 from mtrl.local.config import ConfigError, TrainConfig
 from mtrl.local.run import DirectoryStore, advance_run, create_run, parse_jsonl, read_summary
 from mtrl.local.trainer import TrainingError, TrainingState
@@ -46,10 +54,76 @@ def try_environment(
         Path | None,
         typer.Option(help="Held-out JSONL (default: sample/eval.jsonl, or a seeded share of the training rows)."),
     ] = None,
-    output: Annotated[Path | None, typer.Option(help="Directory for state, summary.json and training.png.")] = None,
+    output: Annotated[Path | None, typer.Option(help="Directory for state, summary.json and the plots.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            help="features | hf:MODEL (hub id or local path) | hf:tiny-random | openai:BASE_URL (with --model). "
+            "Default: features where the environment has a features agent, else hf:tiny-random."
+        ),
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="The model name an openai:BASE_URL endpoint serves.")] = None,
+    temperature: Annotated[float, typer.Option(help="Language model: sampling temperature.")] = 1.0,
+    top_p: Annotated[float, typer.Option(help="Language model: nucleus sampling top-p.")] = 1.0,
+    max_new_tokens: Annotated[int, typer.Option(help="Language model: tokens per reply at most.")] = 32,
+    group_size: Annotated[int, typer.Option(help="Language model: rollouts per task (a GRPO group).")] = 4,
+    tasks: Annotated[int, typer.Option(help="Language model: training tasks rolled out.")] = 4,
+    eval_tasks: Annotated[int, typer.Option(help="Language model: held-out tasks evaluated.")] = 8,
+    max_turns: Annotated[int, typer.Option(help="Language model: turns per episode at most.")] = 12,
+    train_steps: Annotated[int, typer.Option(help="Language model (hf:…): GRPO steps with TRL + LoRA.")] = 0,
+    tasks_per_step: Annotated[int, typer.Option(help="Language model: tasks per GRPO step.")] = 2,
+    learning_rate: Annotated[float, typer.Option(help="Language model: LoRA learning rate.")] = 5e-4,
 ) -> None:
-    """Dry-run an environment's reward with the local GRPO policy and report its signal health."""
+    """Dry-run an environment's reward with a policy and report its signal health and held-out success."""
+    chosen = policy or ("features" if env_id in AGENTS else "hf:tiny-random")
+    if chosen != "features":
+        if steps is not None:
+            fail("--steps is for --policy features; a language model trains with --train-steps N", as_json=as_json)
+        try_with_language_model(
+            env_id,
+            policy=chosen,
+            defaulted=policy is None,
+            values={
+                "model": model,
+                "temperature": temperature,
+                "top_p": top_p,
+                "max_new_tokens": max_new_tokens,
+                "group_size": group_size,
+                "tasks": tasks,
+                "eval_tasks": eval_tasks,
+                "max_turns": max_turns,
+                "seed": seed,
+                "train_steps": train_steps,
+                "tasks_per_step": tasks_per_step,
+                "learning_rate": learning_rate,
+            },
+            dataset=dataset,
+            eval_dataset=eval_dataset,
+            output=output,
+            as_json=as_json,
+        )
+        return
+    if train_steps:
+        fail(
+            "--train-steps is for a language model (--policy hf:…); the features policy trains with --steps N",
+            as_json=as_json,
+        )
+    _try_features(
+        env_id, steps=steps, seed=seed, dataset=dataset, eval_dataset=eval_dataset, output=output, as_json=as_json
+    )
+
+
+def _try_features(
+    env_id: str,
+    *,
+    steps: int | None,
+    seed: int,
+    dataset: Path | None,
+    eval_dataset: Path | None,
+    output: Path | None,
+    as_json: bool,
+) -> None:
     try:
         spec = load_spec(env_id)
         values: dict[str, Any] = {"seed": seed}
@@ -86,8 +160,9 @@ def try_environment(
         fail("training ended without a summary", code=EXIT_INVALID, as_json=as_json)
     summary["wall_seconds"] = round(time.perf_counter() - started, 2)
     summary["output"] = str(out_dir)
-    reward_health = summary["signal_health"].get("reward", {})
-    no_signal = bool(summary["steps"]) and reward_health.get("zero_spread_share", 0.0) >= 1.0
+    # The untrained policy's groups are the reward designer's view (a trained policy converges and flattens).
+    reward_health = summary.get("signal_health_first_step", {}).get("reward", {})
+    no_signal = bool(summary["steps"]) and signal_health.is_flat(reward_health.get("zero_spread_share", 0.0))
     if as_json:
         print_json(summary)
     else:
@@ -95,8 +170,8 @@ def try_environment(
     if no_signal:
         if not as_json:
             console.print(
-                "[bold red]no learning signal:[/] the reward was identical inside every group — GRPO cannot learn "
-                "from it. Make the reward distinguish better from worse episodes of the same task."
+                "[bold red]no learning signal:[/] "
+                + signal_health.explain_flat("reward", reward_health.get("zero_spread_share", 1.0))
             )
         raise typer.Exit(EXIT_INVALID)
 
@@ -122,6 +197,11 @@ def _train_with_progress(store: DirectoryStore, config: TrainConfig) -> None:
 
 def _print_summary(summary: dict[str, Any]) -> None:
     heldout = summary["heldout"]
+    console.print(
+        f"policy: features — a log-linear policy over the hand-written {summary['env_id']} agent's candidate "
+        "actions (mtrl/local/agents/), not a language model; for one: --policy hf:MODEL",
+        highlight=False,
+    )
     console.print(
         f"\n[bold]{summary['env_id']}[/]: {summary['steps']} GRPO steps in {summary['wall_seconds']:.1f} s; "
         f"held-out success ({heldout['tasks']} tasks, the environment's own criterion): "
@@ -150,11 +230,9 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 def _verdict(health: dict[str, float]) -> str:
     share = health["zero_spread_share"]
-    if share >= 1.0:
-        return "[red]no signal: constant in every group[/]"
-    if share >= 0.5:
-        return f"[yellow]weak: flat in {share:.0%} of groups[/]"
-    return "[green]healthy[/]"
+    if signal_health.is_flat(share):
+        return f"[red]flat: constant in {share:.0%} of groups[/]"
+    return f"[green]signal[/] (flat in {share:.0%})"
 
 
 def _pct(value: float | None) -> str:

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 
-console = Console()
-error_console = Console(stderr=True)
+# Output piped to a file or another program is not cut at 80 columns: a run's URI or a failure's cause must survive
+# intact in a log. A terminal (or an explicit COLUMNS) keeps its own width.
+PIPED_WIDTH = 1000
+
+
+def _width(stream: Any) -> int | None:
+    if os.environ.get("COLUMNS") or (hasattr(stream, "isatty") and stream.isatty()):
+        return None
+    return PIPED_WIDTH
+
+
+console = Console(width=_width(sys.stdout))
+error_console = Console(stderr=True, width=_width(sys.stderr))
 
 # Exit codes scripts can rely on.
 EXIT_OK = 0

@@ -26,6 +26,7 @@ from mtrl.cli.remote import (
 from mtrl.client import runs as client_runs
 from mtrl.runs.registry import RunStatus
 
+GENERIC_ERROR_NAMES = {"Runtime.HandlerError", "Runtime.UnhandledError", "Lambda.Unknown", "States.TaskFailed"}
 RunArgument = Annotated[str, typer.Argument(help="Run id (as printed by `mtrl submit`, listed by `mtrl runs`).")]
 IntervalOption = Annotated[
     float, typer.Option("--interval", min=0.05, help="Seconds between polls (--watch, --follow, cancel --wait).")
@@ -127,7 +128,10 @@ def status_renderable(view: dict[str, Any]) -> RenderableType:
     summary.add_row("cost so far", _money(view["cost_usd"]))
     if view["error"]:
         error = view["error"]
-        summary.add_row("failed at", Text(f"{error.get('step')}: {error.get('error')}", style="red"))
+        name = str(error.get("error") or "")
+        # The Lambda runtime's wrapper names say nothing: the cause below is what went wrong.
+        where = str(error.get("step")) if name in GENERIC_ERROR_NAMES or not name else f"{error.get('step')}: {name}"
+        summary.add_row("failed at", Text(where, style="red"))
         summary.add_row("cause", str(error.get("cause") or error.get("plain") or ""))
     if view["teardown_error"]:
         summary.add_row("teardown", Text(str(view["teardown_error"]), style="red"))

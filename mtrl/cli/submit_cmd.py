@@ -109,7 +109,8 @@ def submit(
         return
     if not as_json:
         console.print(f"run id: [bold]{submitted.run_id}[/]", highlight=False)
-        console.print(f"follow it with: mtrl status {submitted.run_id} --watch", highlight=False)
+        if not watch:  # when watching, the command follows it already (and an emulator may be gone afterwards)
+            console.print(f"follow it with: mtrl status {submitted.run_id} --watch", highlight=False)
     if watch:
         raise typer.Exit(
             watch_run(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from mtrl.cli.output import EXIT_INVALID, console, error_console, fail, print_json
+from mtrl.settings import SettingsError, load_settings, read_cdk_json_context
 from mtrl.settings.pipeline import PipelineSettings
 from mtrl.validation import Limits, UnknownEnvironmentError, ValidationReport, validate_file
 
@@ -16,7 +18,10 @@ def validate(
     file: Annotated[Path, typer.Argument(help="The JSONL dataset to check (Nova Forge row format).")],
     *,
     env: Annotated[
-        str | None, typer.Option("--env", help="Also run this environment's own row checks (e.g. wordle).")
+        str | None,
+        typer.Option(
+            "--env", help="Run this environment's own row checks (default: the deployment's run_environment)."
+        ),
     ] = None,
     eval_split: Annotated[
         float, typer.Option("--eval-split", min=0.0, max=0.5, help="Held-out share; checks train/eval overlap.")
@@ -35,6 +40,8 @@ def validate(
         fail("use either --eval-split or --eval-file, not both", as_json=as_json)
     defaults = PipelineSettings.model_validate({})
     limits = Limits.from_settings(defaults, max_errors=max_errors)
+    if env is None:  # as the pipeline does for a run without a manifest: the deployment's default environment
+        env = _deployment_environment(as_json=as_json)
     try:
         report, eval_report = validate_file(
             file, environment=env, limits=limits, eval_split=eval_split, eval_path=eval_file
@@ -50,6 +57,20 @@ def validate(
                 _print_human(item)
     if not valid:
         raise typer.Exit(EXIT_INVALID)
+
+
+def _deployment_environment(*, as_json: bool, cdk_json: Path = Path("cdk.json")) -> str:
+    try:
+        context = read_cdk_json_context(cdk_json) if cdk_json.is_file() else {}
+        settings = load_settings(context, environ=os.environ)
+    except SettingsError as error:
+        fail(f"give --env (the deployment settings are invalid: {error})", as_json=as_json)
+    if not as_json:
+        error_console.print(
+            f"checking rows with the deployment's default environment '{settings.run_environment}' (--env to choose)",
+            highlight=False,
+        )
+    return str(settings.run_environment)
 
 
 def _print_human(report: ValidationReport) -> None:

@@ -46,7 +46,8 @@ class TrainConfig:
         bad = [name for name, ok in checks if not ok]
         if bad:
             values = ", ".join(f"{name}={getattr(self, name)!r}" for name in bad)
-            raise ConfigError(f"local backend settings out of range: {values} (group_size needs at least 2 rollouts)")
+            hint = " (group_size needs at least 2 rollouts)" if "group_size" in bad else ""
+            raise ConfigError(f"local backend settings out of range: {values}{hint}")
 
     @classmethod
     def from_mapping(

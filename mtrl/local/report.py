@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import matplotlib
@@ -11,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless: no display in Lambda, CI or the demo
 
 import matplotlib.pyplot as plt  # the Agg backend is chosen above
+from matplotlib.ticker import MaxNLocator
 
 from mtrl.local.trainer import TrainingState
 
@@ -66,32 +68,73 @@ def _reward_first(name: str) -> tuple[bool, str]:
 
 def plot_png(state: TrainingState, *, title: str | None = None) -> bytes:
     """Training reward mean per step and held-out success at each evaluation, as PNG bytes."""
-    figure, reward_axis = plt.subplots(figsize=(7.5, 4.2), dpi=110)
+    before = state.evaluations[0]["success_rate"] if state.evaluations else math.nan
+    after = state.evaluations[-1]["success_rate"] if len(state.evaluations) > 1 else math.nan
+    return learning_curve(
+        steps=[int(record["step"]) for record in state.history],
+        rewards=[float(record["reward_mean"]) for record in state.history],
+        train_success=[float(record["success_rate"]) for record in state.history],
+        eval_steps=[int(entry["step"]) for entry in state.evaluations],
+        eval_success=[float(entry["success_rate"]) for entry in state.evaluations],
+        title=title or f"{state.config.env_id}: held-out success {before:.0%} → {after:.0%} (local GRPO)",
+    )
+
+
+def learning_curve(
+    *,
+    steps: Sequence[int],
+    rewards: Sequence[float],
+    train_success: Sequence[float] | None,
+    eval_steps: Sequence[int],
+    eval_success: Sequence[float],
+    title: str,
+) -> bytes:
+    """The learning-curve PNG (see ``learning_curve_figure``)."""
+    figure = learning_curve_figure(
+        steps=steps,
+        rewards=rewards,
+        train_success=train_success,
+        eval_steps=eval_steps,
+        eval_success=eval_success,
+        title=title,
+    )
     try:
-        steps = [record["step"] for record in state.history]
-        rewards = [record["reward_mean"] for record in state.history]
-        train_success = [record["success_rate"] for record in state.history]
-        reward_axis.plot(steps, rewards, color="tab:blue", label="training reward (mean)")
-        reward_axis.set_xlabel("GRPO step")
-        reward_axis.set_ylabel("reward", color="tab:blue")
-        success_axis = reward_axis.twinx()
-        success_axis.plot(steps, train_success, color="tab:orange", alpha=0.5, label="training success rate")
-        eval_steps = [entry["step"] for entry in state.evaluations]
-        eval_success = [entry["success_rate"] for entry in state.evaluations]
-        success_axis.plot(eval_steps, eval_success, "o-", color="tab:green", label="held-out success rate")
-        success_axis.set_ylabel("success rate")
-        success_axis.set_ylim(-0.02, 1.02)
-        handles = reward_axis.get_legend_handles_labels()[0] + success_axis.get_legend_handles_labels()[0]
-        labels = reward_axis.get_legend_handles_labels()[1] + success_axis.get_legend_handles_labels()[1]
-        success_axis.legend(handles, labels, loc="lower right", fontsize=8)
-        before = state.evaluations[0]["success_rate"] if state.evaluations else math.nan
-        after = state.evaluations[-1]["success_rate"] if len(state.evaluations) > 1 else math.nan
-        reward_axis.set_title(
-            title or f"{state.config.env_id}: held-out success {before:.0%} → {after:.0%} (local GRPO)", fontsize=10
-        )
-        figure.tight_layout()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png")
         return buffer.getvalue()
     finally:
         plt.close(figure)
+
+
+def learning_curve_figure(
+    *,
+    steps: Sequence[int],
+    rewards: Sequence[float],
+    train_success: Sequence[float] | None,
+    eval_steps: Sequence[int],
+    eval_success: Sequence[float],
+    title: str,
+) -> Any:
+    """Integer step ticks, both y axes labelled, held-out success as points at the steps it was measured."""
+    figure, reward_axis = plt.subplots(figsize=(7.5, 4.2), dpi=110)
+    reward_axis.plot(steps, rewards, "-", color="tab:blue", label="training reward (mean)")
+    reward_axis.set_xlabel("GRPO step")
+    reward_axis.set_ylabel("training reward (mean)", color="tab:blue")
+    reward_axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
+    last = max([*steps, *eval_steps, 1])
+    reward_axis.set_xlim(-0.3, last + 0.3)
+    success_axis = reward_axis.twinx()
+    if train_success is not None:
+        success_axis.plot(steps, train_success, color="tab:orange", alpha=0.5, label="training success rate")
+    # Held-out success exists only at the steps it was measured: points, not a line implying values in between.
+    success_axis.plot(
+        eval_steps, eval_success, "o", linestyle="none", color="tab:green", markersize=7, label="held-out success"
+    )
+    success_axis.set_ylabel("success rate (held-out: the environment's own criterion)")
+    success_axis.set_ylim(-0.02, 1.02)
+    handles = reward_axis.get_legend_handles_labels()[0] + success_axis.get_legend_handles_labels()[0]
+    labels = reward_axis.get_legend_handles_labels()[1] + success_axis.get_legend_handles_labels()[1]
+    success_axis.legend(handles, labels, loc="lower right", fontsize=8)
+    reward_axis.set_title(title, fontsize=10)
+    figure.tight_layout()
+    return figure

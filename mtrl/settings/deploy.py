@@ -77,6 +77,21 @@ class DeploySettings(
         return self
 
     @model_validator(mode="after")
+    def _custom_env_is_the_run_environment(self) -> Self:
+        if self.custom_env_id is not None and not self.use_custom_env:
+            raise ValueError(
+                f"custom_env_id: '{self.custom_env_id}' is set but use_custom_env is false, so it would be ignored "
+                "(set use_custom_env to true to use it, or remove custom_env_id)"
+            )
+        if self.use_custom_env and self.run_environment != self.custom_env_id:
+            raise ValueError(
+                f"run_environment: '{self.run_environment}' differs from custom_env_id '{self.custom_env_id}' while "
+                "use_custom_env is true (the reward workers and the agent run the custom one; leave run_environment "
+                "unset and it follows custom_env_id)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _default_run_fits_the_training_group(self) -> Self:
         group = self.run_instance_group
         if not self.uses_existing_cluster and self.run_instance_count > group.run_count:
@@ -148,6 +163,8 @@ def load_settings(context: Mapping[str, Any], *, environ: Mapping[str, str] | No
         if not _null_means_default(key, decoded):
             values[key] = decoded
     env = environ or {}
+    if values.get("use_custom_env") is True and "run_environment" not in values and values.get("custom_env_id"):
+        values["run_environment"] = values["custom_env_id"]  # runs default to the environment the deployment serves
     if values.get("account") is None and env.get("CDK_DEFAULT_ACCOUNT"):
         values["account"] = env["CDK_DEFAULT_ACCOUNT"]
     if "region" not in values and env.get("CDK_DEFAULT_REGION"):

@@ -94,7 +94,9 @@ class ValidationReport:
 
     def summary(self) -> str:
         if self.valid:
-            return f"{self.source}: valid ({self.rows} rows, {self.eval_rows} held out for evaluation)"
+            # "0 held out" next to a separate evaluation file's figures read as a contradiction: say "none".
+            held = f"{self.eval_rows} held out for evaluation" if self.eval_rows else "none held out from this file"
+            return f"{self.source}: valid ({self.rows} rows, {held})"
         first = self.errors[0].render() if self.errors else ""
         more = f" (and {self.error_count - 1} more)" if self.error_count > 1 else ""
         return f"{self.source}: {self.error_count} error(s); first: {first}{more}"

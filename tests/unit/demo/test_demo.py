@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from mtrl.demo import MALFORMED_DATASET, run_demo
+from mtrl.demo import MALFORMED_DATASET, SAMPLE_EVAL, run_demo
 from mtrl.emulator import find_emulator
+
+ROW_LABELS = ("untrained (all weights 0)", "hand-set heuristic (consistent = 1", "trained (20 GRPO steps)")
 
 pytestmark = pytest.mark.skipif(find_emulator() is None, reason="the emulator is not installed (make emulator)")
 
@@ -24,6 +26,14 @@ def test_demo_trains_a_run_and_rejects_the_malformed_dataset(tmp_path: Path) -> 
     assert result.summary["resources_remaining"] == []
     assert {"register", "validate", "teardown"} <= set(result.summary["phases"])
     assert "held-out evaluation" in output
+    # The policy says what it is, and the held-out split is the sample's own eval.jsonl, everywhere.
+    assert "not a language model" in output
+    assert "0 held out" not in output
+    eval_words = sum(1 for line in SAMPLE_EVAL.read_text().splitlines() if line.strip())
+    assert f"the sample's eval.jsonl, {eval_words} words" in output
+    rows = {label: output.split(label, 1)[1].split("\n", 1)[0] for label in ROW_LABELS}
+    assert all("%" in row for row in rows.values()), rows
+    assert "follow it with" not in output  # a hint for a command that cannot work once the emulator stops
     assert list(tmp_path.glob("*.png")), "the learning-curve plot was not fetched"
 
     assert result.rejected_before_provisioning, output[-4000:]

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
+import select
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from mtrl.cli import app
+from mtrl.envs.registry import project_root
 
 runner = CliRunner()
 
@@ -56,7 +62,7 @@ def test_play_errors_have_distinct_exit_codes() -> None:
     assert unknown.exit_code == 2
     bad_json = runner.invoke(app, ["env", "play", "wordle", "--task", "{oops", "--action", "x"])
     assert bad_json.exit_code == 2
-    no_actions = runner.invoke(app, ["env", "play", "wordle", "--answer", "beach"], input="")
+    no_actions = runner.invoke(app, ["env", "play", "wordle", "--answer", "beach", "--json"], input="")
     assert no_actions.exit_code == 2
 
 
@@ -75,3 +81,64 @@ def test_check_reports_contract_problems(monkeypatch: pytest.MonkeyPatch, tmp_pa
     result = runner.invoke(app, ["env", "check", "half_done", "--json"])
     assert result.exit_code == 1
     assert "missing module attribute 'make_env'" in json.loads(result.stdout)["problems"]
+
+
+def _read_until(process: subprocess.Popen[bytes], marker: str, timeout_s: float = 60.0) -> str:
+    """Read the game's output as it arrives (no EOF needed) until ``marker`` shows up."""
+    assert process.stdout is not None
+    seen = b""
+    deadline = time.monotonic() + timeout_s
+    while marker.encode() not in seen:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"timed out waiting for {marker!r}; got {seen.decode(errors='replace')!r}"
+        ready, _, _ = select.select([process.stdout], [], [], remaining)
+        if ready:
+            chunk = os.read(process.stdout.fileno(), 4096)
+            assert chunk, f"the game ended before {marker!r}; got {seen.decode(errors='replace')!r}"
+            seen += chunk
+    return seen.decode()
+
+
+def _game(*args: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mtrl", "env", "play", "wordle", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=project_root(),
+    )
+
+
+def test_play_is_a_real_game_line_by_line() -> None:
+    game = _game("--answer", "beach")
+    assert game.stdin is not None
+    try:
+        first = _read_until(game, "You have 6 guesses")  # the first observation before any input
+        assert "RAISE" not in first
+        game.stdin.write(b"raise\n")
+        game.stdin.flush()
+        assert "RAISE -> XYXXY" in _read_until(game, "XYXXY")  # feedback for this guess, before the next one
+        game.stdin.write(b"beach\n")
+        game.stdin.flush()
+        rest = _read_until(game, "the answer was: BEACH")
+        assert "success" in rest
+        assert game.wait(timeout=30) == 0
+    finally:
+        game.kill()
+
+
+def test_play_without_a_task_draws_a_random_sample_word_and_reveals_it() -> None:
+    sample = {
+        json.loads(line)["metadata"]["answer"].upper()
+        for name in ("train.jsonl", "eval.jsonl")
+        for line in (project_root() / "environments" / "wordle" / "sample" / name).read_text().splitlines()
+        if line.strip()
+    }
+    answers = set()
+    for seed in ("1", "2", "3"):
+        game = _game("--seed", seed)
+        out, _ = game.communicate(b"", timeout=60)
+        assert game.returncode == 0, out
+        answers.add(out.decode().rsplit("the answer was: ", 1)[1].split()[0])
+    assert answers <= sample
+    assert len(answers) > 1  # not always the example's word

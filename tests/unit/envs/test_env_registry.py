@@ -148,3 +148,12 @@ def test_smoke_check_survives_hostile_plugins(tmp_path: Path) -> None:
     stringy = GOOD_ENV.format(env_id="stringy").replace("reward=hit,", "reward='high',")
     _write_custom(tmp_path, "stringy", stringy)
     assert check_custom_environment("stringy", root=tmp_path) == ["reward must be a finite number (got 'high')"]
+
+
+def test_use_custom_env_makes_the_custom_environment_the_run_environment() -> None:
+    chosen = load_settings({"use_custom_env": "true", "custom_env_id": "template"}, environ={})
+    assert chosen.run_environment == "template"  # the pipeline's Lambdas default runs to the served environment
+    with pytest.raises(SettingsError, match=r"run_environment.*'wordle'.*custom_env_id 'template'"):
+        load_settings({"use_custom_env": True, "custom_env_id": "template", "run_environment": "wordle"}, environ={})
+    with pytest.raises(SettingsError, match=r"custom_env_id.*use_custom_env is false"):
+        load_settings({"custom_env_id": "template"}, environ={})

@@ -71,6 +71,7 @@ def test_human_output_and_refusing_to_overwrite(tmp_path: Path) -> None:
     first = CliRunner().invoke(_app(), args)
     assert first.exit_code == 0, first.output
     assert "held-out success" in first.stdout
+    assert "not a language model" in first.stdout  # the features policy says what it is
     assert "signal health" in first.stdout
     again = CliRunner().invoke(_app(), args)
     assert again.exit_code == 2

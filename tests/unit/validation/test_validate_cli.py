@@ -32,7 +32,7 @@ def test_invalid_file_lists_line_numbers(tmp_path: Path) -> None:
 
 def test_json_report(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"id": 1, "metadata": {"prompt": "x"}}\n')
+    path.write_text('{"id": 1, "metadata": {"prompt": "x", "answer": "crane"}}\n')
     result = RUNNER.invoke(app, ["validate", str(path), "--json"])
     assert result.exit_code == 1
     document = json.loads(result.stdout)
@@ -50,3 +50,12 @@ def test_usage_errors(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "no environment 'chess'" in json.loads(result.stdout)["error"]
     assert RUNNER.invoke(app, ["validate", str(path), "--eval-split", "0.9"]).exit_code == 2
+
+
+def test_without_env_the_deployments_default_environment_checks_the_rows(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"id": "a", "metadata": {"prompt": "Guess", "answer": "zzzzz"}}\n')
+    result = RUNNER.invoke(app, ["validate", str(path)])  # cdk.json's run_environment: wordle
+    assert result.exit_code == 1, result.output
+    assert "not in the wordle answer list" in result.output
+    assert "default environment 'wordle'" in result.output

@@ -1,0 +1,190 @@
+"""`mtrl env try ENV --policy hf:…|openai:…`: the language-model branch of `mtrl env try` (see mtrl/llm/tryout.py)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from mtrl import signal_health
+from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, error_console, fail, print_json
+from mtrl.envs.contract import TaskError
+from mtrl.envs.registry import EnvironmentNotFoundError, EnvironmentSpec, InvalidEnvironmentError, load_spec
+from mtrl.llm import LLMUnavailableError
+from mtrl.llm.policies import PolicyError, Sampling, parse_policy
+from mtrl.llm.tryout import TryOptions, run_try  # torch itself is imported only when a run starts
+from mtrl.local.run import parse_jsonl
+from mtrl.local.trainer import TaskSplit, TrainingError
+
+SAMPLE_TRAIN = Path("sample") / "train.jsonl"
+SAMPLE_EVAL = Path("sample") / "eval.jsonl"
+DEFAULT_OUTPUT = Path("runs-local")
+HOLDOUT_FRACTION = 0.2  # only when there is no evaluation file: a seeded share of the training rows
+
+
+def try_with_language_model(
+    env_id: str,
+    *,
+    policy: str,
+    defaulted: bool,
+    values: dict[str, Any],
+    dataset: Path | None,
+    eval_dataset: Path | None,
+    output: Path | None,
+    as_json: bool,
+) -> None:
+    try:
+        spec = load_spec(env_id)
+        options = TryOptions(
+            policy=parse_policy(policy, model=values["model"]),
+            sampling=Sampling(
+                temperature=values["temperature"], top_p=values["top_p"], max_new_tokens=values["max_new_tokens"]
+            ),
+            **{key: values[key] for key in values if key not in {"model", "temperature", "top_p", "max_new_tokens"}},
+        )
+    except (EnvironmentNotFoundError, InvalidEnvironmentError, PolicyError) as error:
+        fail(str(error), as_json=as_json)
+    out_dir = output or DEFAULT_OUTPUT / f"{env_id}-try-{time.strftime('%Y%m%d-%H%M%S')}"
+    if (out_dir / "summary.json").exists() or (out_dir / "state.json").exists():
+        fail(f"{out_dir} already holds a run; pass another --output", as_json=as_json)
+    split, source = _load_tasks(spec, dataset, eval_dataset, seed=options.seed, as_json=as_json)
+    if defaulted and not as_json:
+        error_console.print(
+            f"[yellow]note:[/] '{env_id}' has no features policy: using hf:tiny-random, a random model that checks "
+            "the plumbing only — pass --policy hf:MODEL or openai:BASE_URL --model NAME for a real one",
+            highlight=False,
+        )
+    try:
+        if as_json:
+            summary = run_try(spec, split.train, split.holdout, options, output=out_dir)
+        else:
+            with console.status(f"{env_id}: rolling out {options.policy.label}"):
+                summary = run_try(spec, split.train, split.holdout, options, output=out_dir)
+    except (LLMUnavailableError, PolicyError) as error:
+        fail(str(error), code=EXIT_USAGE, as_json=as_json)
+    except TaskError as error:
+        fail(f"task is invalid for '{env_id}': {error}", code=EXIT_INVALID, as_json=as_json)
+    summary["heldout"]["source"] = source
+    if as_json:
+        print_json(summary)
+    else:
+        print_summary(summary)
+    if summary["signal_health"]["reward"]["verdict"] == signal_health.FLAT:
+        raise typer.Exit(EXIT_INVALID)
+
+
+def _load_tasks(
+    spec: EnvironmentSpec, dataset: Path | None, eval_dataset: Path | None, *, seed: int, as_json: bool
+) -> tuple[TaskSplit, str]:
+    """The training and held-out tasks, and where the held-out ones come from (the sample's eval.jsonl by default)."""
+    train_path = dataset or spec.path / SAMPLE_TRAIN
+    eval_path = eval_dataset or (spec.path / SAMPLE_EVAL if dataset is None else None)
+    if not train_path.is_file():
+        fail(f"no dataset: {train_path} does not exist (pass --dataset FILE.jsonl)", as_json=as_json)
+    if eval_dataset is not None and not eval_dataset.is_file():
+        fail(f"no evaluation dataset: {eval_dataset} does not exist", as_json=as_json)
+    try:
+        train_rows = parse_jsonl(train_path.read_text(encoding="utf-8"), source=str(train_path))
+        eval_rows = (
+            parse_jsonl(eval_path.read_text(encoding="utf-8"), source=str(eval_path))
+            if eval_path is not None and eval_path.is_file()
+            else None
+        )
+        problems = [
+            f"task {index + 1}: {problem}"
+            for index, task in enumerate([*train_rows, *(eval_rows or [])])
+            for problem in spec.validate_task(task)
+        ]
+        if problems:
+            raise TrainingError("invalid tasks: " + "; ".join(problems[:5]))
+        split = TaskSplit.from_rows(train_rows, eval_rows, holdout_fraction=HOLDOUT_FRACTION, seed=seed)
+    except TrainingError as error:
+        fail(str(error), code=EXIT_INVALID, as_json=as_json)
+    source = str(eval_path) if eval_rows else f"a seeded {HOLDOUT_FRACTION:.0%} of {train_path}"
+    return split, source
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    overall, heldout = summary["overall"], summary["heldout"]
+    console.print(
+        f"\n[bold]{summary['env_id']}[/] with {summary['policy']}: {overall['episodes']} rollouts "
+        f"({len(summary['groups'])} tasks × {summary['group_size']}), {overall['tokens_per_episode']:.0f} tokens "
+        f"and {overall['seconds_per_episode']:.2f} s per episode",
+        highlight=False,
+    )
+    components = sorted(overall["components"])
+    table = Table(title="per task group (GRPO learns only from the spread inside a group)")
+    for column in ("task", "reward", *components, "spread", "flat components"):
+        table.add_column(column, overflow="fold")
+    for group in summary["groups"]:
+        table.add_row(
+            group["task"],
+            f"{group['reward_mean']:+.3f}",
+            *(f"{group['components'].get(name, 0.0):+.3f}" for name in components),
+            f"{group['reward_spread']:.3f}",
+            ", ".join(group["flat"]) or "—",
+        )
+    health = summary["signal_health"]
+    table.add_row(
+        "[bold]overall[/]",
+        f"{overall['reward_mean']:+.3f}",
+        *(f"{overall['components'][name]:+.3f}" for name in components),
+        f"{health['reward']['mean_spread']:.3f}",
+        f"{health['reward']['zero_spread_share']:.0%} of groups flat",
+        style="bold",
+    )
+    console.print(table)
+    verdicts = Table(title=f"signal health (flat = constant in ≥ {summary['threshold']:.0%} of groups)")
+    for column in ("component", "mean", "mean spread", "zero-spread groups", "verdict"):
+        verdicts.add_column(column)
+    for name, item in health.items():
+        colour = "red" if item["verdict"] == signal_health.FLAT else "green"
+        verdicts.add_row(
+            name,
+            f"{item['mean']:+.3f}",
+            f"{item['mean_spread']:.4f}",
+            f"{item['zero_spread_share']:.0%}",
+            f"[{colour}]{item['verdict']}[/]",
+        )
+    console.print(verdicts)
+    for callout in summary["callouts"]:
+        console.print(f"[yellow]•[/] {callout}", highlight=False)
+    console.print(
+        f"held-out success ({heldout['tasks']} tasks from {heldout.get('source', 'the evaluation set')}, "
+        f"the environment's own criterion): [bold]{heldout['success_rate']:.0%}[/]",
+        highlight=False,
+    )
+    training = summary.get("training")
+    if training:
+        console.print(
+            f"GRPO ({training['steps']} steps, TRL + LoRA rank {training['lora_rank']}, "
+            f"{training['seconds']:.1f} s): held-out success [bold]{training['heldout_success_before']:.0%} → "
+            f"{training['heldout_success_after']:.0%}[/]; adapter weights moved by "
+            f"{training['adapter_change_l2']:.3g} (L2)",
+            highlight=False,
+        )
+        for record in training["history"]:
+            console.print(
+                f"  step {record['step']}: reward {record['reward_mean']:+.3f}, spread {record['reward_spread']:.3f}, "
+                f"loss {record['loss']:.4g}",
+                highlight=False,
+            )
+    for entry in summary["transcripts"]:
+        for which in ("best", "worst"):
+            episode = entry[which]
+            console.print(
+                f"\n[bold]{which}[/] rollout of {entry['task']} (reward {episode['result']['reward']:+.3f}):",
+                highlight=False,
+            )
+            for turn in episode["transcript"][:9]:
+                marker = "> " if turn["role"] == "policy" else "  "
+                console.print(f"{marker}{turn['content']}", highlight=False, markup=False)
+            if len(episode["transcript"]) > 9:
+                console.print(f"  … {len(episode['transcript']) - 9} more turns in rollouts.jsonl", highlight=False)
+    plots = summary["plots"]
+    console.print(
+        "\n" + "\n".join(f"{name} plot: {path}" for name, path in plots.items()) + f"\nsummary: {summary['output']}"
+    )
