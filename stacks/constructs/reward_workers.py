@@ -52,6 +52,7 @@ def sandbox_linux_parameters(scope: Construct) -> ecs.LinuxParameters:
     parameters.drop_capabilities(*DROPPED_CAPABILITIES)
     return parameters
 
+
 _QUEUE_ACTIONS = [
     "sqs:ReceiveMessage",
     "sqs:DeleteMessage",
