@@ -145,8 +145,8 @@ def register(runtime: Runtime, event: Event) -> dict[str, Any]:
     source = (state.get("manifest_ref") or {}).get("uri", "manifest")
     if state.get("manifest_error"):
         raise ConfigurationError(f"run {run_id}: {state['manifest_error']}")
-    manifest = parse_manifest(state["manifest_text"], source=source) if state.get("manifest_text") else None
     try:
+        manifest = parse_manifest(state["manifest_text"], source=source) if state.get("manifest_text") else None
         settings = resolve_run_settings(runtime.settings, manifest, source=source)
     except ConfigurationError as error:
         raise ConfigurationError(f"run {run_id}: {error}") from None

@@ -132,7 +132,7 @@ def lone_surrogate_in(value: Any) -> str | None:
 
 
 def surrogate_reason(shown: str) -> str:
-    return f"the string {shown!r} holds a lone UTF-16 surrogate (\\ud800-\\udfff not in a pair), which is not text"
+    return f'the string "{shown}" holds a lone UTF-16 surrogate (\\ud800-\\udfff not in a pair), which is not text'
 
 
 def position(text: str, index: int) -> tuple[int, int]:
