@@ -89,7 +89,7 @@ PRELUDES = {
     **ATTACKS,
 }
 # What it answers with: a constant, whatever it is asked (or always raising ValueError).
-CONSTANTS = [None, True, False, 0, 1, 2, "", "a", [], {}, (), 5400, "hello_world", "$1.25", "RAISE"]
+CONSTANTS: list[object] = [None, True, False, 0, 1, 2, "", "a", [], {}, (), 5400, "hello_world", "$1.25", "RAISE"]
 
 
 def submission(prelude: str, constant: object) -> str:
