@@ -1,5 +1,7 @@
-"""Sandbox: executions/s on 2 cores and p50/p99 latency for a trivial program with 5 tests.
+"""Sandbox: executions/s on 2 cores and p50/p99 latency for a trivial program judged on 5 hidden cases.
 
+The reward path (``run_cases``: the program answers the inputs, the judge in this process compares) in the
+strongest tier available (full as root), then the p50 of each tier this process can force.
 Targets: ≥ 20 executions/s with 2 concurrent executions, p50 ≤ 50 ms, p99 ≤ 200 ms. Needs root (the
 sandbox's namespaces and uid switch), as on the reward workers and CI.
 """
@@ -11,13 +13,12 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from mtrl.sandbox import Limits, run_code
+from mtrl.sandbox import Case, Check, Limits, run_cases
 
 PROGRAM = "def add(a, b):\n    return a + b\n"
-TESTS = "from solution import add\n\n" + "".join(
-    f"def test_{i}():\n    assert add({i}, {i}) == {2 * i}\n\n" for i in range(5)
-)
+CASES = [Case(f"test_{i}", (Check("add", (i, i), 2 * i),)) for i in range(5)]
 LIMITS = Limits(timeout_s=5.0)
+TIERS = ("full", "fargate", "lambda")
 TARGET_RATE = 20.0
 TARGET_P50_MS = 50.0
 TARGET_P99_MS = 200.0
@@ -25,9 +26,9 @@ WORKERS = 2
 RUNS = 200
 
 
-def _one() -> float:
+def _one(limits: Limits = LIMITS) -> float:
     started = time.perf_counter()
-    result = run_code(PROGRAM, TESTS, LIMITS)
+    result = run_cases(PROGRAM, CASES, limits)
     if result.status != "passed" or result.tests_passed != 5:
         raise RuntimeError(f"benchmark program did not pass: {result}")
     return time.perf_counter() - started
@@ -57,6 +58,10 @@ def main() -> None:
         f"(target ≥ {TARGET_RATE:.0f}) {'OK' if rate >= TARGET_RATE else 'BELOW TARGET'}; "
         f"p50 {statistics.median(concurrent):.0f} ms, p99 {cp99:.0f} ms under load"
     )
+    for tier in TIERS:
+        limits = Limits(timeout_s=5.0, isolation=tier)
+        runs = sorted(_one(limits) * 1000 for _ in range(RUNS // 4))
+        print(f"   sandbox tier {tier}: p50 {statistics.median(runs):.0f} ms, max {runs[-1]:.0f} ms ({len(runs)} runs)")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Each turn the policy either asks a clarifying question (answered by the simulated user with the one
 requirement it is about) or submits code (a fenced ```python block, or bare code); a submission ends the
-episode and is scored by hidden unit tests run in ``mtrl.sandbox``.
+episode and is scored on hidden test cases: the program runs in ``mtrl.sandbox`` and sees only their
+inputs; the judge outside the sandbox compares its answers with the expected values (``run_cases``).
 
 Reward = 1.0·correctness + 0.6·asked_before_coding + 0.4·guessed_immediately + 0.2·loop_penalty, with
 - correctness: share of hidden tests passed (0 when nothing was submitted);
@@ -23,7 +24,7 @@ from typing import Any
 from environments.ask_to_code import user
 from environments.ask_to_code.tasks import TASKS, Task
 from mtrl.envs.contract import EpisodeResult, StepResult, TaskError
-from mtrl.sandbox import Limits, SandboxResult, run_code
+from mtrl.sandbox import Limits, SandboxResult, run_cases
 
 WEIGHTS = {"correctness": 1.0, "asked_before_coding": 0.6, "guessed_immediately": 0.4, "loop_penalty": 0.2}
 ASKED_FIRST = 1.0
@@ -118,7 +119,7 @@ class AskToCodeEnv:
         code = extract_code(action)
         if code is not None:
             self.kinds.append("submission")
-            self.submission = run_code(code, self.task.tests, self.limits)
+            self.submission = run_cases(code, self.task.cases, self.limits)
             self._done = True
             result = self.submission
             return StepResult(

@@ -1,13 +1,21 @@
 """The ask_to_code task bank: short, underspecified coding requests with a hidden specification.
 
-Each task has requirements the user only reveals when asked (matched by keywords), hidden unit tests that
-depend on those requirements, a reference solution (must pass every test) and the "naive" solution a
+Each task has requirements the user only reveals when asked (matched by keywords), hidden test cases that
+depend on those requirements, a reference solution (must pass every case) and the "naive" solution a
 model would write without asking (must fail at least one) — the tests in tests/unit/envs check both.
+
+The hidden tests are data — (function, arguments, expected value or expected exception) checks grouped into
+named cases, a case passing when all its checks do — so the sandboxed program only ever receives the
+arguments, and the judge (``mtrl.sandbox.judge``), outside the sandbox, compares (``run_cases``).
 """
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
+from typing import Any
+
+from mtrl.sandbox import Case, Check, Raises
 
 
 @dataclass(frozen=True)
@@ -21,13 +29,27 @@ class Task:
     task_id: str
     prompt: str
     requirements: tuple[Requirement, ...]
-    tests: str
+    cases: tuple[Case, ...]
     solution: str
     naive: str
 
 
 def _r(keywords: str, answer: str) -> Requirement:
     return Requirement(tuple(keywords.split()), answer)
+
+
+def _c(call: str, args: tuple[Any, ...], expected: Any) -> Check:
+    """``call(*args)`` must return ``expected`` (exact types, recursively)."""
+    return Check(call, args, expected)
+
+
+def _raises(call: str, args: tuple[Any, ...]) -> Check:
+    """``call(*args)`` must raise ValueError (or a subclass)."""
+    return Check(call, args, Raises("ValueError"))
+
+
+def _case(name: str, *checks: Check) -> Case:
+    return Case(name, checks)
 
 
 TASKS: tuple[Task, ...] = (
@@ -39,17 +61,11 @@ TASKS: tuple[Task, ...] = (
             _r("long length limit max truncat short", "Slugs are at most 20 characters; cut longer ones."),
             _r("case lower upper capital", "Lowercase everything."),
         ),
-        """from solution import slugify
-
-def test_basic():
-    assert same(slugify("Hello World!"), "hello_world")
-
-def test_spaces_collapse():
-    assert same(slugify("  A   B "), "a_b")
-
-def test_truncated():
-    assert same(slugify("x" * 30), "x" * 20)
-""",
+        (
+            _case("test_basic", _c("slugify", ("Hello World!",), "hello_world")),
+            _case("test_spaces_collapse", _c("slugify", ("  A   B ",), "a_b")),
+            _case("test_truncated", _c("slugify", ("x" * 30,), "x" * 20)),
+        ),
         """import re
 def slugify(title):
     words = re.findall(r"[a-z0-9]+", title.lower())
@@ -67,17 +83,11 @@ def slugify(title):
             _r("empty none nothing zero missing", "For an empty list return None."),
             _r("even middle two average pair", "With an even count return the lower of the two middle values."),
         ),
-        """from solution import median
-
-def test_odd():
-    assert same(median([3, 1, 2]), 2)
-
-def test_even_lower_middle():
-    assert same(median([4, 1, 3, 2]), 2)
-
-def test_empty():
-    assert median([]) is None
-""",
+        (
+            _case("test_odd", _c("median", ([3, 1, 2],), 2)),
+            _case("test_even_lower_middle", _c("median", ([4, 1, 3, 2],), 2)),
+            _case("test_empty", _c("median", ([],), None)),
+        ),
         """def median(values):
     if not values:
         return None
@@ -98,17 +108,13 @@ def test_empty():
             _r("short length small ignore skip minimum", "Ignore words shorter than 3 letters."),
             _r("punctuation symbol comma period apostrophe", "Punctuation is not part of a word."),
         ),
-        """from solution import word_count
-
-def test_case_insensitive():
-    assert same(word_count("Cat cat CAT"), {"cat": 3})
-
-def test_short_words_ignored():
-    assert same(word_count("a cat is on the mat"), {"cat": 1, "the": 1, "mat": 1})
-
-def test_punctuation():
-    assert same(word_count("dog, dog. dog!"), {"dog": 3})
-""",
+        (
+            _case("test_case_insensitive", _c("word_count", ("Cat cat CAT",), {"cat": 3})),
+            _case(
+                "test_short_words_ignored", _c("word_count", ("a cat is on the mat",), {"cat": 1, "the": 1, "mat": 1})
+            ),
+            _case("test_punctuation", _c("word_count", ("dog, dog. dog!",), {"dog": 3})),
+        ),
         """import re
 def word_count(text):
     counts = {}
@@ -132,22 +138,11 @@ def word_count(text):
             _r("day days d", "Support d (days) as well as h, m and s."),
             _r("invalid error bad wrong malformed raise exception", "Raise ValueError for anything malformed."),
         ),
-        """from solution import parse_duration
-
-def test_hours_minutes():
-    assert same(parse_duration("1h30m"), 5400)
-
-def test_days():
-    assert same(parse_duration("2d"), 172800)
-
-def test_invalid():
-    try:
-        parse_duration("abc")
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("expected ValueError")
-""",
+        (
+            _case("test_hours_minutes", _c("parse_duration", ("1h30m",), 5400)),
+            _case("test_days", _c("parse_duration", ("2d",), 172800)),
+            _case("test_invalid", _raises("parse_duration", ("abc",))),
+        ),
         """import re
 def parse_duration(text):
     units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -169,22 +164,11 @@ def parse_duration(text):
             _r("zero negative invalid size error raise", "A size below 1 raises ValueError."),
             _r("type tuple list return output", "Return a list of lists."),
         ),
-        """from solution import chunk
-
-def test_even():
-    assert same(chunk([1, 2, 3, 4], 2), [[1, 2], [3, 4]])
-
-def test_padded():
-    assert same(chunk([1, 2, 3], 2), [[1, 2], [3, None]])
-
-def test_bad_size():
-    try:
-        chunk([1], 0)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("expected ValueError")
-""",
+        (
+            _case("test_even", _c("chunk", ([1, 2, 3, 4], 2), [[1, 2], [3, 4]])),
+            _case("test_padded", _c("chunk", ([1, 2, 3], 2), [[1, 2], [3, None]])),
+            _case("test_bad_size", _raises("chunk", ([1], 0))),
+        ),
         """def chunk(items, size):
     if size < 1:
         raise ValueError("size must be at least 1")
@@ -205,18 +189,11 @@ def test_bad_size():
             _r("space punctuation symbol non alphanumeric character ignore", "Ignore anything but letters and digits."),
             _r("empty blank nothing", "An empty string (or one with no letters or digits) is not a palindrome."),
         ),
-        """from solution import is_palindrome
-
-def test_sentence():
-    assert same(is_palindrome("A man, a plan, a canal: Panama"), True)
-
-def test_not():
-    assert same(is_palindrome("abc"), False)
-
-def test_empty():
-    assert same(is_palindrome(""), False)
-    assert same(is_palindrome("!!"), False)
-""",
+        (
+            _case("test_sentence", _c("is_palindrome", ("A man, a plan, a canal: Panama",), True)),
+            _case("test_not", _c("is_palindrome", ("abc",), False)),
+            _case("test_empty", _c("is_palindrome", ("",), False), _c("is_palindrome", ("!!",), False)),
+        ),
         """def is_palindrome(text):
     chars = [c.lower() for c in text if c.isalnum()]
     return bool(chars) and chars == chars[::-1]
@@ -233,17 +210,11 @@ def test_empty():
             _r("tuple tuples other sequence", "Tuples are values: do not flatten them."),
             _r("string strings str text", "Strings are values too, never split into characters."),
         ),
-        """from solution import flatten
-
-def test_deep():
-    assert same(flatten([1, [2, [3, [4]]]]), [1, 2, 3, 4])
-
-def test_tuples_kept():
-    assert same(flatten([(1, 2), [3]]), [(1, 2), 3])
-
-def test_strings_kept():
-    assert same(flatten(["ab", ["cd"]]), ["ab", "cd"])
-""",
+        (
+            _case("test_deep", _c("flatten", ([1, [2, [3, [4]]]],), [1, 2, 3, 4])),
+            _case("test_tuples_kept", _c("flatten", ([(1, 2), [3]],), [(1, 2), 3])),
+            _case("test_strings_kept", _c("flatten", (["ab", ["cd"]],), ["ab", "cd"])),
+        ),
         """def flatten(nested):
     out = []
     for item in nested:
@@ -271,18 +242,11 @@ def test_strings_kept():
             _r("currency symbol dollar sign prefix format", "Prefix with '$' and always show two decimals."),
             _r("negative minus refund", "Negative amounts look like '-$1.25'."),
         ),
-        """from solution import format_price
-
-def test_rounding():
-    assert same(format_price(1.23), "$1.25")
-    assert same(format_price(1.22), "$1.20")
-
-def test_two_decimals():
-    assert same(format_price(3), "$3.00")
-
-def test_negative():
-    assert same(format_price(-1.24), "-$1.25")
-""",
+        (
+            _case("test_rounding", _c("format_price", (1.23,), "$1.25"), _c("format_price", (1.22,), "$1.20")),
+            _case("test_two_decimals", _c("format_price", (3,), "$3.00")),
+            _case("test_negative", _c("format_price", (-1.24,), "-$1.25")),
+        ),
         """from decimal import Decimal, ROUND_HALF_UP
 def format_price(amount):
     value = (Decimal(str(abs(amount))) / Decimal("0.05")).quantize(Decimal("1"), rounding=ROUND_HALF_UP)
@@ -300,14 +264,10 @@ def format_price(amount):
             _r("order keep preserve sort first", "Keep the first occurrence and the original order."),
             _r("case upper lower capital string", "Strings that differ only in case are duplicates."),
         ),
-        """from solution import dedupe
-
-def test_order():
-    assert same(dedupe([3, 1, 3, 2, 1]), [3, 1, 2])
-
-def test_case():
-    assert same(dedupe(["Apple", "apple", "APPLE", "pear"]), ["Apple", "pear"])
-""",
+        (
+            _case("test_order", _c("dedupe", ([3, 1, 3, 2, 1],), [3, 1, 2])),
+            _case("test_case", _c("dedupe", (["Apple", "apple", "APPLE", "pear"],), ["Apple", "pear"])),
+        ),
         """def dedupe(items):
     seen, out = set(), []
     for item in items:
@@ -329,22 +289,11 @@ def test_case():
             _r("country code digits length eleven ten", "Accept 10 digits, or 11 digits starting with 1."),
             _r("invalid error bad wrong raise exception", "Anything else raises ValueError."),
         ),
-        """from solution import normalize_phone
-
-def test_ten_digits():
-    assert same(normalize_phone("(555) 123-4567"), "+1-555-123-4567")
-
-def test_eleven_digits():
-    assert same(normalize_phone("1 555 123 4567"), "+1-555-123-4567")
-
-def test_invalid():
-    try:
-        normalize_phone("12345")
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("expected ValueError")
-""",
+        (
+            _case("test_ten_digits", _c("normalize_phone", ("(555) 123-4567",), "+1-555-123-4567")),
+            _case("test_eleven_digits", _c("normalize_phone", ("1 555 123 4567",), "+1-555-123-4567")),
+            _case("test_invalid", _raises("normalize_phone", ("12345",))),
+        ),
         """def normalize_phone(text):
     digits = "".join(c for c in text if c.isdigit())
     if len(digits) == 11 and digits[0] == "1":
@@ -365,14 +314,10 @@ def test_invalid():
             _r("large bigger more than fewer exceed k", "If k exceeds the number of names return all of them."),
             _r("return output type list names", "Return a list of names only."),
         ),
-        """from solution import top_k
-
-def test_ties():
-    assert same(top_k({"bob": 5, "amy": 5, "cat": 1}, 2), ["amy", "bob"])
-
-def test_large_k():
-    assert same(top_k({"a": 1}, 3), ["a"])
-""",
+        (
+            _case("test_ties", _c("top_k", ({"bob": 5, "amy": 5, "cat": 1}, 2), ["amy", "bob"])),
+            _case("test_large_k", _c("top_k", ({"a": 1}, 3), ["a"])),
+        ),
         """def top_k(scores, k):
     return [name for name, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
 """,
@@ -388,17 +333,11 @@ def test_large_k():
             _r("case upper lower capital", "Keep each letter's case."),
             _r("other punctuation space symbol non", "Everything else stays unchanged."),
         ),
-        """from solution import caesar
-
-def test_letters():
-    assert same(caesar("Abc", 1), "Bcd")
-
-def test_digits_rotate():
-    assert same(caesar("a9", 2), "c1")
-
-def test_negative():
-    assert same(caesar("a, b!", -1), "z, a!")
-""",
+        (
+            _case("test_letters", _c("caesar", ("Abc", 1), "Bcd")),
+            _case("test_digits_rotate", _c("caesar", ("a9", 2), "c1")),
+            _case("test_negative", _c("caesar", ("a, b!", -1), "z, a!")),
+        ),
         """def caesar(text, shift):
     out = []
     for c in text:
@@ -433,14 +372,10 @@ def test_negative():
             ),
             _r("return output type tuple format sort order", "Return a sorted list of (start, end) tuples."),
         ),
-        """from solution import merge_intervals
-
-def test_overlap():
-    assert same(merge_intervals([[5, 7], [1, 3], [2, 4]]), [(1, 4), (5, 7)])
-
-def test_touching():
-    assert same(merge_intervals([(1, 2), (2, 3)]), [(1, 3)])
-""",
+        (
+            _case("test_overlap", _c("merge_intervals", ([[5, 7], [1, 3], [2, 4]],), [(1, 4), (5, 7)])),
+            _case("test_touching", _c("merge_intervals", ([(1, 2), (2, 3)],), [(1, 3)])),
+        ),
         """def merge_intervals(intervals):
     out = []
     for start, end in sorted(tuple(i) for i in intervals):
@@ -470,14 +405,10 @@ def test_touching():
             ),
             _r("rest other letters lower remaining", "Lowercase the rest of every word."),
         ),
-        """from solution import title_case
-
-def test_small_words():
-    assert same(title_case("the lord of the rings"), "The Lord of the Rings")
-
-def test_rest_lowered():
-    assert same(title_case("hELLO wORLD"), "Hello World")
-""",
+        (
+            _case("test_small_words", _c("title_case", ("the lord of the rings",), "The Lord of the Rings")),
+            _case("test_rest_lowered", _c("title_case", ("hELLO wORLD",), "Hello World")),
+        ),
         """SMALL = {"a", "an", "the", "of", "and", "in", "on"}
 def title_case(text):
     words = text.lower().split()
@@ -497,14 +428,10 @@ def title_case(text):
             ),
             _r("round rounding decimal decimals precision", "Round each value to 2 decimals."),
         ),
-        """from solution import moving_average
-
-def test_length():
-    assert same(moving_average([1, 2, 3, 4], 2), [1.0, 1.5, 2.5, 3.5])
-
-def test_rounding():
-    assert same(moving_average([1, 1, 2], 3), [1.0, 1.0, 1.33])
-""",
+        (
+            _case("test_length", _c("moving_average", ([1, 2, 3, 4], 2), [1.0, 1.5, 2.5, 3.5])),
+            _case("test_rounding", _c("moving_average", ([1, 1, 2], 3), [1.0, 1.0, 1.33])),
+        ),
         """def moving_average(values, window):
     out = []
     for i in range(len(values)):
@@ -525,20 +452,12 @@ def test_rounding():
             _r("upper uppercase capital case letter", "Must contain an uppercase letter."),
             _r("space spaces whitespace blank", "Must not contain spaces."),
         ),
-        """from solution import valid_password
-
-def test_good():
-    assert same(valid_password("Abcdefgh12"), True)
-
-def test_too_short():
-    assert same(valid_password("Abcdef12"), False)
-
-def test_no_upper():
-    assert same(valid_password("abcdefgh12"), False)
-
-def test_space():
-    assert same(valid_password("Abcd efgh12"), False)
-""",
+        (
+            _case("test_good", _c("valid_password", ("Abcdefgh12",), True)),
+            _case("test_too_short", _c("valid_password", ("Abcdef12",), False)),
+            _case("test_no_upper", _c("valid_password", ("abcdefgh12",), False)),
+            _case("test_space", _c("valid_password", ("Abcd efgh12",), False)),
+        ),
         """def valid_password(password):
     return (len(password) >= 10 and any(c.isdigit() for c in password)
             and any(c.isupper() for c in password) and " " not in password)
@@ -555,14 +474,10 @@ def test_space():
             _r("quote quotes quoted escape", "Double-quoted fields may contain ';'; the quotes are removed."),
             _r("space spaces whitespace strip trim", "Strip surrounding spaces from each field."),
         ),
-        """from solution import parse_row
-
-def test_semicolon():
-    assert same(parse_row("a; b ;c"), ["a", "b", "c"])
-
-def test_quoted():
-    assert same(parse_row('x;"y;z"'), ["x", "y;z"])
-""",
+        (
+            _case("test_semicolon", _c("parse_row", ("a; b ;c",), ["a", "b", "c"])),
+            _case("test_quoted", _c("parse_row", ('x;"y;z"',), ["x", "y;z"])),
+        ),
         """import csv
 def parse_row(line):
     return [field.strip() for field in next(csv.reader([line], delimiter=";", skipinitialspace=True))]
@@ -581,25 +496,10 @@ def parse_row(line):
                 "Only 1..3999; anything else raises ValueError.",
             ),
         ),
-        """from solution import to_roman
-
-def test_lower():
-    assert same(to_roman(1994), "mcmxciv")
-
-def test_range():
-    try:
-        to_roman(0)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("expected ValueError")
-    try:
-        to_roman(4000)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("expected ValueError")
-""",
+        (
+            _case("test_lower", _c("to_roman", (1994,), "mcmxciv")),
+            _case("test_range", _raises("to_roman", (0,)), _raises("to_roman", (4000,))),
+        ),
         """def to_roman(number):
     if not 1 <= number <= 3999:
         raise ValueError(number)
@@ -630,17 +530,11 @@ def test_range():
             _r("base 1000 1024 binary decimal kilo unit units", "Use 1024-based units named B, KiB, MiB, GiB, TiB."),
             _r("decimal decimals round precision digits", "One decimal for KiB and above; bytes as an integer."),
         ),
-        """from solution import format_bytes
-
-def test_bytes():
-    assert same(format_bytes(512), "512 B")
-
-def test_kib():
-    assert same(format_bytes(1536), "1.5 KiB")
-
-def test_mib():
-    assert same(format_bytes(5 * 1024 ** 2), "5.0 MiB")
-""",
+        (
+            _case("test_bytes", _c("format_bytes", (512,), "512 B")),
+            _case("test_kib", _c("format_bytes", (1536,), "1.5 KiB")),
+            _case("test_mib", _c("format_bytes", (5 * 1024**2,), "5.0 MiB")),
+        ),
         """def format_bytes(size):
     if size < 1024:
         return "%d B" % size
@@ -665,14 +559,10 @@ def test_mib():
             _r("y which letters vowel vowels count counts", "Count a, e, i, o, u and also y."),
             _r("case upper lower capital", "Case does not matter."),
         ),
-        """from solution import count_vowels
-
-def test_y():
-    assert same(count_vowels("rhythm"), 1)
-
-def test_case():
-    assert same(count_vowels("AEIOUy"), 6)
-""",
+        (
+            _case("test_y", _c("count_vowels", ("rhythm",), 1)),
+            _case("test_case", _c("count_vowels", ("AEIOUy",), 6)),
+        ),
         """def count_vowels(text):
     return sum(1 for c in text.lower() if c in "aeiouy")
 """,
@@ -688,18 +578,14 @@ def test_case():
             _r("same today already strictly after itself", "Always return a date strictly after the given one."),
             _r("weekend saturday sunday", "Saturdays and Sundays are not business days."),
         ),
-        """import datetime
-from solution import next_business_day
-
-def test_weekend():
-    assert same(next_business_day(datetime.date(2024, 6, 7)), datetime.date(2024, 6, 10))
-
-def test_strictly_after():
-    assert same(next_business_day(datetime.date(2024, 6, 10)), datetime.date(2024, 6, 11))
-
-def test_holiday():
-    assert same(next_business_day(datetime.date(2024, 12, 24)), datetime.date(2024, 12, 26))
-""",
+        (
+            _case("test_weekend", _c("next_business_day", (datetime.date(2024, 6, 7),), datetime.date(2024, 6, 10))),
+            _case(
+                "test_strictly_after",
+                _c("next_business_day", (datetime.date(2024, 6, 10),), datetime.date(2024, 6, 11)),
+            ),
+            _case("test_holiday", _c("next_business_day", (datetime.date(2024, 12, 24),), datetime.date(2024, 12, 26))),
+        ),
         """import datetime
 def next_business_day(day):
     day += datetime.timedelta(days=1)
@@ -723,11 +609,16 @@ def next_business_day(day):
             _r("order sort sorted alphabetical", "Words inside a group are sorted alphabetically."),
             _r("return output type dict key keys", "Return a dict from length to list of words."),
         ),
-        """from solution import group_by_length
-
-def test_groups_sorted_unique():
-    assert same(group_by_length(["pear", "fig", "kiwi", "fig", "date"]), {3: ["fig"], 4: ["date", "kiwi", "pear"]})
-""",
+        (
+            _case(
+                "test_groups_sorted_unique",
+                _c(
+                    "group_by_length",
+                    (["pear", "fig", "kiwi", "fig", "date"],),
+                    {3: ["fig"], 4: ["date", "kiwi", "pear"]},
+                ),
+            ),
+        ),
         """def group_by_length(words):
     groups = {}
     for word in sorted(set(words)):
@@ -755,20 +646,14 @@ def test_groups_sorted_unique():
                 "Raise ValueError unless there is exactly one '@' with text on both sides.",
             ),
         ),
-        """from solution import mask_email
-
-def test_mask():
-    assert same(mask_email("jonathan@example.com"), "j***@example.com")
-    assert same(mask_email("al@x.org"), "a***@x.org")
-
-def test_invalid():
-    try:
-        mask_email("a@b@c")
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("expected ValueError")
-""",
+        (
+            _case(
+                "test_mask",
+                _c("mask_email", ("jonathan@example.com",), "j***@example.com"),
+                _c("mask_email", ("al@x.org",), "a***@x.org"),
+            ),
+            _case("test_invalid", _raises("mask_email", ("a@b@c",))),
+        ),
         """def mask_email(address):
     local, sep, domain = address.partition("@")
     if not sep or not local or not domain or "@" in domain:
@@ -787,14 +672,10 @@ def test_invalid():
             _r("zero division divide denominator", "Dividing by zero returns None."),
             _r("round rounding decimal decimals precision", "Round the result to 3 decimals."),
         ),
-        """from solution import safe_divide
-
-def test_zero():
-    assert safe_divide(1, 0) is None
-
-def test_round():
-    assert same(safe_divide(1, 3), 0.333)
-""",
+        (
+            _case("test_zero", _c("safe_divide", (1, 0), None)),
+            _case("test_round", _c("safe_divide", (1, 3), 0.333)),
+        ),
         """def safe_divide(a, b):
     if b == 0:
         return None
@@ -814,14 +695,10 @@ def test_round():
             _r("single one count counts number once", "Write the count only when a run is longer than 1."),
             _r("case upper lower capital", "Upper and lower case letters are different."),
         ),
-        """from solution import compress
-
-def test_counts():
-    assert same(compress("aaabcc"), "a3bc2")
-
-def test_case():
-    assert same(compress("aAa"), "aAa")
-""",
+        (
+            _case("test_counts", _c("compress", ("aaabcc",), "a3bc2")),
+            _case("test_case", _c("compress", ("aAa",), "aAa")),
+        ),
         """def compress(text):
     out, i = [], 0
     while i < len(text):
@@ -850,15 +727,10 @@ def test_case():
             _r("order swap reversed greater bigger low high bounds", "If low > high, swap them first."),
             _r("type int float return", "Return the value unchanged in type when inside the range."),
         ),
-        """from solution import clamp
-
-def test_inside():
-    assert same(clamp(5, 1, 10), 5)
-
-def test_swapped_bounds():
-    assert same(clamp(20, 10, 1), 10)
-    assert same(clamp(-3, 10, 1), 1)
-""",
+        (
+            _case("test_inside", _c("clamp", (5, 1, 10), 5)),
+            _case("test_swapped_bounds", _c("clamp", (20, 10, 1), 10), _c("clamp", (-3, 10, 1), 1)),
+        ),
         """def clamp(value, low, high):
     if low > high:
         low, high = high, low
@@ -876,17 +748,11 @@ def test_swapped_bounds():
             _r("double consecutive multiple repeated underscores", "Treat several underscores in a row as one."),
             _r("first lower upper capital case pascal", "The first word stays lowercase (lowerCamelCase)."),
         ),
-        """from solution import snake_to_camel
-
-def test_basic():
-    assert same(snake_to_camel("hello_world"), "helloWorld")
-
-def test_leading():
-    assert same(snake_to_camel("__private_name"), "__privateName")
-
-def test_double():
-    assert same(snake_to_camel("a__b"), "aB")
-""",
+        (
+            _case("test_basic", _c("snake_to_camel", ("hello_world",), "helloWorld")),
+            _case("test_leading", _c("snake_to_camel", ("__private_name",), "__privateName")),
+            _case("test_double", _c("snake_to_camel", ("a__b",), "aB")),
+        ),
         """def snake_to_camel(name):
     stripped = name.lstrip("_")
     prefix = name[: len(name) - len(stripped)]
@@ -910,22 +776,16 @@ def test_double():
             ),
             _r("invalid range negative above 100 error raise", "Scores outside 0..100 raise ValueError."),
         ),
-        """from solution import letter_grade
-
-def test_cutoffs():
-    assert same(letter_grade(93), "A")
-    assert same(letter_grade(90), "B")
-    assert same(letter_grade(76), "D")
-    assert same(letter_grade(69), "F")
-
-def test_invalid():
-    try:
-        letter_grade(101)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("expected ValueError")
-""",
+        (
+            _case(
+                "test_cutoffs",
+                _c("letter_grade", (93,), "A"),
+                _c("letter_grade", (90,), "B"),
+                _c("letter_grade", (76,), "D"),
+                _c("letter_grade", (69,), "F"),
+            ),
+            _case("test_invalid", _raises("letter_grade", (101,))),
+        ),
         """def letter_grade(score):
     if not 0 <= score <= 100:
         raise ValueError(score)
@@ -948,17 +808,11 @@ def test_invalid():
             _r("inclusive exclusive include end endpoint bounds both", "Both start and end are included."),
             _r("reversed order greater start after backwards", "If start > end return an empty list."),
         ),
-        """from solution import leap_years
-
-def test_inclusive():
-    assert same(leap_years(1996, 2004), [1996, 2000, 2004])
-
-def test_century():
-    assert same(leap_years(1900, 1900), [])
-
-def test_reversed():
-    assert same(leap_years(2004, 1996), [])
-""",
+        (
+            _case("test_inclusive", _c("leap_years", (1996, 2004), [1996, 2000, 2004])),
+            _case("test_century", _c("leap_years", (1900, 1900), [])),
+            _case("test_reversed", _c("leap_years", (2004, 1996), [])),
+        ),
         """def leap_years(start, end):
     return [y for y in range(start, end + 1) if y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)]
 """,
@@ -974,14 +828,10 @@ def test_reversed():
             _r("word words boundary cut middle split", "Never cut a word in half: drop the partial word."),
             _r("short fits under already", "Text within the limit is returned unchanged."),
         ),
-        """from solution import truncate
-
-def test_fits():
-    assert same(truncate("short", 10), "short")
-
-def test_word_boundary():
-    assert same(truncate("hello wonderful world", 12), "hello…")
-""",
+        (
+            _case("test_fits", _c("truncate", ("short", 10), "short")),
+            _case("test_word_boundary", _c("truncate", ("hello wonderful world", 12), "hello…")),
+        ),
         """def truncate(text, limit):
     if len(text) <= limit:
         return text
@@ -1001,14 +851,10 @@ def test_word_boundary():
             _r("negative minus sign", "Use the absolute value of negative numbers."),
             _r("single repeat until one digit result large", "Repeat until a single digit remains."),
         ),
-        """from solution import digit_sum
-
-def test_repeat():
-    assert same(digit_sum(9875), 2)
-
-def test_negative():
-    assert same(digit_sum(-38), 2)
-""",
+        (
+            _case("test_repeat", _c("digit_sum", (9875,), 2)),
+            _case("test_negative", _c("digit_sum", (-38,), 2)),
+        ),
         """def digit_sum(number):
     number = abs(number)
     while number >= 10:
@@ -1027,14 +873,10 @@ def test_negative():
             _r("hyphen hyphenated double barrel dash", "Hyphenated parts each give an initial."),
             _r("case upper lower capital", "Initials are uppercase."),
         ),
-        """from solution import initials
-
-def test_basic():
-    assert same(initials("john ronald reuel tolkien"), "J.R.R.T.")
-
-def test_hyphen():
-    assert same(initials("Anne-Marie Smith"), "A.M.S.")
-""",
+        (
+            _case("test_basic", _c("initials", ("john ronald reuel tolkien",), "J.R.R.T.")),
+            _case("test_hyphen", _c("initials", ("Anne-Marie Smith",), "A.M.S.")),
+        ),
         """import re
 def initials(name):
     return "".join(part[0].upper() + "." for part in re.split(r"[\\s-]+", name.strip()) if part)
@@ -1053,17 +895,11 @@ def initials(name):
             _r("space spaces whitespace ignore", "Ignore whitespace."),
             _r("empty none nothing", "For empty input return None."),
         ),
-        """from solution import most_common_char
-
-def test_tie_first_seen():
-    assert same(most_common_char("abba"), "a")
-
-def test_spaces():
-    assert same(most_common_char("a  b  b"), "b")
-
-def test_empty():
-    assert most_common_char("   ") is None
-""",
+        (
+            _case("test_tie_first_seen", _c("most_common_char", ("abba",), "a")),
+            _case("test_spaces", _c("most_common_char", ("a  b  b",), "b")),
+            _case("test_empty", _c("most_common_char", ("   ",), None)),
+        ),
         """def most_common_char(text):
     counts = {}
     for c in text:

@@ -27,18 +27,23 @@ tracer = Tracer(service="mtrl-pipeline") if importlib.util.find_spec("aws_xray_s
 Handler = Callable[[Runtime, Mapping[str, Any]], dict[str, Any]]
 
 
-def _run_id_of(event: Mapping[str, Any]) -> str:
+def _run_id_of(event: Any) -> str:
+    """The run id (or the uploaded key) an event is about, for log keys and messages; "?" when it has none."""
+    if not isinstance(event, Mapping):
+        return "?"
     if isinstance(event.get("run_id"), str):
         return str(event["run_id"])
     detail = event.get("detail")
     if isinstance(detail, Mapping):
-        return str(detail.get("name") or (detail.get("object") or {}).get("key") or "?")
+        obj = detail.get("object")
+        key = obj.get("key") if isinstance(obj, Mapping) else None
+        return str(detail.get("name") or key or "?")
     return "?"
 
 
 def invoke(handler: Handler, event: Mapping[str, Any]) -> dict[str, Any]:
     run_id = _run_id_of(event)
-    logger.append_keys(run_id=run_id, action=event.get("action"))
+    logger.append_keys(run_id=run_id, action=event.get("action") if isinstance(event, Mapping) else None)
     try:
         result = handler(runtime_from_env(), event)
     except PipelineError as error:

@@ -1,15 +1,31 @@
-"""Per-run settings: an optional manifest (``training-data/<name>.run.json``) over deploy-time defaults."""
+"""Per-run settings: an optional manifest (``training-data/<name>.run.json``) over deploy-time defaults.
+
+A manifest is written by whoever can upload to ``training-data/``, so it chooses only per-run keys
+(``RunSettings``' fields and the backend's per-run options), each within the operator's ceilings
+(``run_max_instance_count``, ``run_max_worker_count``, ``run_timeout_minutes``, ``run_max_budget_usd``);
+deploy-time settings are refused by name, wherever in the manifest they appear.
+"""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from mtrl.runs.backend_options import validate_backend_options
 from mtrl.runs.errors import ConfigurationError
 from mtrl.settings.base import problems_from_validation_error
-from mtrl.settings.pipeline import PipelineSettings, poll_budget_problem
+from mtrl.settings.deploy import DeploySettings
+from mtrl.settings.pipeline import (
+    MAX_RUN_INSTANCES,
+    MAX_RUN_WORKERS,
+    PipelineSettings,
+    manifest_ceilings,
+    manifest_defaults,
+    poll_budget_problem,
+)
+from mtrl.validation.strict_json import MAX_MANIFEST_DEPTH, StrictJSONError, loads_strict, position
 
 MAX_MANIFEST_BYTES = 64 * 1024
 EVAL_DATA_PREFIX = "eval-data/"
@@ -29,16 +45,19 @@ class RunSettings(BaseModel):
     hyperparameters: dict[str, HyperparameterValue] = Field(
         default_factory=dict, description="Trainer hyperparameters (backend-specific names, scalar values)."
     )
-    instance_count: int = Field(ge=1, le=64, description="GPU instances the run holds.")
-    worker_count: int = Field(ge=0, le=256, description="Reward workers the run starts.")
+    instance_count: int = Field(ge=1, le=MAX_RUN_INSTANCES, description="GPU instances the run holds.")
+    worker_count: int = Field(ge=0, le=MAX_RUN_WORKERS, description="Reward workers the run starts.")
     eval_split: float = Field(ge=0.0, le=0.5, description="Share of rows held out for evaluation.")
     eval_dataset: str | None = Field(
         None, description="Key of a separate evaluation JSONL in the data bucket, under eval-data/."
     )
     run_timeout_minutes: int = Field(ge=5, le=7 * 24 * 60, description="Wall-clock limit of the training job.")
-    max_budget_usd: float | None = Field(None, gt=0, description="Cost limit; the job is cancelled above it.")
+    max_budget_usd: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="Cost limit; the job is cancelled above it."
+    )
     backend_options: dict[str, Any] = Field(
-        default_factory=dict, description="Backend-specific per-run settings (checked by the backend's preflight)."
+        default_factory=dict,
+        description="The backend's per-run options (mtrl.runs.backend_options: one strict model per backend).",
     )
 
     @field_validator("hyperparameters")
@@ -73,41 +92,114 @@ class RunSettings(BaseModel):
 
 
 def defaults_from(settings: PipelineSettings) -> dict[str, Any]:
-    return {
-        "backend": settings.run_backend,
-        "environment": settings.run_environment,
-        "instance_count": settings.run_instance_count,
-        "worker_count": settings.run_worker_count,
-        "eval_split": settings.run_eval_split,
-        "run_timeout_minutes": settings.run_timeout_minutes,
-        "max_budget_usd": settings.run_max_budget_usd,
-    }
+    """The deploy-time defaults of the per-run keys (the ``run_*`` settings marked ``manifest_default``)."""
+    return manifest_defaults(settings)
+
+
+def deploy_time_keys() -> frozenset[str]:
+    """Every deploy-time setting name (the whole settings model); a manifest sets none of them."""
+    return frozenset(DeploySettings.model_fields)
 
 
 def parse_manifest(text: str | bytes, *, source: str) -> dict[str, Any]:
-    """The manifest document as a dict; raises ConfigurationError naming the file and the problem."""
+    """The manifest document as a dict; raises ConfigurationError naming the file, the line and the problem.
+
+    Strict JSON (mtrl.validation.strict_json): duplicate keys, NaN/Infinity, numbers that overflow to
+    infinity, lone surrogates and nesting beyond MAX_MANIFEST_DEPTH are refused, never passed on.
+    """
     if len(text) > MAX_MANIFEST_BYTES:
         raise ConfigurationError(f"manifest {source} is larger than {MAX_MANIFEST_BYTES} bytes")
+    if isinstance(text, bytes):
+        raw = text
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            before = raw[: error.start].decode("utf-8", "replace")
+            line, column = position(before, len(before))
+            raise ConfigurationError(
+                f"manifest {source} is not UTF-8 text (line {line} column {column}: {error.reason})"
+            ) from None
+    if text.startswith("\ufeff"):
+        raise ConfigurationError(f"manifest {source} starts with a byte-order mark; save it as UTF-8 without BOM")
     try:
-        document = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        document = loads_strict(text, max_depth=MAX_MANIFEST_DEPTH)
+    except StrictJSONError as error:
         raise ConfigurationError(f"manifest {source} is not valid JSON: {error}") from None
     if not isinstance(document, dict):
         raise ConfigurationError(f"manifest {source} must be a JSON object of settings")
     return document
 
 
+def _key_problems(manifest: Mapping[str, Any]) -> list[str]:
+    """Keys a manifest may not set, each refused by name (deploy-time settings, or run settings misplaced)."""
+    run_keys = set(RunSettings.model_fields)
+    deploy = deploy_time_keys()
+    problems = []
+    for key in manifest:
+        if key not in run_keys and key in deploy:
+            manifest_key = _manifest_key_of(key)
+            hint = f" (a manifest sets '{manifest_key}', within the operator's limits)" if manifest_key else ""
+            problems.append(f"key '{key}': a deploy-time setting; a manifest cannot set it{hint}")
+    options = manifest.get("backend_options")
+    if isinstance(options, Mapping):
+        for key in options:
+            if key in run_keys:
+                problems.append(f"key 'backend_options.{key}': a run setting; set it at the top level of the manifest")
+            elif key in deploy:
+                problems.append(f"key 'backend_options.{key}': a deploy-time setting; a manifest cannot set it")
+    return problems
+
+
+def _manifest_key_of(setting: str) -> str | None:
+    extra = (
+        PipelineSettings.model_fields[setting].json_schema_extra if setting in PipelineSettings.model_fields else None
+    )
+    return str(extra["manifest_key"]) if isinstance(extra, dict) and "manifest_key" in extra else None
+
+
+def _ceiling_problems(defaults: PipelineSettings, manifest: Mapping[str, Any], settings: RunSettings) -> list[str]:
+    problems = []
+    for key, (setting, ceiling) in manifest_ceilings(defaults).items():
+        value = getattr(settings, key)
+        if ceiling is None:
+            continue
+        if value is None:
+            problems.append(f"key '{key}': the deployment limits it to {ceiling} ({setting}); it cannot be removed")
+        elif value > ceiling:
+            problems.append(f"key '{key}': {value} is above the deployment's limit {ceiling} ({setting})")
+    return problems
+
+
 def resolve_run_settings(
     defaults: PipelineSettings, manifest: dict[str, Any] | None, *, source: str = "manifest"
 ) -> RunSettings:
-    """Manifest values over deploy-time defaults; every problem is named in one ConfigurationError."""
-    values = {**defaults_from(defaults), **(manifest or {})}
+    """Manifest values over deploy-time defaults, within deploy-time ceilings; every problem named in one
+    ConfigurationError. Manifest values are read strictly (``"8"`` and ``true`` are not counts)."""
+    manifest = manifest or {}
+    problems = _key_problems(manifest)
+    refused = {p.split("'")[1] for p in problems}
+    given = {key: value for key, value in manifest.items() if key not in refused}
+    options = given.pop("backend_options", {})
+    settings: RunSettings | None = None
     try:
-        settings = RunSettings.model_validate(values)
+        # Defaults are trusted settings; only the manifest's own values are validated strictly.
+        RunSettings.model_validate({**defaults_from(defaults), **given}, strict=True)
+        settings = RunSettings.model_validate({**defaults_from(defaults), **given})
     except ValidationError as error:
-        problems = [p.replace("setting '", "key '", 1) for p in problems_from_validation_error(error)]
-        raise ConfigurationError(f"{source}: " + "; ".join(problems)) from None
-    problem = poll_budget_problem(defaults, settings.run_timeout_minutes)
-    if problem:
-        raise ConfigurationError(f"{source}: key 'run_timeout_minutes': {problem}")
+        problems += [p.replace("setting '", "key '", 1) for p in problems_from_validation_error(error)]
+    if settings is not None:
+        if isinstance(options, Mapping):
+            options = {key: value for key, value in options.items() if f"backend_options.{key}" not in refused}
+        try:
+            checked = validate_backend_options(settings.backend, options)
+        except ConfigurationError as error:
+            problems.append(str(error))
+        else:
+            settings = settings.model_copy(update={"backend_options": checked})
+        problems += _ceiling_problems(defaults, manifest, settings)
+        budget = poll_budget_problem(defaults, settings.run_timeout_minutes)
+        if budget:
+            problems.append(f"key 'run_timeout_minutes': {budget}")
+    if problems or settings is None:
+        raise ConfigurationError(f"{source}: " + "; ".join(problems))
     return settings

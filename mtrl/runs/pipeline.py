@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 
 from mtrl.backends.base import BackendAdapter, BackendError, CreatedResource, JobState, RunContext
 from mtrl.runs.adapters import adapter_for
+from mtrl.runs.backend_options import effective_settings
 from mtrl.runs.errors import (
     BackendFailed,
     BudgetExceeded,
@@ -70,17 +71,24 @@ def _run_settings(record: Mapping[str, Any]) -> RunSettings:
 
 
 def run_context(runtime: Runtime, record: Mapping[str, Any]) -> RunContext:
-    """What the backend adapter sees: deploy-time backend settings, then the run's own settings."""
+    """What the backend adapter sees: deploy-time backend settings, the run's own settings and its per-run
+    backend options, which can never replace a deploy-time value (mtrl.runs.backend_options)."""
     run_id = record["run_id"]
     settings = _run_settings(record)
     dataset = record["dataset"]
-    merged = {
-        **runtime.backend_settings,
-        **settings.model_dump(mode="json", exclude={"backend_options"}),
-        **settings.backend_options,
-        "run_id": run_id,
-        "dataset_version_id": dataset.get("version_id"),
-    }
+    try:
+        merged = effective_settings(
+            runtime.backend_settings,
+            {
+                **settings.model_dump(mode="json", exclude={"backend_options"}),
+                "run_id": run_id,
+                "dataset_version_id": dataset.get("version_id"),
+            },
+            backend=settings.backend,
+            options=settings.backend_options,
+        )
+    except ConfigurationError as error:
+        raise ConfigurationError(f"run {run_id}: {error}") from None
     resources = tuple(
         CreatedResource(kind=r["kind"], identifier=r["identifier"], details=r.get("details") or {})
         for r in record.get("resources") or []
@@ -137,8 +145,8 @@ def register(runtime: Runtime, event: Event) -> dict[str, Any]:
     source = (state.get("manifest_ref") or {}).get("uri", "manifest")
     if state.get("manifest_error"):
         raise ConfigurationError(f"run {run_id}: {state['manifest_error']}")
-    manifest = parse_manifest(state["manifest_text"], source=source) if state.get("manifest_text") else None
     try:
+        manifest = parse_manifest(state["manifest_text"], source=source) if state.get("manifest_text") else None
         settings = resolve_run_settings(runtime.settings, manifest, source=source)
     except ConfigurationError as error:
         raise ConfigurationError(f"run {run_id}: {error}") from None

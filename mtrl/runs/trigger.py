@@ -9,9 +9,9 @@ from urllib.parse import unquote_plus
 
 from botocore.exceptions import ClientError
 
-from mtrl.runs.errors import InternalError
+from mtrl.runs.errors import ConfigurationError, InternalError
 from mtrl.runs.ids import DATASET_SUFFIX, derive_run_id, manifest_key_for
-from mtrl.runs.manifest import MAX_MANIFEST_BYTES
+from mtrl.runs.manifest import MAX_MANIFEST_BYTES, parse_manifest
 from mtrl.runs.registry import raise_for_client_error
 from mtrl.runs.runtime import Runtime
 
@@ -54,19 +54,32 @@ def _manifest(runtime: Runtime, bucket: str, key: str) -> dict[str, Any]:
             "manifest_error": f"manifest {uri} is larger than {MAX_MANIFEST_BYTES} bytes",
         }
     try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"manifest_ref": reference, "manifest_error": f"manifest {uri} is not UTF-8 text"}
-    return {"manifest_ref": reference, "manifest_text": text}
+        # Parsed here only to refuse a broken document early (and keep the execution input small and valid);
+        # Register parses it again and resolves the settings.
+        parse_manifest(body, source=uri)
+    except ConfigurationError as error:
+        return {"manifest_ref": reference, "manifest_error": str(error)}
+    return {"manifest_ref": reference, "manifest_text": body.decode("utf-8")}
+
+
+def _event_fields(event: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    """(bucket, key, version id) of an EventBridge S3 'Object Created' event; InternalError for anything else."""
+    detail = event.get("detail") if isinstance(event, Mapping) else None
+    bucket = detail.get("bucket") if isinstance(detail, Mapping) else None
+    obj = detail.get("object") if isinstance(detail, Mapping) else None
+    name = bucket.get("name") if isinstance(bucket, Mapping) else None
+    key = obj.get("key") if isinstance(obj, Mapping) else None
+    version_id = obj.get("version-id") if isinstance(obj, Mapping) else None
+    if not isinstance(name, str) or not name or not isinstance(key, str) or not key:
+        shown = json.dumps(event, default=str, ensure_ascii=True)[:300]
+        raise InternalError(f"not an S3 Object Created event (needs detail.bucket.name and detail.object.key): {shown}")
+    if version_id is not None and not isinstance(version_id, str):
+        raise InternalError(f"s3://{name}/{key}: detail.object.version-id must be a string (got {version_id!r})")
+    return name, key, version_id
 
 
 def handle_upload(runtime: Runtime, event: Mapping[str, Any]) -> dict[str, Any]:
-    detail = event.get("detail") or {}
-    bucket = (detail.get("bucket") or {}).get("name")
-    obj = detail.get("object") or {}
-    key, version_id = obj.get("key"), obj.get("version-id")
-    if not bucket or not key:
-        raise InternalError(f"not an S3 Object Created event: {json.dumps(event, default=str)[:300]}")
+    bucket, key, version_id = _event_fields(event)
     if bucket != runtime.bucket or not key.startswith(TRAINING_DATA_PREFIX) or not key.endswith(DATASET_SUFFIX):
         return {"status": "IGNORED", "reason": f"s3://{bucket}/{key} is not a training-data/*.jsonl upload"}
     found = _head(runtime, bucket, key, version_id)

@@ -1,5 +1,25 @@
-"""Run untrusted generated code with no credentials, no network, resource limits and forgery-proof results."""
+"""Run untrusted generated code with no credentials, no network and resource limits; judge it outside."""
 
-from mtrl.sandbox.runner import Limits, SandboxResult, SandboxUnavailableError, count_tests, run_code, test_names
+from mtrl.sandbox.judge import Case, Check, Raises
+from mtrl.sandbox.runner import (
+    Limits,
+    SandboxResult,
+    SandboxUnavailableError,
+    count_tests,
+    run_cases,
+    run_code,
+    test_names,
+)
 
-__all__ = ["Limits", "SandboxResult", "SandboxUnavailableError", "count_tests", "run_code", "test_names"]
+__all__ = [
+    "Case",
+    "Check",
+    "Limits",
+    "Raises",
+    "SandboxResult",
+    "SandboxUnavailableError",
+    "count_tests",
+    "run_cases",
+    "run_code",
+    "test_names",
+]

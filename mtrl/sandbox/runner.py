@@ -1,38 +1,32 @@
-"""Run untrusted Python (and optional hidden tests) in a throwaway, locked-down child process.
+"""Run untrusted Python in a throwaway, locked-down child process; judge its answers outside it.
 
-Isolation tiers (see ``_harness.py`` for the child side). As root (CI, a root worker), everything below;
-without root (e.g. a Fargate task, which can never create namespaces) the seccomp tier: clean
-environment, rlimits, the seccomp filter (no ``socket()`` at all, no signals to the worker, init or other
-process groups, no setsid/setpgid, ptrace or io_uring), output caps, marked results and the deadline.
-Full tier:
-- environment: only PATH/LANG/HOME/TMPDIR — no AWS or other credentials; ``python -I -S`` ignores
-  PYTHON* variables, user and site packages (the standard library only);
-- network: a fresh network namespace with no interface up (loopback and 169.254.169.254 unreachable);
-- filesystem: a size-capped tmpfs work directory (the only writable place besides throwaway /tmp), every
-  other mount read-only, the project checkout (hidden tests, reference solutions) and /root replaced by
-  empty directories, and a fresh unprivileged uid per execution that owns nothing on the host;
-- resources: CPU seconds, address space, processes (per the fresh uid), file size, open files;
-- syscalls: the seccomp filter as above (defence in depth: the namespaces already cut the network);
-- time: a wall-clock deadline, after which the process group and every process of the execution's uid
-  are killed (a program that escapes its group with setsid is still found by uid);
-- output: stdout/stderr captured up to a cap, the rest discarded while still draining the pipes;
-- results: reported on a separate pipe, each line prefixed with a random per-execution marker the
-  program never sees (it arrives on stdin, which is consumed before the program runs), so printing
-  "passed" — or anything else — cannot forge a result.
+Reward path: ``run_cases(program, cases)``. The program runs in the sandbox and receives only the *inputs* of
+the hidden checks (JSON); it answers each call with JSON on its own descriptor. The judge (``judge.py``, in
+this process — which the program cannot signal, trace, read or write) holds the expected values and decides
+pass/fail from the parsed data. No marker, verdict, expected value or test source ever enters the sandbox,
+so walking the stack, searching the heap, trace hooks or proxying the descriptor find nothing to forge.
+``run_code(program)`` just runs a program; ``run_code(program, tests)`` runs test source *in the program's
+interpreter* (the ``mtrl sandbox run --tests`` developer tool): a program can forge that result, so it is
+never a reward.
 
-Reward hacking through the tests: only the test functions named in the trusted test source run and
-count; they are compiled and run with references and a builtins snapshot taken before the program ran;
-``same(actual, expected)`` (exact types, recursively) defeats objects whose ``__eq__`` always says True.
-Residual risk, by design of an in-process test runner: the program shares an interpreter with the hidden
-tests, so a program that deliberately mutates shared modules or searches interpreter memory (for the
-marker) could still forge a result. Run the reward worker in its own container (as deployed) regardless.
-
-What the seccomp tier cannot give without privileges: a private filesystem (the program can read and
-write what the worker's uid can, including the environment packages and so ask_to_code's hidden tests;
-run the worker as an unprivileged user with a read-only root file system, and prefer a root worker or a
-dedicated sandbox service where reading the tests would matter) and killing a program's leftovers by uid
-(it cannot leave its process group, so the group kill suffices). If even the seccomp filter cannot be
-installed, ``SandboxUnavailableError`` is raised: code is never run without a network barrier.
+Tiers (``Limits.isolation``; "auto" picks the strongest the process can use; docs/sandbox.md has the list
+of guarantees):
+- full (root with CAP_SYS_ADMIN): network, mount, IPC, UTS and PID namespaces, a per-run memory+pids
+  cgroup (memory limited for the whole run, not per process), a root file system built from an allow-list
+  (interpreter, shared libraries; every site-packages directory and copy of the project left out), a tmpfs
+  work directory, a fresh uid;
+- fargate (root without CAP_SYS_ADMIN, e.g. an ECS Fargate task): a throwaway uid per concurrent run (so
+  the kernel refuses its signals, ptrace and /proc access to the worker and to other runs; RLIMIT_NPROC
+  counts only that uid), a private work directory, Landlock for the file system where the kernel has it;
+- lambda (an unprivileged uid, no capabilities): the worker made non-dumpable (its /proc files and memory
+  closed to the same uid), Landlock where the kernel has it (signals scoped on ABI 6+).
+Every tier: only PATH/LANG/HOME/TMPDIR in the environment (no credentials, no ECS credentials URI), ``python
+-I -S`` (standard library only), rlimits (CPU, address space, processes, file size, open files), the seccomp
+filter (no sockets; no signals, prlimit, setpriority, scheduling or page moves aimed at another process; no
+setsid/setpgid, ptrace, process_vm_*, pidfd_*, io_uring, namespaces, mounts, keyrings, bpf, perf), output
+caps, a fresh work directory and a wall-clock deadline after which the process group (and, with its own
+uid, every process of that uid; with a PID namespace, everything in it) is killed. If the tier's isolation
+cannot be set up, ``SandboxUnavailableError`` is raised: code is never run without a network barrier.
 """
 
 from __future__ import annotations
@@ -46,12 +40,26 @@ import selectors
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from mtrl.sandbox import judge
+from mtrl.sandbox.judge import Case
+from mtrl.sandbox.tiers import (
+    UID_RANGE,
+    UIDS,
+    RunCgroup,
+    Tier,
+    detect_tier,
+    filesystem_view,
+    interpreter,
+    landlock_abi,
+    protect_worker,
+    tasks_of_uid,
+)
 
 _HARNESS_PATH = Path(__file__).resolve().parent / "_harness.py"
 # Compiled once per process; the child only unmarshals it (same interpreter, so the same bytecode format).
@@ -61,9 +69,12 @@ BOOTSTRAP = (
     "exec(c,{'__name__':'__sandbox__','__builtins__':__builtins__,'DATA':d})"
 )
 SETUP_FAILED_EXIT = 125
-UID_RANGE = (200_000, 1_200_000)  # far above any real account; one fresh uid per execution
+ANSWERS_CAP = 1024 * 1024
+TIER_CHOICES = ("auto", "full", "fargate", "lambda", "seccomp")  # "seccomp": the lambda tier's former name
+TIER_RANK = {"lambda": 0, "fargate": 1, "full": 2}
 
 Status = Literal["passed", "failed", "timeout", "error"]
+__all__ = ["UID_RANGE", "Case", "Limits", "SandboxResult", "SandboxUnavailableError", "run_cases", "run_code"]
 
 
 class SandboxUnavailableError(RuntimeError):
@@ -76,23 +87,33 @@ class Limits:
 
     timeout_s: float = 10.0
     cpu_s: int = 10
-    memory_mb: int = 512
+    memory_mb: int = 512  # per process (RLIMIT_AS); in the full tier also for the whole run (cgroup)
     max_processes: int = 16
     file_mb: int = 8
     disk_mb: int = 16
     max_files: int = 512
     max_open_files: int = 64
     max_output_bytes: int = 64 * 1024
-    # "auto": namespaces + fresh uid when root, else the unprivileged seccomp tier; "seccomp" forces the latter.
-    isolation: Literal["auto", "seccomp"] = "auto"
+    # "auto": the strongest tier this process can use; a named tier forces it (never a stronger one than
+    # the process can set up). "seccomp" is the lambda tier's former name.
+    isolation: Literal["auto", "full", "fargate", "lambda", "seccomp"] = "auto"
 
     def __post_init__(self) -> None:
-        if self.isolation not in ("auto", "seccomp"):
-            raise ValueError(f"sandbox isolation must be 'auto' or 'seccomp' (got {self.isolation!r})")
+        if self.isolation not in TIER_CHOICES:
+            raise ValueError(f"sandbox isolation must be one of {', '.join(TIER_CHOICES)} (got {self.isolation!r})")
         positive = {name: value for name, value in asdict(self).items() if name != "isolation"}
         bad = [name for name, value in positive.items() if not value > 0]
         if bad:
             raise ValueError(f"sandbox limits must be positive: {', '.join(bad)}")
+
+    def tier(self) -> Tier:
+        available = detect_tier()
+        if self.isolation == "auto":
+            return available
+        wanted: Tier = "lambda" if self.isolation == "seccomp" else self.isolation
+        if TIER_RANK[wanted] > TIER_RANK[available]:
+            raise SandboxUnavailableError(f"the {wanted} sandbox tier needs privileges this process lacks")
+        return wanted
 
 
 @dataclass
@@ -108,8 +129,9 @@ class SandboxResult:
     output_truncated: bool = False
     exit_code: int | None = None
     duration_s: float = 0.0
+    tier: str = ""
     isolation: list[str] = field(default_factory=list)
-    uid: int | None = None  # the execution's own uid (full tier), for audit logs and leak checks
+    uid: int | None = None  # the execution's own uid (full and fargate tiers), for audit logs and leak checks
 
     @property
     def pass_fraction(self) -> float:
@@ -141,62 +163,16 @@ def count_tests(tests: str) -> int:
     return len(test_names(tests))
 
 
-def _clean_env(workdir: str) -> dict[str, str]:
+def _clean_env(workdir: str, tier: Tier) -> dict[str, str]:
+    """Built from nothing: no AWS_* keys, no ECS/EKS credential URIs or tokens, nothing from the worker."""
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
         "HOME": workdir,
-        "TMPDIR": "/tmp",  # noqa: S108 - inside the sandbox /tmp is a private throwaway tmpfs
+        # Full tier: /tmp is a private tmpfs. Elsewhere /tmp is shared, so temporary files go in the work dir.
+        "TMPDIR": "/tmp" if tier == "full" else workdir,  # noqa: S108
         "PYTHONIOENCODING": "utf-8",
     }
-
-
-def _hidden_paths() -> list[str]:
-    """Directories the program must not read (full tier): the project checkout with the task banks."""
-    root = Path(__file__).resolve().parents[2]
-    override = os.environ.get("MTRL_PROJECT_ROOT")
-    return sorted({str(root), *([str(Path(override).resolve())] if override else [])})
-
-
-def _tasks_of_uid(uid: int) -> int:
-    """Threads currently owned by ``uid`` (what RLIMIT_NPROC counts)."""
-    total = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            if entry.stat().st_uid == uid:
-                total += len(os.listdir(f"/proc/{entry.name}/task"))
-        except OSError:
-            continue
-    return total
-
-
-def _is_zombie(pid: str) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
-    except (OSError, IndexError):
-        return True
-
-
-def _kill_uid(uid: int) -> None:
-    """SIGKILL every live process owned by ``uid`` (repeat: a fork bomb may spawn while we scan)."""
-    for _ in range(50):
-        alive = False
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                if entry.stat().st_uid != uid or _is_zombie(entry.name):
-                    continue
-                os.kill(int(entry.name), signal.SIGKILL)
-                alive = True
-            except (ProcessLookupError, FileNotFoundError, PermissionError):
-                continue
-        if not alive:
-            return
-        time.sleep(0.001)
 
 
 class _Capture:
@@ -216,71 +192,182 @@ class _Capture:
         return self.data.decode("utf-8", "replace")
 
 
+@dataclass
+class _Run:
+    captures: dict[str, _Capture]
+    timed_out: bool
+    exit_code: int | None
+    tier: Tier
+    isolation: list[str]
+    uid: int | None
+    started: float
+
+
 def run_code(program: str, tests: str | None = None, limits: Limits | None = None) -> SandboxResult:
-    """Execute ``program`` (as module ``solution``) and, if given, the ``test*`` functions of ``tests``."""
+    """Execute ``program`` (as module ``solution``) and, if given, the ``test*`` functions of ``tests``.
+
+    With ``tests`` the tests run in the program's interpreter: a developer tool, NOT a reward (the program
+    can forge the outcome); rewards use ``run_cases``.
+    """
     limits = limits or Limits()
     names = test_names(tests) if tests is not None else []
-    privileged = os.geteuid() == 0 and limits.isolation == "auto"
-    uid = secrets.randbelow(UID_RANGE[1] - UID_RANGE[0]) + UID_RANGE[0] if privileged else os.getuid()
     marker = secrets.token_hex(16)
+    mode, payload = ("tests", (tests, names)) if tests is not None else ("program", None)
+    run = _execute(program, mode, payload, limits, marker=marker)
+    result = _interpret(
+        run.captures,
+        marker,
+        names=names,
+        with_tests=tests is not None,
+        timed_out=run.timed_out,
+        exit_code=run.exit_code,
+    )
+    return _finish(result, run)
+
+
+def run_cases(program: str, cases: list[Case] | tuple[Case, ...], limits: Limits | None = None) -> SandboxResult:
+    """Score ``program`` on hidden ``cases``: it sees only their inputs; this process compares the answers."""
+    limits = limits or Limits()
+    cases = tuple(cases)
+    if not cases or any(not case.checks for case in cases):
+        raise ValueError("run_cases needs at least one case, each with at least one check")
+    if len({case.name for case in cases}) != len(cases):
+        raise ValueError("case names must be unique")
+    run = _execute(program, "cases", judge.check_inputs(cases), limits)
+    result = _judge(run, cases)
+    return _finish(result, run)
+
+
+def _finish(result: SandboxResult, run: _Run) -> SandboxResult:
+    result.duration_s = time.monotonic() - run.started
+    result.uid, result.tier, result.isolation = run.uid, run.tier, run.isolation
+    if result.status == "error" and result.detail.startswith("sandbox setup failed"):
+        raise SandboxUnavailableError(result.detail)
+    return result
+
+
+def _execute(program: str, mode: str, payload: Any, limits: Limits, *, marker: str = "") -> _Run:
+    tier = limits.tier()
+    own_uid = tier in ("full", "fargate")
+    uid = UIDS.acquire() if own_uid else os.getuid()
+    if tier == "lambda" and os.geteuid() != 0:
+        protect_worker()
+    view = filesystem_view()
+    abi = landlock_abi() if tier != "full" else 0
     workdir = tempfile.mkdtemp(prefix="mtrl-sandbox-")
+    root_dir = tempfile.mkdtemp(prefix="mtrl-root-") if tier == "full" else ""
+    cgroup = RunCgroup.create(limits.memory_mb * 1024 * 1024, limits.max_processes + 2) if tier == "full" else None
+    if tier == "fargate":
+        os.chown(workdir, uid, uid)
+    isolation = ["clean-env", "rlimits", "seccomp", "fresh-workdir", "deadline"]
+    if tier == "full":
+        isolation += ["netns", "ipcns", "pidns", "utsns", "mountns-allowlist-root", "fresh-uid"]
+        isolation += ["cgroup-memory-pids"] if cgroup else []
+    elif tier == "fargate":
+        isolation += ["fresh-uid", *(["landlock"] if abi else [])]
+    else:
+        isolation += ["non-dumpable", *(["landlock"] if abi else [])]
     config = {
+        "tier": tier,
         "uid": uid,
         "workdir": workdir,
-        "namespaces": privileged,
-        "hide": _hidden_paths(),
+        "root_dir": root_dir,
+        "executable": interpreter(),
+        "expose": list(view.expose),
+        "hide": list(view.hide),
+        "readable": list(view.readable),
+        "landlock_abi": abi,
+        "cgroups": cgroup.directories if cgroup else [],
         "cpu_s": limits.cpu_s,
         "memory_mb": limits.memory_mb,
         # RLIMIT_NPROC counts every process and thread of the uid: a fresh uid has none, ours has the worker's.
-        "max_processes": limits.max_processes + (0 if privileged else _tasks_of_uid(uid)),
+        "max_processes": limits.max_processes + (0 if own_uid else tasks_of_uid(uid)),
         "file_mb": limits.file_mb,
         "disk_mb": limits.disk_mb,
         "max_files": limits.max_files,
         "max_open_files": limits.max_open_files,
+        "marker": marker,
     }
     started = time.monotonic()
     read_results, write_results = os.pipe()
     config["result_fd"] = write_results  # pass_fds keeps the descriptor number in the child
-    payload = marshal.dumps((HARNESS_CODE, (config, marker, program, tests, names)))
+    data = marshal.dumps((HARNESS_CODE, (config, program, mode, payload)))
+    process: subprocess.Popen[bytes] | None = None
     try:
         process = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", "-c", BOOTSTRAP],
+            [interpreter(), "-I", "-S", "-B", "-c", BOOTSTRAP],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             pass_fds=(write_results,),
             cwd=workdir,
-            env=_clean_env(workdir),
+            env=_clean_env(workdir, tier),
             start_new_session=True,  # its own process group, killed as a whole
         )
-    except BaseException:
-        os.close(read_results)
         os.close(write_results)
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
-    os.close(write_results)
-    try:
-        captured, timed_out = _communicate(process, payload, read_results, limits, started)
+        write_results = -1
+        captured, timed_out = _communicate(process, data, read_results, limits, started)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        if privileged:
-            _kill_uid(uid)
+        if write_results >= 0:
+            os.close(write_results)
+        if process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        if cgroup is not None:
+            cgroup.remove()
+        if own_uid:
+            UIDS.release(uid)
         os.close(read_results)
         shutil.rmtree(workdir, ignore_errors=True)
-    result = _interpret(
-        captured, marker, names=names, with_tests=tests is not None, timed_out=timed_out, exit_code=process.returncode
+        if root_dir:
+            shutil.rmtree(root_dir, ignore_errors=True)
+    assert process is not None
+    return _Run(captured, timed_out, process.returncode, tier, isolation, uid if own_uid else None, started)
+
+
+def _judge(run: _Run, cases: tuple[Case, ...]) -> SandboxResult:  # noqa: PLR0912
+    """The verdict from the parsed answers: the first answer per check counts; missing answers fail."""
+    answers: dict[int, tuple[str, Any]] = {}
+    program_failed = ""
+    for line in bytes(run.captures["results"].data).splitlines():
+        parsed = judge.parse_answer(line)
+        if parsed is None:
+            continue
+        index, kind, answer = parsed
+        if kind == "program_failed":
+            program_failed = program_failed or answer
+        else:
+            answers.setdefault(index, (kind, answer))
+    result = SandboxResult(
+        status="failed",
+        tests_total=len(cases),
+        stdout=run.captures["stdout"].text(),
+        stderr=run.captures["stderr"].text(),
+        output_truncated=run.captures["stdout"].truncated or run.captures["stderr"].truncated,
+        exit_code=run.exit_code,
     )
-    result.duration_s = time.monotonic() - started
-    result.uid = uid if privileged else None
-    result.isolation = (
-        ["clean-env", "rlimits", "seccomp", "netns", "mountns-readonly", "tmpfs-workdir", "fresh-uid"]
-        if privileged
-        else ["clean-env", "rlimits", "seccomp"]
-    )
-    if result.status == "error" and result.detail.startswith("sandbox setup failed"):
-        raise SandboxUnavailableError(result.detail)
+    index = 0
+    for case in cases:
+        reasons = []
+        for check in case.checks:
+            reason = "program failed" if program_failed else judge.verdict(check, answers.get(index))
+            index += 1
+            if reason:
+                reasons.append(reason)
+        if reasons:
+            result.failures[case.name] = reasons[0]
+        else:
+            result.tests_passed += 1
+    result.tests_failed = result.tests_total - result.tests_passed
+    if run.timed_out:
+        result.status, result.detail = "timeout", "wall-clock limit reached; the process group was killed"
+    elif run.exit_code == SETUP_FAILED_EXIT and not answers and not program_failed:
+        result.status, result.detail = "error", "sandbox setup failed: " + result.stderr.strip()[-300:]
+    elif program_failed:
+        result.detail = "program raised " + program_failed
+    elif result.tests_passed == result.tests_total:
+        result.status = "passed"
     return result
 
 

@@ -23,8 +23,8 @@ class BackendSettings(SettingsGroup):
     serverless_base_model: str = Field(
         "openai-reasoning-gpt-oss-20b",
         min_length=1,
-        description="SageMaker public hub model id serverless runs fine-tune (a manifest's backend_options may "
-        "override it).",
+        description="SageMaker public hub model id serverless runs fine-tune (deploy-time: the EULA acceptance "
+        "is for this model, so a manifest cannot change it).",
     )
     serverless_accept_eula: bool = Field(
         False, description="Accept the base model's EULA for serverless runs (preflight fails until it is true)."

@@ -25,7 +25,7 @@ from mtrl.settings.data import DataSettings
 from mtrl.settings.emulator import EmulatorSettings
 from mtrl.settings.environments import EnvironmentSettings
 from mtrl.settings.network import NetworkSettings
-from mtrl.settings.pipeline import PipelineSettings
+from mtrl.settings.pipeline import MAX_RUN_INSTANCES, PipelineSettings
 from mtrl.settings.reward_workers import RewardWorkerSettings
 
 # Context keys that belong to CDK itself (feature flags, lookups, CLI switches), never to mtrl.
@@ -99,7 +99,39 @@ class DeploySettings(
                 f"run_instance_count: {self.run_instance_count} is above the run_count {group.run_count} of the "
                 f"instance group '{group.name}' runs scale (raise that group's run_count, or ask for fewer)"
             )
+        if (
+            not self.uses_existing_cluster
+            and self.run_max_instance_count is not None
+            and self.run_max_instance_count > group.run_count
+        ):
+            raise ValueError(
+                f"run_max_instance_count: {self.run_max_instance_count} is above the run_count {group.run_count} of "
+                f"the instance group '{group.name}' runs scale"
+            )
         return self
+
+    @model_validator(mode="after")
+    def _run_workers_within_max_tasks(self) -> Self:
+        ceiling = self.run_max_worker_count
+        if ceiling is not None and ceiling > self.reward_worker_max_tasks:
+            raise ValueError(
+                f"run_max_worker_count: {ceiling} is above reward_worker_max_tasks ({self.reward_worker_max_tasks})"
+            )
+        if self.run_worker_count > self.reward_worker_max_tasks:
+            raise ValueError(
+                f"run_worker_count: {self.run_worker_count} is above reward_worker_max_tasks "
+                f"({self.reward_worker_max_tasks}), the most reward-worker tasks one run may start"
+            )
+        return self
+
+    def derived_run_ceilings(self) -> dict[str, int]:
+        """The per-run ceilings the operator left empty, from the settings they follow from."""
+        derived: dict[str, int] = {}
+        if self.run_max_instance_count is None and not self.uses_existing_cluster:
+            derived["run_max_instance_count"] = min(self.run_instance_group.run_count, MAX_RUN_INSTANCES)
+        if self.run_max_worker_count is None:
+            derived["run_max_worker_count"] = self.reward_worker_max_tasks
+        return derived
 
 
 def _is_textual(annotation: Any) -> bool:

@@ -70,9 +70,19 @@ def _rows(model: type[BaseModel]) -> list[str]:
     rows = []
     for name, field in model.model_fields.items():
         default = "required" if field.is_required() else _default(field)
-        row = [f"`{name}`", f"`{_type_name(field.annotation)}`", default, _rule(field), field.description or ""]
+        row = [f"`{name}`", f"`{_type_name(field.annotation)}`", default, _rule(field), _description(field)]
         rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
     return rows
+
+
+def _description(field: FieldInfo) -> str:
+    """The field's description, plus the manifest key it is the default or ceiling of (run settings)."""
+    text = field.description or ""
+    extra = field.json_schema_extra
+    if isinstance(extra, dict) and "manifest_key" in extra:
+        roles = [role for role in ("default", "ceiling") if extra.get(f"manifest_{role}")]
+        text += f" Manifest key `{extra['manifest_key']}` ({' and '.join(roles)})."
+    return text
 
 
 def _nested_models(annotation: Any) -> list[type[BaseModel]]:

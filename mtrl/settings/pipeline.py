@@ -1,7 +1,9 @@
-"""Pipeline settings: concurrency slots, polling, per-run defaults, dataset limits and alerts.
+"""Pipeline settings: concurrency slots, polling, per-run defaults and ceilings, dataset limits and alerts.
 
-The ``run_*`` settings are the defaults a run manifest (``training-data/<name>.run.json``) may override;
-they reach the Lambdas as one JSON environment variable (``MTRL_PIPELINE_SETTINGS``).
+The ``run_*`` settings are the defaults and ceilings of the per-run keys a run manifest
+(``training-data/<name>.run.json``) may set; each names its manifest key in its field metadata
+(``manifest_key``, with ``manifest_default`` and/or ``manifest_ceiling``). They reach the Lambdas as one
+JSON environment variable (``MTRL_PIPELINE_SETTINGS``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,15 @@ from pydantic import Field, field_validator, model_validator
 from mtrl.settings.base import SettingsGroup
 
 Backend = Literal["hyperpod", "serverless", "local"]
+MAX_RUN_INSTANCES = 64
+MAX_RUN_WORKERS = 256
+
+
+def _per_run(key: str, *, default: bool = True, ceiling: bool = False) -> dict[str, Any]:
+    """Field metadata: this deploy-time setting is the default and/or the ceiling of manifest key ``key``."""
+    return {"manifest_key": key, "manifest_default": default, "manifest_ceiling": ceiling}
+
+
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 
@@ -51,20 +62,67 @@ class PipelineSettings(SettingsGroup):
         description="A run whose backend is not provisioned after this long fails (and is torn down); bounds the "
         "wait for GPU capacity.",
     )
-    run_backend: Backend = Field("hyperpod", description="Default training backend of a run.")
-    run_environment: str = Field(
-        "wordle", pattern=r"^[a-z][a-z0-9_]{0,63}$", description="Default reward environment id of a run."
+    run_backend: Backend = Field(
+        "hyperpod", description="Default training backend of a run.", json_schema_extra=_per_run("backend")
     )
-    run_instance_count: int = Field(1, ge=1, le=64, description="Default number of GPU instances a run holds.")
-    run_worker_count: int = Field(2, ge=0, le=256, description="Default number of reward workers a run starts.")
+    run_environment: str = Field(
+        "wordle",
+        pattern=r"^[a-z][a-z0-9_]{0,63}$",
+        description="Default reward environment id of a run.",
+        json_schema_extra=_per_run("environment"),
+    )
+    run_instance_count: int = Field(
+        1,
+        ge=1,
+        le=MAX_RUN_INSTANCES,
+        description="Default number of GPU instances a run holds (at most run_max_instance_count).",
+        json_schema_extra=_per_run("instance_count"),
+    )
+    run_max_instance_count: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_RUN_INSTANCES,
+        description="Most GPU instances one run may hold: a manifest asking for more is refused. Empty = the "
+        "run_count of the instance group runs scale (64 with an existing cluster); never above that run_count.",
+        json_schema_extra=_per_run("instance_count", default=False, ceiling=True),
+    )
+    run_worker_count: int = Field(
+        2,
+        ge=0,
+        le=MAX_RUN_WORKERS,
+        description="Default number of reward workers a run starts (at most run_max_worker_count).",
+        json_schema_extra=_per_run("worker_count"),
+    )
+    run_max_worker_count: int | None = Field(
+        None,
+        ge=0,
+        le=MAX_RUN_WORKERS,
+        description="Most reward workers one run may start: a manifest asking for more is refused. Empty = "
+        "reward_worker_max_tasks; never above it.",
+        json_schema_extra=_per_run("worker_count", default=False, ceiling=True),
+    )
     run_eval_split: float = Field(
-        0.0, ge=0.0, le=0.5, description="Default share of rows held out for evaluation (0 disables evaluation)."
+        0.0,
+        ge=0.0,
+        le=0.5,
+        description="Default share of rows held out for evaluation (0 disables evaluation).",
+        json_schema_extra=_per_run("eval_split"),
     )
     run_timeout_minutes: int = Field(
-        12 * 60, ge=5, le=7 * 24 * 60, description="Default wall-clock limit of a training job; then it is cancelled."
+        12 * 60,
+        ge=5,
+        le=7 * 24 * 60,
+        description="Wall-clock limit of a training job (then it is cancelled); a manifest may ask for less, "
+        "never more.",
+        json_schema_extra=_per_run("run_timeout_minutes", ceiling=True),
     )
     run_max_budget_usd: float | None = Field(
-        None, gt=0, description="Default cost limit of a run in USD (empty = no limit); the job is cancelled above it."
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="Cost limit of a run in USD (empty = no limit); the job is cancelled above it. A manifest may "
+        "set a lower limit, never a higher one or none.",
+        json_schema_extra=_per_run("max_budget_usd", ceiling=True),
     )
     dataset_max_bytes: int = Field(5 * 1024**3, ge=1024, description="Largest accepted dataset object, in bytes.")
     dataset_max_rows: int = Field(2_000_000, ge=1, description="Most rows accepted in one dataset.")
@@ -91,6 +149,21 @@ class PipelineSettings(SettingsGroup):
         if self.dataset_min_rows > self.dataset_max_rows:
             raise ValueError("dataset_min_rows: must not exceed dataset_max_rows")
         return self
+
+    @model_validator(mode="after")
+    def _run_defaults_within_ceilings(self) -> Self:
+        for name, ceiling in (
+            ("run_instance_count", "run_max_instance_count"),
+            ("run_worker_count", "run_max_worker_count"),
+        ):
+            limit = getattr(self, ceiling)
+            if limit is not None and getattr(self, name) > limit:
+                raise ValueError(f"{name}: {getattr(self, name)} is above {ceiling} ({limit})")
+        return self
+
+    def derived_run_ceilings(self) -> dict[str, int]:
+        """Ceilings left empty whose value follows from other settings (DeploySettings knows them)."""
+        return {}
 
     @model_validator(mode="after")
     def _polls_fit_in_one_execution(self) -> Self:
@@ -124,6 +197,31 @@ PIPELINE_SETTINGS_ENV = "MTRL_PIPELINE_SETTINGS"
 
 
 def pipeline_settings_json(settings: PipelineSettings) -> str:
-    """The pipeline settings as the JSON document the Lambdas receive (only this group's keys)."""
+    """The pipeline settings as the JSON document the Lambdas receive (only this group's keys, with the
+    ceilings that follow from other groups filled in)."""
     values: dict[str, Any] = {name: getattr(settings, name) for name in PipelineSettings.model_fields}
+    values.update(settings.derived_run_ceilings())
     return PipelineSettings.model_validate(values).model_dump_json()
+
+
+def _manifest_meta(name: str) -> dict[str, Any]:
+    extra = PipelineSettings.model_fields[name].json_schema_extra
+    return extra if isinstance(extra, dict) and "manifest_key" in extra else {}
+
+
+def manifest_defaults(settings: PipelineSettings) -> dict[str, Any]:
+    """Manifest key → its deploy-time default (from the fields marked ``manifest_default``)."""
+    return {
+        str(meta["manifest_key"]): getattr(settings, name)
+        for name in PipelineSettings.model_fields
+        if (meta := _manifest_meta(name)).get("manifest_default")
+    }
+
+
+def manifest_ceilings(settings: PipelineSettings) -> dict[str, tuple[str, Any]]:
+    """Manifest key → (the deploy-time setting that bounds it, its value; None = no ceiling set)."""
+    return {
+        str(meta["manifest_key"]): (name, getattr(settings, name))
+        for name in PipelineSettings.model_fields
+        if (meta := _manifest_meta(name)).get("manifest_ceiling")
+    }

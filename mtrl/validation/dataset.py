@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 import zlib
 from collections import Counter
@@ -18,6 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from mtrl.validation.hashindex import HashIndex
 from mtrl.validation.lines import Readable, iter_lines
+from mtrl.validation.strict_json import (
+    FAST_DECODER,
+    MAX_ROW_DEPTH,
+    STRICT_DECODER,
+    DuplicateKeyError,
+    depth_of,
+    lone_surrogate_in,
+    surrogate_reason,
+)
 
 if TYPE_CHECKING:  # settings stay a leaf package: no runtime import from here
     from mtrl.settings.pipeline import PipelineSettings
@@ -130,12 +140,9 @@ class _StopValidation(Exception):
     pass
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-# One decoder for every line (json.loads with keyword arguments would build a new one per call).
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+# A key's closing quote, optional whitespace and the colon: every key has one (so their count bounds the keys).
+_KEY_SEPARATOR = re.compile(rb'"[ \t\r]*:')
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # the start of a \\ud800-\\udfff escape
 
 
 class DatasetValidator:
@@ -202,7 +209,8 @@ class DatasetValidator:
         limits = self.limits
         if size is not None and size > limits.max_bytes:
             self._stop(report, None, "too_large", f"the file is {size} bytes; the limit is {limits.max_bytes} bytes")
-        decode = _DECODER.decode
+        # One decoder for every line (json.loads with keyword arguments would build a new one per call).
+        decode = FAST_DECODER.decode
         check_row = self._check_row
         for number, raw, length, terminated in iter_lines(stream, max_line_bytes=limits.max_line_bytes):
             report.bytes_read += length + terminated
@@ -229,8 +237,15 @@ class DatasetValidator:
                 continue
             try:
                 row = decode(text)
+            except RecursionError:
+                report.add(number, "too_deep", f"the row is nested more than {MAX_ROW_DEPTH} levels deep")
+                continue
             except ValueError as error:
                 report.add(number, "invalid_json", f"not valid JSON: {_json_reason(error)}")
+                continue
+            problem = _strict_problem(data, text, row)
+            if problem is not None:
+                report.add(number, *problem)
                 continue
             if report.rows >= limits.max_rows:
                 self._stop(report, number, "too_many_rows", f"more than {limits.max_rows} rows (the limit)")
@@ -275,7 +290,11 @@ class DatasetValidator:
         if problems or row_id is None:
             return
         if self.task_check is not None:
-            for message in self.task_check(metadata):
+            try:
+                messages = self.task_check(metadata)
+            except Exception as error:  # the environment's own check broke on this row: still a line-numbered error
+                messages = [f"the environment's row check failed on this row ({type(error).__name__}: {error})"]
+            for message in messages:
                 report.add(number, "environment", message)
                 problems += 1
         in_eval = self.eval_split > 0 and eval_split_of(row_id, self.eval_split)
@@ -358,6 +377,80 @@ class DatasetValidator:
                 "eval_overlap",
                 f"this {split} row repeats the prompt and answer of {other_split} row on line {first >> 1}",
             )
+
+
+def _strict_problem(data: bytes, text: str, row: Any) -> tuple[str, str] | None:
+    """(code, message) when a parsed line breaks a strict-JSON rule json.loads does not enforce.
+
+    An exact check (slower) runs only when a cheap byte scan says the line could break its rule, so an ordinary
+    row costs a few scans and a look at its documented objects: a lone surrogate needs a ``\\ud8..``-``\\udf..``
+    escape; a duplicate key needs more key separators written than keys parsed; nesting beyond MAX_ROW_DEPTH
+    needs objects outside the documented ones (then the keys told) or that many ``[``.
+    """
+    if _SURROGATE_ESCAPE.search(data) is not None:
+        shown = lone_surrogate_in(row)
+        if shown is not None:
+            return "lone_surrogate", surrogate_reason(shown)
+    # Every key written is followed by '":' (or by '"', whitespace and ':'), so this counts at least the keys.
+    if b" :" in data or b"\t" in data or b"\r" in data:
+        written = len(_KEY_SEPARATOR.findall(data))
+    else:
+        written = data.count(b'":')
+    if written <= _known_keys(row):
+        # Every key is in the documented objects (row, metadata, info, messages, content parts: at most 6 levels),
+        # so anything deeper is arrays or empty objects, each level at least one '['.
+        deep = data.count(b"[") > MAX_ROW_DEPTH - 7 and depth_of(row) > MAX_ROW_DEPTH
+    else:
+        keys, depth = _keys_and_depth(row)
+        deep = depth > MAX_ROW_DEPTH
+        if not deep and written > keys:
+            try:  # a '\\":' inside a string also looks like a separator: only the strict parse can tell
+                STRICT_DECODER.decode(text)
+            except DuplicateKeyError as error:
+                return "duplicate_key", f"duplicate key {error.key!r} in one object (the last value would silently win)"
+    if deep:
+        return "too_deep", f"the row is nested more than {MAX_ROW_DEPTH} levels deep"
+    return None
+
+
+def _known_keys(row: Any) -> int:
+    """Keys of the documented objects of a row (row, metadata, info, messages, content parts): cheap, a lower bound."""
+    if type(row) is not dict:
+        return 0
+    count = len(row)
+    metadata = row.get("metadata")
+    if type(metadata) is dict:
+        count += len(metadata)
+        info = metadata.get("info")
+        if type(info) is dict:
+            count += len(info)
+        prompt = metadata.get("prompt")
+        if type(prompt) is list:
+            for message in prompt:
+                if type(message) is dict:
+                    count += len(message)
+                    content = message.get("content")
+                    if type(content) is list:
+                        count += sum(len(part) for part in content if type(part) is dict)
+    return count
+
+
+def _keys_and_depth(value: Any) -> tuple[int, int]:
+    """(keys of every object, nesting depth) of a parsed value, without recursion."""
+    keys = deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if type(item) is dict:
+            keys += len(item)
+            children: Any = item.values()
+        elif type(item) is list:
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in children if type(child) is dict or type(child) is list)
+    return keys, deepest
 
 
 def _prompt_problem(metadata: dict[str, Any]) -> str | None:

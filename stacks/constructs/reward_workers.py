@@ -31,6 +31,27 @@ IMAGE_CONTEXT_EXCLUDES = [
     "**/*.pyc",
 ]
 CONTAINER_NAME = "reward-worker"
+SCRATCH_VOLUME = "scratch"
+# Docker's default capabilities minus what the sandbox (mtrl/sandbox, fargate tier) does not use as root.
+# Kept: SETUID/SETGID (switch to a throwaway uid), KILL (kill that uid's leftovers), CHOWN/FOWNER/DAC_OVERRIDE
+# (hand it its work directory and remove it afterwards). Generated code itself never holds any capability.
+DROPPED_CAPABILITIES = (
+    ecs.Capability.AUDIT_WRITE,
+    ecs.Capability.FSETID,
+    ecs.Capability.MKNOD,
+    ecs.Capability.NET_BIND_SERVICE,
+    ecs.Capability.NET_RAW,
+    ecs.Capability.SETFCAP,
+    ecs.Capability.SETPCAP,
+    ecs.Capability.SYS_CHROOT,
+)
+
+
+def sandbox_linux_parameters(scope: Construct) -> ecs.LinuxParameters:
+    parameters = ecs.LinuxParameters(scope, "WorkerLinuxParameters", init_process_enabled=True)
+    parameters.drop_capabilities(*DROPPED_CAPABILITIES)
+    return parameters
+
 
 _QUEUE_ACTIONS = [
     "sqs:ReceiveMessage",
@@ -111,6 +132,12 @@ class RewardWorkers(Construct):
             container_name=CONTAINER_NAME,
             image=repo_image(DOCKERFILE, exclude=IMAGE_CONTEXT_EXCLUDES, arm=arm),
             logging=ecs.LogDrivers.aws_logs(stream_prefix="worker", log_group=self.log_group),
+            # Hardening for the sandbox (docs/sandbox.md): a read-only root file system (writable: the /tmp
+            # volume below), never privileged, and only the capabilities the sandbox's fargate tier needs as
+            # root (switch to and signal throwaway uids, hand them their work directory).
+            readonly_root_filesystem=True,
+            privileged=False,
+            linux_parameters=sandbox_linux_parameters(self),
             environment={
                 # Read by mtrl.worker; per-run values (queues, env id, run id) come as container overrides.
                 "MTRL_CONCURRENCY": str(settings.reward_worker_max_workers),
@@ -118,6 +145,11 @@ class RewardWorkers(Construct):
                 "MTRL_ENVIRONMENT_PREFIX": self.environment_prefix,
                 "MTRL_QUEUE_PREFIX": self.queue_name_prefix,
             },
+        )
+
+        self.task_definition.add_volume(name=SCRATCH_VOLUME)  # Fargate task storage, private to the task
+        self.container.add_mount_points(
+            ecs.MountPoint(container_path="/tmp", source_volume=SCRATCH_VOLUME, read_only=False)  # noqa: S108
         )
 
         self.service = ecs.FargateService(

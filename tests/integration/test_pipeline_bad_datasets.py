@@ -60,6 +60,41 @@ CASES: dict[str, tuple[bytes, dict[str, Any] | None, str | None, int | None]] = 
     "eval-file-overlap": (jsonl(GOOD), {"eval_dataset": "eval-data/holdout.jsonl"}, "eval_overlap", 1),
     "eval-file-wrong-extension": (jsonl(GOOD), {"eval_dataset": "eval-data/holdout.csv"}, None, None),
     "unknown-environment": (jsonl(GOOD), {"environment": "chess"}, None, None),
+    # Hostile JSON (issue 13): each a line-numbered error, never a crashed Validate step.
+    "deep-nesting": (
+        _with(3, b'{"id": "w-00002", "metadata": {"prompt": ' + b"[" * 1500 + b"]" * 1500 + b"}}"),
+        None,
+        "too_deep",
+        3,
+    ),
+    "lone-surrogate": (
+        _with(2, b'{"id": "w-\\ud800", "metadata": {"prompt": "x", "answer": "crane", "task": "t"}}'),
+        {"eval_split": 0.5},
+        "lone_surrogate",
+        2,
+    ),
+    "duplicate-key": (
+        _with(4, b'{"id": "w-00003", "metadata": {"prompt": 5, "prompt": "x", "answer": "crane", "task": "t"}}'),
+        None,
+        "duplicate_key",
+        4,
+    ),
+    "overflowing-number": (
+        _with(
+            2, b'{"id": "w-00001", "metadata": {"prompt": "x", "answer": "crane", "task": "t", "info": {"v": 1e999}}}'
+        ),
+        None,
+        "invalid_json",
+        2,
+    ),
+    # A manifest cannot lift the operator's limits: refused at Register, nothing provisioned.
+    "manifest-lifts-ceiling": (
+        jsonl(GOOD),
+        {"instance_count": 8, "backend_options": {"hyperpod_max_instance_count": 64}},
+        None,
+        None,
+    ),
+    "manifest-replaces-environment": (jsonl(GOOD), {"backend_options": {"environment": "ask_to_code"}}, None, None),
 }
 
 

@@ -15,7 +15,7 @@ from environments.ask_to_code.env import AskToCodeEnv, extract_code
 from environments.ask_to_code.tasks import TASKS, Task
 from environments.ask_to_code.user import UNCLEAR_REPLY, answer, best_requirement
 from mtrl.envs import TaskError
-from mtrl.sandbox import SandboxResult, run_code
+from mtrl.sandbox import SandboxResult, run_cases
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox needs root (as in CI and the workers)")
 SLUGIFY = TASKS[0]
@@ -40,15 +40,16 @@ def test_bank_size_and_shape() -> None:
     assert len({task.task_id for task in TASKS}) == len(TASKS)
     for task in TASKS:
         assert len(task.requirements) >= 2, task.task_id
-        assert "def test" in task.tests
+        assert task.cases, task.task_id
+        assert len({case.name for case in task.cases}) == len(task.cases), task.task_id
 
 
 @needs_root
 @pytest.mark.parametrize("task", TASKS, ids=lambda task: task.task_id)
 def test_reference_passes_and_naive_guess_fails(task: Task) -> None:
-    reference = run_code(task.solution, task.tests)
+    reference = run_cases(task.solution, task.cases)
     assert reference.status == "passed", (reference.failures, reference.detail)
-    naive = run_code(task.naive, task.tests)
+    naive = run_cases(task.naive, task.cases)
     assert naive.tests_passed < naive.tests_total  # the hidden spec matters: guessing loses tests
 
 
@@ -161,12 +162,12 @@ ACTION = st.one_of(
 @given(actions=st.lists(ACTION, min_size=1, max_size=8))
 def test_reward_is_the_weighted_sum_of_bounded_components(actions: list[str]) -> None:
     # The sandbox is exercised elsewhere; here a fake scores the two known programs instantly.
-    def fake_run(program: str, tests: str, limits: object) -> SandboxResult:
+    def fake_run(program: str, cases: object, limits: object) -> SandboxResult:
         passed = 3 if "[:20]" in program else 1
         return SandboxResult(status="passed" if passed == 3 else "failed", tests_passed=passed, tests_total=3)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("environments.ask_to_code.env.run_code", fake_run)
+        patch.setattr("environments.ask_to_code.env.run_cases", fake_run)
         env = episode(actions)
     result = env.result()
     parts = result.components

@@ -123,7 +123,15 @@ def test_manifest_is_passed_along_and_problems_are_named(runtime: Runtime) -> No
 
 @pytest.mark.parametrize(
     ("manifest", "problem"),
-    [(b"x" * (MAX_MANIFEST_BYTES + 1), "larger than"), (b"\xff\xfe{}", "not UTF-8")],
+    [
+        (b"x" * (MAX_MANIFEST_BYTES + 1), "larger than"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        # Broken documents are refused here, line-numbered, instead of travelling in the execution input.
+        (b'{\n  "max_budget_usd": Infinity\n}', "line 2 column 21: Infinity is not a finite number"),
+        (b'{"instance_count": 1,\n"instance_count": 8}', "line 2 column 1: duplicate key 'instance_count'"),
+        (b"[" * 30_000 + b"]" * 30_000, "nested more than 16 levels deep"),
+        (b"\x01" * 60_000, "line 1 column 1: Expecting value"),  # would be 360 KB escaped in the input
+    ],
 )
 def test_unreadable_manifests_become_errors(runtime: Runtime, manifest: bytes, problem: str) -> None:
     put(runtime, "training-data/b.run.json", manifest)
@@ -180,3 +188,58 @@ def test_dispatch_rejects_unknown_actions() -> None:
     assert lambda_support.invoke(handler, {"run_id": "r", "action": "status"}) == {"ok": True}
     with pytest.raises(InternalError, match="unknown action 'launch'"):
         lambda_support.invoke(handler, {"run_id": "r", "action": "launch"})
+
+
+@pytest.mark.parametrize(
+    "bad_event",
+    [
+        {},
+        {"detail": "training-data/a.jsonl"},
+        {"detail": {"bucket": ["data"], "object": {"key": "training-data/a.jsonl"}}},
+        {"detail": {"bucket": {"name": BUCKET}, "object": ["training-data/a.jsonl"]}},
+        {"detail": {"bucket": {"name": BUCKET}, "object": {"key": 7}}},
+        {"detail": {"bucket": {"name": BUCKET}, "object": {"key": "training-data/a.jsonl", "version-id": 3}}},
+    ],
+)
+def test_malformed_events_are_named_errors_not_tracebacks(runtime: Runtime, bad_event: dict[str, Any]) -> None:
+    with pytest.raises(InternalError, match=r"Object Created event|version-id must be a string"):
+        handle_upload(runtime, bad_event)
+    assert isinstance(lambda_support._run_id_of(bad_event), str)  # the log key of a bad event, never a crash
+
+
+def test_register_answers_a_non_finite_budget_with_a_line_numbered_error() -> None:
+    # Before: Infinity became float('inf'), passed gt=0, and the run record write failed with DynamoDB's
+    # "Float types are not supported" (a TypeError, i.e. an internal error without the manifest's line).
+    from mtrl.runs.errors import ConfigurationError
+    from mtrl.runs.pipeline import register
+
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        dynamodb.create_table(
+            TableName="runs",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        runtime = Runtime(dynamodb=dynamodb, s3=None, table="runs", bucket=BUCKET, settings=PipelineSettings())
+        for text, problem in [
+            ('{\n  "max_budget_usd": Infinity\n}', "line 2 column 21: Infinity is not a finite number"),
+            ('{"max_budget_usd": 1e999}', "line 1 column 20: 1e999 is not a finite number"),
+            ('{"environment_args": {"k": "\\ud800"}}', "lone UTF-16 surrogate"),
+            ('{"environment_args": ' + "[" * 40 + "]" * 40 + "}", "nested more than 16 levels deep"),
+        ]:
+            run_id = f"r{abs(hash(text)) % 10**8}"
+            state = {
+                "bucket": BUCKET,
+                "key": "training-data/x.jsonl",
+                "created_at": "2026-11-29T10:30:05Z",
+                "manifest_ref": {"uri": f"s3://{BUCKET}/training-data/x.run.json"},
+                "manifest_text": text,
+            }
+            with pytest.raises(ConfigurationError) as raised:
+                register(runtime, {"run_id": run_id, "execution_arn": "arn:e", "state": state})
+            assert problem in str(raised.value)
+            assert f"run {run_id}: manifest s3://{BUCKET}/training-data/x.run.json" in str(raised.value)

@@ -1,0 +1,166 @@
+"""What a manifest's ``backend_options`` may set: one per-run options model per backend (the only hook).
+
+A manifest chooses only per-run keys. Everything the operator configures at deploy time — roles, cluster and
+group names, region, bucket, limits, models the EULA was accepted for — reaches the adapters from the backend
+function's environment (``MTRL_BACKEND_SETTINGS``) and never from a manifest. So each backend declares its
+per-run options as a strict pydantic model (unknown keys refused, ``"8"`` is not a number); manifest
+resolution validates ``backend_options`` against the run's backend's model, and ``effective_settings`` (the
+dict the adapter receives) refuses any option that would replace a deploy-time value, whatever the record says.
+
+To add or replace a backend's options (e.g. the serverless per-run training options), point
+``RUN_OPTIONS_MODELS[backend]`` at a ``module:Model`` (or call ``register_run_options``); the model's fields
+are its per-run options, bounded by their ``Field`` constraints, and its ``supersedes`` names the deploy-time
+settings an option replaces when given (an AgentCore runtime instead of the deployed agent Lambda).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mtrl.runs.errors import ConfigurationError
+from mtrl.settings.base import problems_from_validation_error
+
+_ARN_PARTITION = r"arn:aws[a-z\-]*"
+HyperValue = int | float | str | bool
+
+
+class RunOptions(BaseModel):
+    """Base of a backend's per-run options: strict types, unknown keys refused, immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+    # option name → deploy-time settings it replaces in the adapter's settings when the option is given.
+    supersedes: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+
+
+class HyperPodRunOptions(RunOptions):
+    """Nova Forge on HyperPod: no per-run options (the group, its ceiling, the roles and the model are the
+    operator's); a run chooses its instance_count, worker_count and recipe overrides (hyperparameters)."""
+
+
+class LocalRunOptions(RunOptions):
+    """The local CPU trainer: its knobs are hyperparameters (mtrl.local.config.TrainConfig)."""
+
+
+class ServerlessRunOptions(RunOptions):
+    """SageMaker serverless MTRL per-run options (issue 12's validator, mtrl/backends/serverless_options.py,
+    replaces this model through RUN_OPTIONS_MODELS)."""
+
+    supersedes: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "serverless_agent_runtime_arn": ("serverless_agent_lambda_arn",)
+    }
+
+    serverless_agent_runtime_arn: str | None = Field(
+        None,
+        pattern=rf"^{_ARN_PARTITION}:bedrock-agentcore:[a-z0-9\-]+:\d{{12}}:runtime/[A-Za-z0-9_\-]+$",
+        description="An existing Bedrock AgentCore runtime that plays the episodes instead of the deployed agent.",
+    )
+    serverless_agent_qualifier: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9_\-]{1,64}$", description="Endpoint qualifier of that runtime."
+    )
+    serverless_mlflow_experiment: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9_.\-]{1,64}$", description="MLflow experiment name of the run."
+    )
+    serverless_evaluate: bool | None = Field(None, description="Run an evaluation job after training.")
+    eval_pass_k: list[int] | None = Field(None, min_length=1, max_length=8, description="pass@k values to report.")
+    eval_group_size: int | None = Field(None, ge=1, le=64, description="Samples per task in evaluation.")
+    eval_hyperparameters: dict[str, HyperValue] | None = Field(
+        None, max_length=32, description="Evaluation job hyperparameters."
+    )
+    eval_max_runtime_seconds: int | None = Field(
+        None, ge=60, le=4 * 3600, description="Time limit of the evaluation job."
+    )
+    serverless_smoke_test_timeout_seconds: int | None = Field(
+        None, ge=5, le=300, description="How long preflight waits for the agent's smoke-test answer."
+    )
+
+
+# backend → "module:Model" (imported when a run of that backend is resolved).
+RUN_OPTIONS_MODELS: dict[str, str] = {
+    "hyperpod": "mtrl.runs.backend_options:HyperPodRunOptions",
+    "serverless": "mtrl.runs.backend_options:ServerlessRunOptions",
+    "local": "mtrl.runs.backend_options:LocalRunOptions",
+}
+_registered: dict[str, type[RunOptions]] = {}
+
+
+def register_run_options(backend: str, model: type[RunOptions]) -> None:
+    """Use ``model`` as backend ``backend``'s per-run options (a custom backend, or a test)."""
+    _registered[backend] = model
+
+
+def unregister_run_options(backend: str) -> None:
+    _registered.pop(backend, None)
+
+
+def run_options_model(backend: str) -> type[RunOptions]:
+    model = _registered.get(backend)
+    if model is not None:
+        return model
+    target = RUN_OPTIONS_MODELS.get(backend)
+    if target is None:
+        return RunOptions  # a backend that declares none takes none
+    module_name, _, attribute = target.partition(":")
+    loaded = getattr(importlib.import_module(module_name), attribute)
+    if not (isinstance(loaded, type) and issubclass(loaded, RunOptions)):
+        raise ConfigurationError(f"backend '{backend}': {target} is not a RunOptions model")
+    return loaded
+
+
+def per_run_option_names(backend: str) -> frozenset[str]:
+    return frozenset(run_options_model(backend).model_fields)
+
+
+def validate_backend_options(backend: str, options: Any, *, strict: bool = True) -> dict[str, Any]:
+    """The options a manifest gave, checked against the backend's model; raises ConfigurationError naming keys.
+
+    ``strict``: manifest input (``"8"`` is not a number); a stored record (JSON round trip) is read laxly.
+    """
+    if not isinstance(options, Mapping):
+        raise ConfigurationError("key 'backend_options': must be an object")
+    model = run_options_model(backend)
+    try:
+        parsed = model.model_validate(dict(options), strict=strict)
+    except ValidationError as error:
+        allowed = ", ".join(sorted(model.model_fields)) or "none"
+        problems = [
+            p.replace("setting '", "key 'backend_options.", 1).replace(
+                "unknown setting",
+                f"not a per-run option of backend '{backend}' (per-run options: {allowed}; "
+                "deploy-time settings never come from a manifest)",
+            )
+            for p in problems_from_validation_error(error)
+        ]
+        raise ConfigurationError("; ".join(problems)) from None
+    return parsed.model_dump(mode="json", exclude_unset=True)
+
+
+def effective_settings(
+    deploy: Mapping[str, Any], run: Mapping[str, Any], *, backend: str, options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What the adapter sees: deploy-time backend settings, the run's validated settings, its per-run options.
+
+    Refuses (ConfigurationError) options that would replace a deploy-time setting or a run setting, so a record
+    written before these checks, or tampered with, cannot lift the operator's limits either.
+    """
+    checked = validate_backend_options(backend, options, strict=False)
+    replaced = sorted(set(checked) & (set(deploy) | set(run)))
+    if replaced:
+        raise ConfigurationError(
+            "backend_options may not replace deploy-time or run settings (" + ", ".join(replaced) + ")"
+        )
+    overlap = sorted(set(run) & set(deploy))
+    if overlap:
+        raise ConfigurationError(
+            "the deployment's backend settings collide with run settings (" + ", ".join(overlap) + ")"
+        )
+    merged = {**deploy, **run, **checked}
+    for option, superseded in run_options_model(backend).supersedes.items():
+        if checked.get(option) is not None:
+            for name in superseded:
+                merged.pop(name, None)
+    return merged
