@@ -88,6 +88,8 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
         security_group=network.network.hyperpod_security_group,
         encryption_key=data.store.key,
         access_log_bucket=data.store.access_log_bucket,
+        data_bucket=data.store.data_bucket,
+        run_table=data.store.run_table,
         env=env,
         description=f"{description}: EKS + HyperPod cluster",
     )
