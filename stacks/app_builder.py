@@ -88,6 +88,8 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
         security_group=network.network.hyperpod_security_group,
         encryption_key=data.store.key,
         access_log_bucket=data.store.access_log_bucket,
+        data_bucket=data.store.data_bucket,
+        run_table=data.store.run_table,
         env=env,
         description=f"{description}: EKS + HyperPod cluster",
     )
@@ -200,6 +202,22 @@ def _wire_backends(
     }
     for name, value in values.items():
         pipeline.add_backend_setting(name, value)
+    # The GPU safety net watches the groups runs scale: the training group and the restricted group (a created
+    # cluster), or the configured run group of an existing cluster.
+    if settings.uses_existing_cluster:
+        watched = [settings.run_instance_group]
+    else:
+        restricted = settings.hyperpod_restricted_instance_group
+        watched = [
+            *(g for g in settings.hyperpod_instance_groups if g.purpose == "training"),
+            *filter(None, [restricted]),
+        ]
+    pipeline.add_capacity_guard(
+        cluster_name=cluster.hyperpod_cluster_name,
+        cluster_arn=cluster.hyperpod_cluster_arn,
+        node_role_arn=cluster.execution_role.role_arn if cluster.execution_role else None,
+        idle_counts={group.name: group.idle_count for group in watched},
+    )
 
 
 def _finish(app: cdk.App, prefix: str, *stacks: cdk.Stack) -> None:

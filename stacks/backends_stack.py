@@ -64,14 +64,7 @@ class BackendsStack(cdk.Stack):
         self.mlflow_app_arn = settings.serverless_mlflow_app_arn or self._mlflow_app(
             prefix, data_bucket, encryption_key
         )
-        package_group = sagemaker.CfnModelPackageGroup(
-            self,
-            "ModelPackageGroup",
-            # Inside the job role's model-package-group/<prefix>-* scope.
-            model_package_group_name=f"{prefix}-serverless",
-            model_package_group_description=f"{prefix}: models trained by serverless MTRL runs",
-        )
-        self.model_package_group_arn = package_group.attr_model_package_group_arn
+        self.model_package_group_arn = self._model_package_group(settings)
         hyperpod_arn = cluster.hyperpod_cluster_arn or self.format_arn(
             service="sagemaker", resource="cluster", resource_name="*"
         )
@@ -143,6 +136,25 @@ class BackendsStack(cdk.Stack):
         }
         for name, (value, description) in outputs.items():
             cdk.CfnOutput(self, name, value=value, description=description)
+
+    def _model_package_group(self, settings: DeploySettings) -> str:
+        """Where serverless runs register their models; retained when the stack is deleted.
+
+        CloudFormation cannot delete a model package group that still holds model packages, and those packages are
+        the trained models (run output, like the data bucket), so the group is kept (docs/operations.md, Destroy).
+        A later deployment adopts it with ``serverless_adopt_model_package_group``.
+        """
+        name = f"{settings.prefix}-serverless"  # inside the job role's model-package-group/<prefix>-* scope
+        if settings.serverless_adopt_model_package_group:
+            return self.format_arn(service="sagemaker", resource="model-package-group", resource_name=name)
+        package_group = sagemaker.CfnModelPackageGroup(
+            self,
+            "ModelPackageGroup",
+            model_package_group_name=name,
+            model_package_group_description=f"{settings.prefix}: models trained by serverless MTRL runs",
+        )
+        package_group.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        return package_group.attr_model_package_group_arn
 
     def _mlflow_app(self, prefix: str, data_bucket: s3.IBucket, key: kms.IKey) -> str:
         """An MLflow app with its artifacts under mlflow/ of the data bucket (the service requires one)."""

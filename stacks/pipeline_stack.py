@@ -2,22 +2,31 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from mtrl.runs.capacity_guard import ENV_GUARDED_CLUSTER, ENV_GUARDED_GROUPS
 from mtrl.runs.runtime import ENV_BACKEND_FUNCTION, ENV_BACKEND_SETTINGS, ENV_STATE_MACHINE, ENV_TOPIC
 from mtrl.settings import DeploySettings
+from stacks.constructs.data_store import RUN_TABLE_LISTING_INDEX
 from stacks.constructs.pipeline_alerts import PipelineAlarms, PipelineTopic
 from stacks.constructs.pipeline_events import PipelineEvents
 from stacks.constructs.pipeline_functions import PipelineFunction, PipelineFunctions
 from stacks.constructs.pipeline_state_machine import PipelineStateMachine
+from stacks.nag import acknowledge, nag_resource
+
+# How often the GPU safety net looks for GPU groups left above their idle count.
+CAPACITY_GUARD_INTERVAL = cdk.Duration.minutes(15)
 
 
 @jsii.implements(cdk.IStableStringProducer)
@@ -48,6 +57,8 @@ class PipelineStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, id_, **kwargs)
         prefix = settings.prefix
+        self._prefix = prefix
+        self._table = table
         # An explicitly named export: policies on bucket prefixes then render to a stable, acknowledgeable id.
         export_name = f"{prefix}-data-bucket-arn"
         cdk.Stack.of(bucket).export_value(bucket.bucket_arn, name=export_name)
@@ -127,6 +138,7 @@ class PipelineStack(cdk.Stack):
         )
         for function in fns.all:
             function.acknowledge_generated_grants()
+        self.capacity_guard_rule: events.Rule | None = None
         cdk.CfnOutput(self, "StateMachineArn", value=state_machine.state_machine_arn)
         cdk.CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
         cdk.CfnOutput(self, "DashboardName", value=f"{prefix}-pipeline")
@@ -152,3 +164,75 @@ class PipelineStack(cdk.Stack):
         if name in self._backend_settings and self._backend_settings[name] != value:
             raise ValueError(f"backend setting '{name}' is already set")
         self._backend_settings[name] = value
+
+    def add_capacity_guard(
+        self, *, cluster_name: str, cluster_arn: str | None, node_role_arn: str | None, idle_counts: dict[str, int]
+    ) -> PipelineFunction:
+        """The GPU safety net (``mtrl.runs.capacity_guard``): every CAPACITY_GUARD_INTERVAL, scale back each group
+        of ``idle_counts`` that is above its idle count while no live run holds it, and alert on the topic.
+
+        ``cluster_arn`` None = an existing cluster (its ARN ends in an id the configuration does not know);
+        ``node_role_arn`` is the groups' execution role, which ``UpdateCluster`` re-states (a PassRole).
+        """
+        if self.functions.capacity_guard is not None:
+            raise ValueError("the capacity guard is already added")
+        if not idle_counts:
+            raise ValueError("the capacity guard needs at least one instance group to watch")
+        guard = self.functions.make(
+            "CapacityGuard",
+            "capacity_guard",
+            "GPU safety net: scale back GPU groups above idle that no live run holds",
+            cdk.Duration.minutes(5),
+            # It only reads runs, through the listing index.
+            table_actions=["dynamodb:Query"],
+            table_resources=[f"{self._table.table_arn}/index/{RUN_TABLE_LISTING_INDEX}"],
+            environment={
+                ENV_TOPIC: self.topic.topic_arn,
+                ENV_GUARDED_CLUSTER: cluster_name,
+                ENV_GUARDED_GROUPS: json.dumps(idle_counts, sort_keys=True),
+            },
+        )
+        self.functions.capacity_guard = guard
+        cluster_resource = cluster_arn or self.format_arn(service="sagemaker", resource="cluster", resource_name="*")
+        guard.policy.add_statements(
+            iam.PolicyStatement(
+                sid="ScaleBackGpuGroups",  # GpuCapacity.describe / GpuCapacity.scale
+                actions=["sagemaker:DescribeCluster", "sagemaker:UpdateCluster"],
+                resources=[cluster_resource],
+            ),
+            iam.PolicyStatement(sid="Alert", actions=["sns:Publish"], resources=[self.topic.topic_arn]),
+        )
+        if node_role_arn is not None:
+            guard.policy.add_statements(
+                iam.PolicyStatement(
+                    sid="PassNodeRoleOnUpdateCluster",  # UpdateCluster re-states the group's ExecutionRole
+                    actions=["iam:PassRole"],
+                    resources=[node_role_arn],
+                    conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+                )
+            )
+        if cluster_arn is None:
+            acknowledge(
+                guard.policy,
+                f"AwsSolutions-IAM5[Resource::{nag_resource(self, cluster_resource)}]",
+                "An existing HyperPod cluster's ARN ends in a service-generated id the configuration does not know; "
+                "the guard only describes the cluster and scales its watched groups.",
+            )
+        self.capacity_guard_rule = events.Rule(
+            self,
+            "CapacityGuardSchedule",
+            rule_name=f"{self._prefix}-gpu-safety-net",
+            description="Scale back GPU instance groups above their idle count that no live run holds",
+            schedule=events.Schedule.rate(CAPACITY_GUARD_INTERVAL),
+        )
+        # A missed check is made up by the next one: no retries beyond the interval, no dead-letter queue.
+        self.capacity_guard_rule.add_target(
+            targets.LambdaFunction(guard.function, retry_attempts=2, max_event_age=CAPACITY_GUARD_INTERVAL)
+        )
+        self.alarms.add(
+            "capacity-guard-errors",
+            guard.function.metric_errors(period=cdk.Duration.minutes(5), statistic="Sum"),
+            "The GPU safety net failed: GPU groups left above their idle count may not be scaled back (see its log).",
+        )
+        guard.acknowledge_generated_grants()
+        return guard

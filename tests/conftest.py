@@ -30,10 +30,24 @@ TEST_ACCOUNT = "123456789012"  # documentation placeholder account
 TEST_REGION = "us-east-1"
 TEST_ZONES = ["us-east-1a", "us-east-1b"]
 
-# What the CDK CLI would pass: path metadata (cfn-lint recognises CDK output by it) and the AZ lookup.
+# The interface endpoint services the network stack creates (stacks/constructs/network.py INTERFACE_ENDPOINTS).
+ENDPOINT_SERVICES = ("ecr.api", "ecr.dkr", "sts", "logs", "sqs", "sagemaker.api", "sagemaker.runtime", "eks", "kms")
+
+
+def endpoint_service_context_key(service: str) -> str:
+    """The key of CDK's endpoint-service AZ lookup (InterfaceVpcEndpoint lookup_supported_azs) for one service."""
+    return (
+        f"endpoint-service-availability-zones:account={TEST_ACCOUNT}:region={TEST_REGION}"
+        f":serviceName=com.amazonaws.{TEST_REGION}.{service}"
+    )
+
+
+# What the CDK CLI would pass: path metadata (cfn-lint recognises CDK output by it), the AZ lookup and the
+# endpoint services' AZ lookups (here every service is offered in every AZ).
 _CLI_CONTEXT: dict[str, Any] = {
     "aws:cdk:enable-path-metadata": True,
     f"availability-zones:account={TEST_ACCOUNT}:region={TEST_REGION}": [*TEST_ZONES, "us-east-1c"],
+    **{endpoint_service_context_key(service): [*TEST_ZONES, "us-east-1c"] for service in ENDPOINT_SERVICES},
 }
 
 

@@ -4,6 +4,13 @@ Create and Update run ``helm upgrade --install`` (a retry after a partial instal
 failing on "cannot re-use a name"); a release left in a pending state by an interrupted run is rolled back
 or removed first. Delete runs ``helm uninstall`` and succeeds when the release or the cluster is gone.
 
+Only the chart dependencies the deployment installs stay in the chart's Chart.yaml (``Dependencies``), so
+``helm dependency update`` downloads nothing for a disabled component. With a restricted instance group
+(``RestrictedGroups``) the RIG dependencies follow: what the chart repository's install_rig_dependencies.sh
+does, computed here from the live objects (no script is fetched). An Update refuses to run while a run holds
+the cluster (a live slot in ``RunTable``) unless every holder is listed in ``InterruptibleRuns``: the
+HyperPod cluster update that follows would reset the run's group to its idle count.
+
 The chart comes from a pinned commit of aws/sagemaker-hyperpod-cli (never a branch); helm and kubectl
 come from the CDK kubectl layer (/opt/helm, /opt/kubectl). The function talks to the EKS public endpoint
 with a short-lived IAM token, so it needs no kubeconfig and no AWS CLI.
@@ -23,6 +30,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import time
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -35,6 +43,7 @@ LOGGER = logging.getLogger()
 LOGGER.setLevel(logging.INFO)
 
 HELM = os.environ.get("HELM_BINARY", "/opt/helm/helm")
+KUBECTL = os.environ.get("KUBECTL_BINARY", "/opt/kubectl/kubectl")
 CHART_PATH_IN_REPO = "helm_chart/HyperPodHelmChart"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -145,10 +154,309 @@ def extract_chart(archive: Path, workdir: Path) -> None:
         tar.extractall(target, members=members, filter="data")
 
 
-def chart_repositories(chart_yaml: str) -> list[str]:
-    """The http(s) repositories a Chart.yaml's dependencies come from (file:// and oci:// need no `repo add`)."""
-    found = re.findall(r"^\s*(?:-\s*)?repository:\s*[\"']?(https?://[^\s\"']+)", chart_yaml, flags=re.MULTILINE)
-    return sorted({url.rstrip("/") for url in found})
+_DEPENDENCY_KEYS = ("name", "version", "repository", "condition", "alias")
+
+
+def chart_dependencies(chart_yaml: str) -> tuple[list[str], list[dict[str, str]], list[str]]:
+    """Split a Chart.yaml into (lines before ``dependencies:``, the dependency entries, lines after).
+
+    The chart's dependency list is a flat list of ``key: value`` maps; anything else is refused rather than
+    guessed at, so a changed pin fails the deploy loudly instead of installing something unexpected.
+    """
+    lines = chart_yaml.splitlines()
+    starts = [i for i, line in enumerate(lines) if re.match(r"^dependencies:(\s|$)", line)]
+    if len(starts) != 1:
+        raise ValueError("Chart.yaml has no (or more than one) top-level 'dependencies:' list")
+    start = starts[0]
+    inline = lines[start][len("dependencies:") :].strip()
+    if inline:  # the flow form prune_dependencies writes (JSON)
+        parsed = json.loads(inline)
+        if not isinstance(parsed, list) or not all(isinstance(entry, dict) for entry in parsed):
+            raise ValueError("Chart.yaml dependencies must be a list of maps")
+        return lines[:start], [{str(k): str(v) for k, v in entry.items()} for entry in parsed], lines[start + 1 :]
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i] and not lines[i][0].isspace() and lines[i][0] != "-"),
+        len(lines),
+    )
+    entries: list[dict[str, str]] = []
+    for line in lines[start + 1 : end]:
+        if not line.strip() or line.strip().startswith("#"):
+            continue
+        match = re.match(r"^\s*(-\s+)?([A-Za-z]+):\s*(.*?)\s*$", line)
+        if not match or match.group(2) not in _DEPENDENCY_KEYS:
+            raise ValueError(f"unexpected line in Chart.yaml dependencies: {line.strip()!r}")
+        if match.group(1):
+            entries.append({})
+        elif not entries:
+            raise ValueError(f"Chart.yaml dependency line outside an entry: {line.strip()!r}")
+        entries[-1][match.group(2)] = match.group(3).strip("\"'")
+    return lines[:start], entries, lines[end:]
+
+
+def prune_dependencies(chart_yaml: str, keep: Sequence[str]) -> tuple[str, list[str]]:
+    """Chart.yaml with only the ``keep`` dependencies, and the http(s) repositories those come from.
+
+    A name in ``keep`` that the chart does not have is an error (the pinned commit and the settings disagree).
+    """
+    before, entries, after = chart_dependencies(chart_yaml)
+    names = [entry.get("name", "") for entry in entries]
+    missing = sorted(set(keep) - set(names))
+    if missing:
+        raise ValueError(f"the pinned chart has no dependencies named {missing} (it has {sorted(names)})")
+    kept = [entry for entry in entries if entry.get("name") in set(keep)]
+    # JSON is YAML: the kept list is written as one flow sequence, exactly as parsed.
+    text = "\n".join([*before, "dependencies: " + json.dumps(kept), *after]) + "\n"
+    repositories = sorted(
+        {entry["repository"].rstrip("/") for entry in kept if entry.get("repository", "").startswith("http")}
+    )
+    return text, repositories
+
+
+def prune_chart(chart_dir: Path, keep: Sequence[str]) -> list[str]:
+    """Keep only the ``keep`` dependencies: in Chart.yaml, and in charts/, where helm renders every sub-chart it
+    finds whether Chart.yaml lists it or not. Returns the http(s) repositories the kept ones come from."""
+    chart_yaml = chart_dir / "Chart.yaml"
+    text, repositories = prune_dependencies(chart_yaml.read_text(), keep)
+    chart_yaml.write_text(text)
+    _, kept, _ = chart_dependencies(text)
+    local = {
+        entry["repository"].removeprefix("file://").removeprefix("charts/").strip("/")
+        for entry in kept
+        if entry.get("repository", "").startswith("file://charts/")
+    }
+    charts = chart_dir / "charts"
+    if charts.is_dir():
+        for path in charts.iterdir():
+            if path.name not in local:  # a dropped component, or a stale packaged copy helm would also render
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+    return repositories
+
+
+# --- deploy during a run -------------------------------------------------------------------------------
+
+SLOT_PK = "SLOT"  # mtrl.runs.slots: slot items pk=SLOT, sk=<index>, holder=<run id>, lease_until=<epoch s>
+
+
+def live_slot_holders(table: str, region: str, now: float) -> list[str]:
+    """Runs holding the training cluster: a slot with a holder whose lease has not run out."""
+    dynamodb = boto3.client("dynamodb", region_name=region)
+    response = dynamodb.query(
+        TableName=table,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": SLOT_PK}},
+        ConsistentRead=True,
+    )
+    holders = []
+    for item in response.get("Items", []):
+        holder = item.get("holder", {}).get("S")
+        lease_until = float(item.get("lease_until", {}).get("N", "0"))
+        if holder and lease_until >= now:
+            holders.append(holder)
+    return sorted(holders)
+
+
+def refuse_while_runs_hold_the_cluster(props: Mapping[str, Any], region: str, now: float) -> None:
+    """Raise unless no run holds the cluster or every holder is listed in InterruptibleRuns."""
+    table = props.get("RunTable")
+    if not table:
+        return
+    holders = live_slot_holders(str(table), region, now)
+    allowed = set(json.loads(props.get("InterruptibleRuns") or "[]"))
+    blocked = [run_id for run_id in holders if run_id not in allowed]
+    if blocked:
+        raise RuntimeError(
+            f"runs {blocked} hold the training cluster: this deploy would reset their instance groups to the idle "
+            "count and stop them. Wait for them (mtrl runs), cancel them (mtrl cancel <run-id>), or deploy again with "
+            f"-c hyperpod_deploy_interrupts_runs='{json.dumps(blocked)}' to interrupt them. Nothing was changed."
+        )
+
+
+# --- restricted instance groups (RIG) ------------------------------------------------------------------
+
+RIG_LABEL = "sagemaker.amazonaws.com/instance-group-type"
+RIG_TAINT = {"key": "sagemaker.amazonaws.com/RestrictedNode", "value": "Worker", "effect": "NoSchedule"}
+# Image versions a RIG node's VPC CNI needs at least (install_rig_dependencies.sh, release_v2 of the chart repo).
+RIG_MIN_CNI_IMAGES = {
+    "aws-node": ("1.19.6", "v1.19.6-eksbuild.1"),
+    "aws-eks-nodeagent": ("1.2.2", "v1.2.2-eksbuild.1"),
+    "aws-vpc-cni-init": ("1.19.6", "v1.19.6-eksbuild.1"),
+}
+_SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    numbers = re.findall(r"\d+", text.split("-", maxsplit=1)[0])
+    return tuple(int(n) for n in numbers)
+
+
+def _match_expressions(obj: Mapping[str, Any]) -> list[list[dict[str, Any]]]:
+    terms = (
+        obj.get("spec", {})
+        .get("template", {})
+        .get("spec", {})
+        .get("affinity", {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+        .get("nodeSelectorTerms")
+    )
+    return [term.setdefault("matchExpressions", []) for term in terms] if terms else []
+
+
+def _required_rig_affinity(obj: dict[str, Any], operator: str) -> None:
+    """Every required node-selector term gets ``instance-group-type <operator> [Restricted]`` (set, not added twice)."""
+    template = obj.setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})
+    if not _match_expressions(obj):
+        template.setdefault("affinity", {}).setdefault("nodeAffinity", {})[
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ] = {"nodeSelectorTerms": [{"matchExpressions": []}]}
+    for expressions in _match_expressions(obj):
+        expressions[:] = [e for e in expressions if e.get("key") != RIG_LABEL]
+        expressions.append({"key": RIG_LABEL, "operator": operator, "values": ["Restricted"]})
+
+
+def _copy_for_rig(obj: Mapping[str, Any]) -> dict[str, Any]:
+    copy: dict[str, Any] = json.loads(json.dumps(obj))
+    copy.pop("status", None)
+    metadata = copy.setdefault("metadata", {})
+    for field in (*_SERVER_FIELDS, "ownerReferences"):
+        metadata.pop(field, None)
+    annotations = metadata.get("annotations", {})
+    for key in list(annotations):
+        if key.startswith("kubectl.kubernetes.io/") or key.startswith("deprecated.daemonset"):
+            annotations.pop(key)
+    metadata["name"] = "rig-" + str(metadata["name"])
+    return copy
+
+
+def non_rig_aws_node_affinity(aws_node: Mapping[str, Any]) -> dict[str, Any]:
+    """The stock aws-node DaemonSet's affinity with restricted nodes excluded (they run rig-aws-node)."""
+    patched: dict[str, Any] = json.loads(json.dumps(aws_node))
+    _required_rig_affinity(patched, "NotIn")
+    return dict(patched["spec"]["template"]["spec"]["affinity"])
+
+
+def rig_aws_node(aws_node: Mapping[str, Any]) -> dict[str, Any]:
+    """The VPC CNI DaemonSet for restricted nodes: IMDS-only mode, prefix delegation, new-enough images."""
+    rig = _copy_for_rig(aws_node)
+    _required_rig_affinity(rig, "In")
+    pod = rig["spec"]["template"]["spec"]
+    for container in pod.get("containers", []) + pod.get("initContainers", []):
+        minimum = RIG_MIN_CNI_IMAGES.get(container.get("name", ""))
+        if minimum and ":" in container.get("image", ""):
+            repository, tag = container["image"].rsplit(":", 1)
+            if _version(tag.lstrip("v")) < _version(minimum[0]):
+                container["image"] = f"{repository}:{minimum[1]}"
+        if container.get("name") == "aws-node":
+            env = [
+                e
+                for e in container.get("env", [])
+                if e.get("name") not in {"ENABLE_PREFIX_DELEGATION", "ENABLE_IMDS_ONLY_MODE"}
+            ]
+            env += [
+                {"name": "ENABLE_PREFIX_DELEGATION", "value": "true"},
+                {"name": "ENABLE_IMDS_ONLY_MODE", "value": "true"},
+            ]
+            container["env"] = env
+    return rig
+
+
+def rig_coredns(coredns: Mapping[str, Any]) -> dict[str, Any]:
+    """CoreDNS as a DaemonSet on every restricted node (the stock Deployment never schedules there)."""
+    rig = _copy_for_rig(coredns)
+    rig["kind"] = "DaemonSet"
+    spec = rig["spec"]
+    strategy = spec.pop("strategy", {}) or {}
+    for field in ("replicas", "progressDeadlineSeconds", "revisionHistoryLimit", "paused"):
+        spec.pop(field, None)
+    spec["updateStrategy"] = {"type": strategy.get("type", "RollingUpdate"), "rollingUpdate": {"maxUnavailable": 1}}
+    pod = spec["template"]["spec"]
+    pod.pop("topologySpreadConstraints", None)
+    pod["nodeSelector"] = {RIG_LABEL: "Restricted"}
+    pod["tolerations"] = [t for t in pod.get("tolerations", []) if t.get("key") != RIG_TAINT["key"]] + [dict(RIG_TAINT)]
+    return rig
+
+
+def tolerate_restricted_nodes(obj: Mapping[str, Any], *, prefer_other_nodes: bool) -> dict[str, Any]:
+    """A merge patch: the workload also tolerates restricted nodes (and, for operators, prefers the others)."""
+    pod = obj.get("spec", {}).get("template", {}).get("spec", {})
+    tolerations = [t for t in pod.get("tolerations", []) or [] if t.get("key") != RIG_TAINT["key"]] + [dict(RIG_TAINT)]
+    patch: dict[str, Any] = {"tolerations": tolerations}
+    if prefer_other_nodes:
+        affinity = json.loads(json.dumps(pod.get("affinity") or {}))
+        affinity.setdefault("nodeAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {
+                "weight": 100,
+                "preference": {"matchExpressions": [{"key": RIG_LABEL, "operator": "NotIn", "values": ["Restricted"]}]},
+            }
+        ]
+        patch["affinity"] = affinity
+    return {"spec": {"template": {"spec": patch}}}
+
+
+def regional_image(image: str, region: str) -> str:
+    """The same ECR image from this region's registry (restricted nodes cannot pull across regions)."""
+    return re.sub(r"\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com", f".dkr.ecr.{region}.amazonaws.com", image)
+
+
+def install_rig_dependencies(kubectl: Runner, *, release: str, region: str, workdir: Path) -> list[str]:
+    """What install_rig_dependencies.sh does, idempotently (every step sets, none appends twice)."""
+
+    def get(kind: str, name: str, namespace: str) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads(kubectl([KUBECTL, "get", kind, name, "-n", namespace, "-o", "json"])))
+        except HelmError as error:
+            if "notfound" in str(error).lower().replace(" ", ""):
+                return None
+            raise
+
+    def patch(kind: str, name: str, namespace: str, body: Mapping[str, Any]) -> None:
+        kubectl([KUBECTL, "patch", kind, name, "-n", namespace, "--type", "merge", "-p", json.dumps(body)])
+
+    def apply(obj: Mapping[str, Any]) -> None:
+        path = workdir / f"{obj['kind'].lower()}-{obj['metadata']['name']}.json"
+        path.write_text(json.dumps(obj))
+        kubectl(
+            [KUBECTL, "apply", "--server-side", "--force-conflicts", "--field-manager", "mtrl-rig", "-f", str(path)]
+        )
+
+    done: list[str] = []
+    aws_node = get("daemonset", "aws-node", "kube-system")
+    coredns = get("deployment", "coredns", "kube-system")
+    if aws_node is None or coredns is None:
+        raise RuntimeError("the vpc-cni and coredns add-ons must be installed before the RIG dependencies")
+    apply(rig_aws_node(aws_node))
+    patch(
+        "daemonset",
+        "aws-node",
+        "kube-system",
+        {"spec": {"template": {"spec": {"affinity": non_rig_aws_node_affinity(aws_node)}}}},
+    )
+    apply(rig_coredns(coredns))
+    done += ["rig-aws-node", "aws-node (not on restricted nodes)", "rig-coredns"]
+    operators = [
+        ("deployment", f"{release}-training-operators", "kubeflow", True),
+        ("deployment", f"{release}-mpi-operator", "kube-system", True),
+    ]
+    for kind, name, namespace, prefer in operators:
+        current = get(kind, name, namespace)
+        if current is not None:
+            patch(kind, name, namespace, tolerate_restricted_nodes(current, prefer_other_nodes=prefer))
+            done.append(name)
+    efa_name = f"{release}-aws-efa-k8s-device-plugin"
+    efa = get("daemonset", efa_name, "kube-system")
+    if efa is None:
+        raise RuntimeError(f"daemonset kube-system/{efa_name} is missing: the EFA device plugin must be installed")
+    body = tolerate_restricted_nodes(efa, prefer_other_nodes=False)
+    containers = efa["spec"]["template"]["spec"].get("containers", [])
+    body["spec"]["template"]["spec"]["containers"] = [
+        {"name": c["name"], "image": regional_image(c["image"], region)} for c in containers
+    ]
+    patch("daemonset", efa_name, "kube-system", body)
+    done.append(efa_name)
+    return done
 
 
 def make_runner(
@@ -158,7 +466,9 @@ def make_runner(
 
     def run(command: Sequence[str]) -> str:
         args = list(command)
-        if args[1] not in {"dependency", "repo", "version"}:
+        if args[0] == KUBECTL:
+            args += ["--server", endpoint, "--token", token, "--certificate-authority", ca_file]
+        elif args[1] not in {"dependency", "repo", "version"}:
             args += ["--kube-apiserver", endpoint, "--kube-token", token, "--kube-ca-file", ca_file]
         LOGGER.info("running: %s", " ".join(a for a in args if a != token))
         budget = seconds_left() - _RESPONSE_MARGIN_S
@@ -214,10 +524,13 @@ def apply(event: Mapping[str, Any], remaining_s: Callable[[], float]) -> tuple[s
         if event["RequestType"] == "Delete":
             run([HELM, "uninstall", release, "--namespace", namespace, "--ignore-not-found"])
             return event.get("PhysicalResourceId", physical_id), {}
+        if event["RequestType"] == "Update":
+            refuse_while_runs_hold_the_cluster(props, region, time.time())
 
         chart_dir = fetch_chart(props["ChartRepository"], props["ChartRevision"], workdir)
-        # Sub-charts at the versions the pinned Chart.yaml names; http repos must be known to helm first.
-        for index, url in enumerate(chart_repositories((chart_dir / "Chart.yaml").read_text())):
+        # Only the sub-charts this deployment installs, at the versions the pinned Chart.yaml names; their http
+        # repositories must be known to helm first.
+        for index, url in enumerate(prune_chart(chart_dir, json.loads(props["Dependencies"]))):
             run([HELM, "repo", "add", f"dep{index}", url, "--force-update"])
         run([HELM, "dependency", "update", "--skip-refresh", str(chart_dir)])
         recovered = recover_pending_release(run, release=release, namespace=namespace)
@@ -233,6 +546,10 @@ def apply(event: Mapping[str, Any], remaining_s: Callable[[], float]) -> tuple[s
                 timeout_s=int(remaining_s() - 2 * _RESPONSE_MARGIN_S),
             )
         )
+        if str(props.get("RestrictedGroups", "false")).lower() == "true":
+            LOGGER.info(
+                "RIG dependencies: %s", install_rig_dependencies(run, release=release, region=region, workdir=workdir)
+            )
         return physical_id, {"Release": release, "Namespace": namespace, "ChartRevision": props["ChartRevision"]}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

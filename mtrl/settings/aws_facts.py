@@ -22,3 +22,17 @@ KNOWN_REGIONS: frozenset[str] = frozenset(
 LOG_RETENTION_DAYS: tuple[int, ...] = (
     1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
 )  # fmt: skip
+
+# Kubernetes versions an EKS cluster for HyperPod may run: those the SageMaker HyperPod EKS prerequisites page
+# ("Getting started with Amazon EKS support in SageMaker HyperPod": 1.28-1.34) documents AND Amazon EKS still
+# supports ("Understand the Kubernetes version lifecycle on EKS": 1.28-1.31 are past extended support by
+# 2026-12-01) AND the deploy-time kubectl layer (kubectl 1.34, requirements/infra.in) may talk to (Kubernetes
+# version skew policy: kubectl within one minor version of the API server), which leaves out 1.32.
+# Value: the end of EKS *standard* support; after it the control plane is billed extended support (6x the hourly
+# price) until the version's end of extended support, 12 months later.
+HYPERPOD_EKS_KUBERNETES_VERSIONS: dict[str, str] = {
+    "1.33": "2026-07-29",
+    "1.34": "2026-12-02",
+}
+# The default: the newest version HyperPod documents that is in EKS standard support on 2026-12-01.
+DEFAULT_KUBERNETES_VERSION = "1.34"

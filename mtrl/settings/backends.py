@@ -20,6 +20,12 @@ class BackendSettings(SettingsGroup):
         description="MLflow app serverless jobs log to (the service requires one). Empty = the backends stack "
         "creates one (AWS::SageMaker::MlflowApp) with its artifacts under mlflow/ in the data bucket.",
     )
+    serverless_adopt_model_package_group: bool = Field(
+        False,
+        description="Use the model package group <prefix>-serverless that an earlier deployment left behind (the "
+        "group is retained on destroy, with the models registered in it) instead of creating it; a redeploy after "
+        "`cdk destroy` needs this, since the name is taken.",
+    )
     serverless_base_model: str = Field(
         "openai-reasoning-gpt-oss-20b",
         min_length=1,

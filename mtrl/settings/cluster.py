@@ -7,6 +7,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mtrl.settings.aws_facts import DEFAULT_KUBERNETES_VERSION, HYPERPOD_EKS_KUBERNETES_VERSIONS
 from mtrl.settings.base import SettingsGroup
 
 # Names and shapes the SageMaker and EKS APIs accept (from the AWS::SageMaker::Cluster schema).
@@ -21,6 +22,12 @@ _TAINT_KEY = (
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 _COMMIT = r"^[0-9a-f]{40}$"
+_RUN_ID = r"^[a-z0-9][a-z0-9-]{0,47}-\d{8}T\d{6}Z-[0-9a-f]{8}$"  # mtrl.runs.ids.RUN_ID_PATTERN
+
+# The HyperPod dependencies chart (aws/sagemaker-hyperpod-cli, helm_chart/HyperPodHelmChart) at release tag
+# v3.9.0, a commit on the default branch (main); never a pull-request ref, which GitHub may regenerate or drop.
+HELM_CHART_TAG = "v3.9.0"
+HELM_CHART_COMMIT = "b01cf90676553a711ab1a8ac51422adbb09aef6b"
 
 # Helm values that switch each optional component of the HyperPod dependencies chart on or off.
 HELM_COMPONENT_VALUE_KEYS: dict[str, str] = {
@@ -34,9 +41,11 @@ HELM_COMPONENT_VALUE_KEYS: dict[str, str] = {
     "job-auto-restart": "job-auto-restart.enabled",
     "hyperpod-patching": "hyperpod-patching.enabled",
     "mlflow": "mlflow.enabled",
-    "kuberay": "kuberay.enabled",
     "cert-manager": "cert-manager.enabled",
 }
+# The chart's Chart.yaml dependency each component is (the same name for all of them at the pinned tag). The
+# installer keeps only the installed ones in Chart.yaml, so helm fetches nothing for a disabled component.
+HELM_COMPONENT_CHARTS: dict[str, str] = {name: name for name in HELM_COMPONENT_VALUE_KEYS}
 # Always installed: node resiliency (health agent), GPU/EFA scheduling and PyTorchJob (training operator).
 REQUIRED_HELM_COMPONENTS: tuple[str, ...] = (
     "health-monitoring-agent",
@@ -51,7 +60,6 @@ ExtraHelmComponent = Literal[
     "job-auto-restart",
     "hyperpod-patching",
     "mlflow",
-    "kuberay",
     "cert-manager",
 ]
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
@@ -101,7 +109,13 @@ class _GroupBase(_Nested):
         None,
         pattern=_AZ_ID,
         description="Place the group in the private subnet of this AZ *ID* (e.g. 'use1-az6'; see "
-        "hyperpod_availability_zone_names). Empty means all private subnets.",
+        "hyperpod_availability_zone_names). Empty means the first private subnet's AZ, unless "
+        "spread_across_zones.",
+    )
+    spread_across_zones: bool = Field(
+        False,
+        description="Let HyperPod place the group's instances in every private subnet (all AZs). Off by default: "
+        "EFA/NCCL traffic between AZs is slow and billed, so each group sits in one AZ.",
     )
 
     @field_validator("instance_type")
@@ -122,6 +136,8 @@ class _GroupBase(_Nested):
     def _idle_not_above_run(self) -> Self:
         if self.idle_count > self.run_count:
             raise ValueError(f"idle_count ({self.idle_count}) is larger than run_count ({self.run_count})")
+        if self.spread_across_zones and self.availability_zone_id:
+            raise ValueError("spread_across_zones and availability_zone_id exclude each other (one AZ, or all)")
         return self
 
 
@@ -171,7 +187,10 @@ class ClusterSettings(SettingsGroup):
     """The EKS cluster and the SageMaker HyperPod cluster on it (or an existing HyperPod cluster to use)."""
 
     kubernetes_version: str = Field(
-        "1.35", pattern=r"^1\.\d{2}$", description="Kubernetes version of the EKS cluster (one HyperPod supports)."
+        DEFAULT_KUBERNETES_VERSION,
+        description="Kubernetes version of the EKS cluster: one SageMaker HyperPod documents for EKS and EKS still "
+        f"supports ({', '.join(HYPERPOD_EKS_KUBERNETES_VERSIONS)}). Past its end of EKS standard support the "
+        "control plane is billed extended support (6x the hourly price).",
     )
     eks_endpoint_access: Literal["public", "public_and_private"] = Field(
         "public",
@@ -204,20 +223,28 @@ class ClusterSettings(SettingsGroup):
         "describe-availability-zones`); needed for every availability_zone_id an instance group uses.",
     )
     hyperpod_node_access_entry: bool = Field(
-        True,
-        description="Declare the HYPERPOD_LINUX EKS access entry for the node execution role in the stack "
-        "(so it is visible and removed with the stack) instead of leaving it to HyperPod.",
+        False,
+        description="Also declare the node execution role's HYPERPOD_LINUX EKS access entry in the stack. Off by "
+        "default: HyperPod's CreateCluster creates the access entries of its roles itself (ClusterMetadata."
+        "EksRoleAccessEntries), and a pre-created entry for the same principal can make that call fail.",
     )
     hyperpod_helm_chart_revision: str = Field(
-        "1504d53b28a6de4449c0fcdf9d56b8c87f28283f",
+        HELM_CHART_COMMIT,
         pattern=_COMMIT,
-        description="Commit of aws/sagemaker-hyperpod-cli whose helm_chart/HyperPodHelmChart is installed "
-        "(pinned; never a branch).",
+        description="Full 40-character commit of aws/sagemaker-hyperpod-cli whose helm_chart/HyperPodHelmChart is "
+        f"installed (default: release tag {HELM_CHART_TAG}). Use a commit on the default branch or a release tag, "
+        "never a branch name or a pull-request ref.",
     )
     hyperpod_helm_extra_components: list[ExtraHelmComponent] = Field(
         default_factory=list,
         description="Optional components of the HyperPod dependencies chart to install besides the required "
         "health-monitoring-agent, NVIDIA and EFA device plugins and training operator.",
+    )
+    hyperpod_deploy_interrupts_runs: list[str] = Field(
+        default_factory=list,
+        description="Run ids a cluster-stack deploy may interrupt. A deploy that changes the cluster refuses to "
+        "proceed while a run holds the cluster (a slot in the run table), because updating the HyperPod cluster "
+        "resets every group to its idle count; name the holding runs here (`-c`) to deploy anyway.",
     )
     existing_hyperpod_cluster_name: str | None = Field(
         None,
@@ -254,6 +281,24 @@ class ClusterSettings(SettingsGroup):
     def _extras_unique(cls, value: list[str]) -> list[str]:
         if len(set(value)) != len(value):
             raise ValueError("contains duplicates")
+        return value
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _kubernetes_version_supported(cls, value: str) -> str:
+        if value not in HYPERPOD_EKS_KUBERNETES_VERSIONS:
+            raise ValueError(
+                f"'{value}' is not a version both SageMaker HyperPod documents for EKS and EKS still supports "
+                f"(supported: {', '.join(HYPERPOD_EKS_KUBERNETES_VERSIONS)})"
+            )
+        return value
+
+    @field_validator("hyperpod_deploy_interrupts_runs")
+    @classmethod
+    def _interrupted_runs_are_run_ids(cls, value: list[str]) -> list[str]:
+        bad = [run_id for run_id in value if not re.match(_RUN_ID, run_id)]
+        if bad:
+            raise ValueError(f"not run ids (as `mtrl runs` shows them): {bad}")
         return value
 
     @model_validator(mode="after")

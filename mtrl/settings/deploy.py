@@ -68,6 +68,18 @@ class DeploySettings(
         return self
 
     @model_validator(mode="after")
+    def _zone_count_addressable(self) -> Self:
+        # An account-agnostic stack can name only two AZs (CDK renders Fn::Select 0 and 1 of Fn::GetAZs), so a
+        # larger az_count would silently give a 2-AZ VPC while `mtrl config show` says otherwise.
+        if self.account is None and not self.availability_zones and not self.vpc_id and self.az_count > 2:
+            raise ValueError(
+                f"az_count: {self.az_count} AZs need their names: pass availability_zones (for example "
+                f"-c availability_zones={self.region}a,{self.region}b,{self.region}c), or set account (or synth with "
+                "credentials) so CDK looks the account's AZs up; without either a synth can address only 2 AZs"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _capacity_wait_within_provision_wait(self) -> Self:
         if self.hyperpod_capacity_timeout_minutes > self.provision_max_wait_minutes:
             raise ValueError(
@@ -135,9 +147,12 @@ class DeploySettings(
 
 
 def _is_textual(annotation: Any) -> bool:
-    """True when a field accepts plain strings, so a -c value must not be parsed as JSON."""
+    """True when a field accepts plain strings, so a -c value must not be parsed as JSON (nor a bare word such as
+    ``none`` be taken for null: ``-c nat_gateways=none`` must reach the field's own validation)."""
     if typing.get_origin(annotation) in {typing.Union, types.UnionType}:
         return any(_is_textual(arg) for arg in typing.get_args(annotation) if arg is not type(None))
+    if typing.get_origin(annotation) is typing.Literal:
+        return all(isinstance(arg, str) for arg in typing.get_args(annotation))
     return annotation is str
 
 

@@ -30,7 +30,9 @@ class NetworkSettings(SettingsGroup):
         "(looked up by CDK; with no credentials the synth stays AZ-agnostic).",
     )
     nat_gateways: Literal["per_az", "single"] = Field(
-        "single", description="One NAT gateway per AZ (resilient) or a single shared one (cheaper)."
+        "single",
+        description="One NAT gateway per AZ (resilient) or a single shared one (cheaper). There is no 'none': "
+        "the deploy-time Helm installer, HyperPod nodes and the Nova Forge runner need internet egress.",
     )
     private_subnet_cidr_mask: int = Field(
         18,
@@ -62,6 +64,18 @@ class NetworkSettings(SettingsGroup):
         default_factory=list,
         description="With vpc_id: route tables of the private subnets (needed for the S3 gateway endpoint).",
     )
+
+    @field_validator("nat_gateways", mode="before")
+    @classmethod
+    def _nat_none_is_refused(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in {"none", "no", "off", "0", "false"}:
+            raise ValueError(
+                f"'{value}' is not supported: without a NAT gateway the private subnets have no internet egress, "
+                "but the deploy-time Helm installer downloads the HyperPod chart from GitHub, HyperPod nodes and "
+                "the Nova Forge runner reach public endpoints (EKS API, SageMaker Hub, CloudFormation) that have no "
+                "VPC endpoint here; use 'single' (one shared NAT gateway, the cheapest) or 'per_az'"
+            )
+        return value
 
     @field_validator("vpc_cidr")
     @classmethod

@@ -30,7 +30,7 @@ CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 VIEW_POLICY = "AmazonEKSViewPolicy"
 EDIT_POLICY = "AmazonEKSEditPolicy"
 
-# Namespaces the pipeline's job-submission role may create and change workloads in.
+# Namespaces the Nova Forge runner role may create and change workloads in (its access entry: backends stack).
 JOB_NAMESPACES: tuple[str, ...] = ("kubeflow", "mtrl-runs")
 
 
@@ -102,16 +102,6 @@ class EksCluster(Construct):
 
     def grant_cluster_admin(self, id_: str, principal_arn: str) -> eks.AccessEntry:
         return self._entry(id_, principal_arn, [_cluster_policy(CLUSTER_ADMIN_POLICY)])
-
-    def grant_job_submission(self, id_: str, role: iam.IRole) -> eks.AccessEntry:
-        """Edit rights in the job namespaces, read-only elsewhere (no RBAC or cluster-scoped writes)."""
-        policies = [
-            eks.AccessPolicy.from_access_policy_name(
-                EDIT_POLICY, access_scope_type=eks.AccessScopeType.NAMESPACE, namespaces=list(JOB_NAMESPACES)
-            ),
-            _cluster_policy(VIEW_POLICY),
-        ]
-        return self._entry(id_, role.role_arn, policies)
 
     def grant_hyperpod_nodes(self, id_: str, role: iam.IRole) -> eks.AccessEntry:
         """The HYPERPOD_LINUX entry lets instances with this role join as nodes (no access policies allowed)."""

@@ -9,6 +9,7 @@ from typing import Any
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
@@ -24,10 +25,15 @@ LIFECYCLE_ENTRYPOINT = "on_create.sh"
 LIFECYCLE_PREFIX = "lifecycle/"
 MANAGED_INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
 
-# What the VPC CNI on a HyperPod node does to give pods VPC addresses.
+# What the VPC CNI on a HyperPod node does to give pods VPC addresses. The two *NetworkInterfacePermission
+# actions are in both official execution-role templates (aws/sagemaker-hyperpod-cluster-setup
+# eks/cloudformation/sagemaker-iam-role-template.yaml, and awsome-distributed-training's HyperPod EKS stack) but
+# not in the managed instance policy; both take the network-interface resource with the ec2:Vpc key.
 _ENI_ACTIONS = [
     "ec2:CreateNetworkInterface",
+    "ec2:CreateNetworkInterfacePermission",
     "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",
     "ec2:AttachNetworkInterface",
     "ec2:DetachNetworkInterface",
     "ec2:ModifyNetworkInterfaceAttribute",
@@ -43,7 +49,13 @@ _DESCRIBE_ACTIONS = [
     "ec2:DescribeSecurityGroups",
     "ec2:DescribeVpcs",
     "ec2:DescribeTags",
+    # The CNI reads the VPC's DHCP options (search domain); in the same official role templates.
+    "ec2:DescribeDhcpOptions",
 ]
+# What a restricted instance group (Nova Forge) reads and writes in the data bucket with the execution role, the
+# only role its nodes have: the datasets, and the run outputs (checkpoints, logs, the trained model).
+RIG_READ_PREFIX = "training-data/"
+RIG_WRITE_PREFIX = "runs/"
 _ECR_PULL_ACTIONS = ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"]
 
 
@@ -63,10 +75,13 @@ class HyperPodCluster(Construct):
         security_group: ec2.ISecurityGroup,
         eks_cluster_arn: str,
         access_log_bucket: s3.IBucket,
+        data_bucket: s3.IBucket,
+        data_key: kms.IKey,
     ) -> None:
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         self.cluster_name = f"{prefix}-hyperpod"
+        self._prefix = prefix
         self._subnets = subnets
         self._zone_names = settings.hyperpod_availability_zone_names
         self._security_group = security_group
@@ -105,9 +120,11 @@ class HyperPodCluster(Construct):
         self._acknowledge_deployment_handler()
 
         self.execution_role = self._execution_role(vpc, eks_cluster_arn)
+        restricted = settings.hyperpod_restricted_instance_group
+        if restricted is not None:
+            self._grant_restricted_group_data(data_bucket, data_key)
 
         self.instance_groups = [self._instance_group(group) for group in settings.hyperpod_instance_groups]
-        restricted = settings.hyperpod_restricted_instance_group
         self.restricted_instance_groups = [self._restricted_group(restricted)] if restricted else []
         self.cluster = sagemaker.CfnCluster(
             self,
@@ -129,9 +146,15 @@ class HyperPodCluster(Construct):
         self.cluster_arn = self.cluster.attr_cluster_arn
         # Nodes boot with the role's inline policy (lifecycle read, ENIs) already attached.
         self.cluster.node.add_dependency(self.lifecycle_deployment, self.execution_role, self.execution_policy)
+        if restricted is not None:
+            self.cluster.node.add_dependency(self.restricted_data_policy)
 
     def depend_on(self, *dependencies: IDependable) -> None:
         self.cluster.node.add_dependency(*dependencies)
+
+    def rendered_properties(self) -> object:
+        """The cluster's CloudFormation properties as the template will hold them (tokens unresolved)."""
+        return cdk.Stack.of(self).resolve(self.cluster._cfn_properties)
 
     def _execution_role(self, vpc: ec2.IVpc, eks_cluster_arn: str) -> iam.Role:
         stack = cdk.Stack.of(self)
@@ -206,7 +229,8 @@ class HyperPodCluster(Construct):
         )
         # Every wildcard resource above, with why it cannot be narrower (the nag acknowledgment's reason).
         wildcard_reasons = {
-            "*": "EC2 Describe* and ecr:GetAuthorizationToken have no resource-level permissions.",
+            "*": "EC2 Describe* (ec2:DescribeDhcpOptions included) and ecr:GetAuthorizationToken have no "
+            "resource-level permissions, so they cannot be held to the VPC.",
             eni: "The VPC CNI creates ENIs at run time; the ec2:Vpc condition holds them to this VPC.",
             subnet: "ENIs go into the cluster's subnets; the ec2:Vpc condition holds them to this VPC.",
             security_group: "ENIs carry the cluster security group; the ec2:Vpc condition holds them to this VPC.",
@@ -218,6 +242,45 @@ class HyperPodCluster(Construct):
         for resource, reason in wildcard_reasons.items():
             acknowledge(policy, f"AwsSolutions-IAM5[Resource::{nag_resource(self, resource)}]", reason)
         return role
+
+    def _grant_restricted_group_data(self, data_bucket: s3.IBucket, data_key: kms.IKey) -> None:
+        """A restricted group runs Nova Forge with the execution role only: read the datasets, write run outputs,
+        and use the data key for exactly that (through S3)."""
+        stack = cdk.Stack.of(self)
+        # The bucket through its explicitly named export (as the pipeline and backends stacks do): the prefix
+        # grants then render to a stable id the acknowledgments can name at construction time.
+        export_name = f"{self._prefix}-data-bucket-arn"
+        producer = cdk.Stack.of(data_bucket)
+        if producer.node.try_find_child(f"Export{export_name}") is None:
+            producer.export_value(data_bucket.bucket_arn, name=export_name)
+        bucket_arn = cdk.Fn.import_value(export_name)
+        read, write = f"{bucket_arn}/{RIG_READ_PREFIX}*", f"{bucket_arn}/{RIG_WRITE_PREFIX}*"
+        statements = [
+            iam.PolicyStatement(sid="RigReadTrainingData", actions=["s3:GetObject"], resources=[read]),
+            iam.PolicyStatement(
+                sid="RigListTrainingData",
+                actions=["s3:ListBucket"],
+                resources=[bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{RIG_READ_PREFIX}*"]}},
+            ),
+            iam.PolicyStatement(sid="RigWriteRunOutputs", actions=["s3:PutObject"], resources=[write]),
+            iam.PolicyStatement(
+                sid="RigDataKeyThroughS3",
+                # Decrypt to read SSE-KMS objects (and to finish multipart uploads), GenerateDataKey to write them.
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=[data_key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": f"s3.{stack.region}.amazonaws.com"}},
+            ),
+        ]
+        self.restricted_data_policy = iam.Policy(self, "RestrictedGroupDataPolicy", statements=statements)
+        self.execution_role.attach_inline_policy(self.restricted_data_policy)
+        for resource, reason in {
+            read: f"A restricted group's Nova Forge job reads the datasets under {RIG_READ_PREFIX} (read only).",
+            write: f"A restricted group's Nova Forge job writes its run's outputs under {RIG_WRITE_PREFIX} (put only).",
+        }.items():
+            acknowledge(
+                self.restricted_data_policy, f"AwsSolutions-IAM5[Resource::{nag_resource(self, resource)}]", reason
+            )
 
     def _acknowledge_deployment_handler(self) -> None:
         """The BucketDeployment handler is a CDK-provided singleton; it runs only at deploy time."""
@@ -246,20 +309,31 @@ class HyperPodCluster(Construct):
                 "BucketDeployment reads the CDK asset bucket and writes the dedicated lifecycle bucket only.",
             )
 
-    def _placement(self, zone_id: str | None) -> sagemaker.CfnCluster.VpcConfigProperty | None:
-        """OverrideVpcConfig that pins a group to the private subnet of one AZ ID (None: all subnets)."""
-        if zone_id is None:
+    def _placement(
+        self, group: InstanceGroupSettings | RestrictedInstanceGroupSettings
+    ) -> sagemaker.CfnCluster.VpcConfigProperty | None:
+        """OverrideVpcConfig that keeps a group in one AZ's private subnet (None: spread over all subnets).
+
+        Without an availability_zone_id a group goes into the first private subnet, so every group (and a
+        restricted group's HyperPod-managed FSx, created in the group's subnet) shares one AZ: EFA and NCCL
+        traffic never crosses AZs.
+        """
+        if group.spread_across_zones:
             return None
-        name = self._zone_names[zone_id]
-        matching = [subnet for subnet in self._subnets if subnet.availability_zone == name]
-        if not matching:
-            zones = sorted({subnet.availability_zone for subnet in self._subnets})
-            raise ValueError(
-                f"availability_zone_id {zone_id} maps to {name}, but the private subnets are in {zones}; "
-                "add that AZ to availability_zones or fix hyperpod_availability_zone_names"
-            )
+        if group.availability_zone_id is None:
+            subnet = self._subnets[0]
+        else:
+            name = self._zone_names[group.availability_zone_id]
+            matching = [subnet for subnet in self._subnets if subnet.availability_zone == name]
+            if not matching:
+                zones = sorted({subnet.availability_zone for subnet in self._subnets})
+                raise ValueError(
+                    f"availability_zone_id {group.availability_zone_id} maps to {name}, but the private subnets are "
+                    f"in {zones}; add that AZ to availability_zones or fix hyperpod_availability_zone_names"
+                )
+            subnet = matching[0]
         return Cfn.VpcConfigProperty(
-            security_group_ids=[self._security_group.security_group_id], subnets=[matching[0].subnet_id]
+            security_group_ids=[self._security_group.security_group_id], subnets=[subnet.subnet_id]
         )
 
     def _storage(self, group: InstanceGroupSettings | RestrictedInstanceGroupSettings) -> list[Any]:
@@ -292,7 +366,7 @@ class HyperPodCluster(Construct):
             ),
             on_start_deep_health_checks=list(group.deep_health_checks) or None,
             training_plan_arn=group.training_plan_arn,
-            override_vpc_config=self._placement(group.availability_zone_id),
+            override_vpc_config=self._placement(group),
             kubernetes_config=kubernetes,
             capacity_requirements=(
                 Cfn.ClusterCapacityRequirementsProperty(spot={}) if group.capacity_type == "spot" else None
@@ -312,7 +386,7 @@ class HyperPodCluster(Construct):
             instance_storage_configs=self._storage(group),
             on_start_deep_health_checks=list(group.deep_health_checks) or None,
             training_plan_arn=group.training_plan_arn,
-            override_vpc_config=self._placement(group.availability_zone_id),
+            override_vpc_config=self._placement(group),
             environment_config=Cfn.EnvironmentConfigProperty(
                 f_sx_lustre_config=Cfn.FSxLustreConfigProperty(
                     size_in_gib=group.fsx_lustre_size_gib,

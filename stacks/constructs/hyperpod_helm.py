@@ -3,21 +3,27 @@
 A Lambda-backed custom resource runs ``helm upgrade --install`` of a pinned commit of the chart (see
 ``lambda/hyperpod_helm/handler.py``), so re-running it, or retrying after a partial install, converges.
 The function runs outside the VPC and reaches the cluster's public endpoint with its own access entry.
+
+Hosts the function reaches at deploy time (documented in docs/cluster.md): codeload.github.com (the pinned
+chart), the http(s) repositories of the installed remote sub-charts only (REMOTE_CHART_HOSTS), the EKS API
+and the cluster endpoint, and CloudFormation's response URL.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
+from aws_cdk.lambda_layer_kubectl_v34 import KubectlV34Layer
 from constructs import Construct
 
-from mtrl.settings.cluster import HELM_COMPONENT_VALUE_KEYS, ClusterSettings
+from mtrl.settings.cluster import HELM_COMPONENT_CHARTS, HELM_COMPONENT_VALUE_KEYS, ClusterSettings
 from stacks.constructs.eks_cluster import EksCluster
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
 
@@ -25,6 +31,31 @@ HANDLER_DIR = Path(__file__).resolve().parents[2] / "lambda" / "hyperpod_helm"
 CHART_REPOSITORY = "aws/sagemaker-hyperpod-cli"
 RELEASE_NAME = "hyperpod-dependencies"
 RELEASE_NAMESPACE = "kube-system"
+# The kubectl in the layer (aws-cdk.lambda-layer-kubectl-v34); Kubernetes' version skew policy lets kubectl talk
+# to an API server one minor version older or newer.
+KUBECTL_LAYER_VERSION = "1.34"
+# Where the pinned chart's remote sub-charts come from (its Chart.yaml at HELM_CHART_TAG); the installer reaches
+# only those of the installed components.
+REMOTE_CHART_HOSTS: dict[str, str] = {
+    "nvidia-device-plugin": "nvidia.github.io",
+    "aws-efa-k8s-device-plugin": "aws.github.io",
+    "cert-manager": "quay.io (OCI)",
+}
+
+
+def check_kubectl_skew(kubernetes_version: str) -> None:
+    """Refuse a cluster version the layer's kubectl is not supported against (more than one minor apart)."""
+    layer_minor, cluster_minor = (int(v.split(".")[1]) for v in (KUBECTL_LAYER_VERSION, kubernetes_version))
+    if abs(layer_minor - cluster_minor) > 1:
+        raise ValueError(
+            f"kubernetes_version {kubernetes_version}: the deploy-time kubectl layer is {KUBECTL_LAYER_VERSION}, "
+            "more than one minor version away (change requirements/infra.in's kubectl layer with the version)"
+        )
+
+
+def chart_dependencies(settings: ClusterSettings) -> list[str]:
+    """The chart's Chart.yaml dependencies this deployment installs; the installer drops all the others."""
+    return sorted(HELM_COMPONENT_CHARTS[name] for name, enabled in settings.helm_components.items() if enabled)
 
 
 def chart_values(settings: ClusterSettings, region: str) -> dict[str, bool | str]:
@@ -48,9 +79,11 @@ class HyperPodHelmRelease(Construct):
         eks_cluster: EksCluster,
         encryption_key: kms.IKey,
         log_retention_days: int,
+        run_table: dynamodb.ITable,
     ) -> None:
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
+        check_kubectl_skew(settings.kubernetes_version)
         logs = EncryptedLogGroup(
             self,
             "Logs",
@@ -65,6 +98,22 @@ class HyperPodHelmRelease(Construct):
             description="Installs the HyperPod dependencies Helm chart into the EKS cluster at deploy time",
         )
         role.add_to_policy(iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[eks_cluster.cluster_arn]))
+        # The deploy-during-a-run guard reads the slot items (pk=SLOT) of the run table, nothing else.
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:Query"],
+                resources=[run_table.table_arn],
+                conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["SLOT"]}},
+            )
+        )
+        if run_table.encryption_key is not None:
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["kms:Decrypt"],
+                    resources=[run_table.encryption_key.key_arn],
+                    conditions={"StringEquals": {"kms:ViaService": f"dynamodb.{stack.region}.amazonaws.com"}},
+                )
+            )
         logs.log_group.grant_write(role)
         self.function = lambda_.Function(
             self,
@@ -75,7 +124,7 @@ class HyperPodHelmRelease(Construct):
             architecture=lambda_.Architecture.X86_64,
             handler="handler.handler",
             code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
-            layers=[KubectlV35Layer(self, "KubectlLayer")],
+            layers=[KubectlV34Layer(self, "KubectlLayer")],
             role=role,
             log_group=logs.log_group,
             # helm plus sub-chart downloads; the handler answers CloudFormation before this deadline.
@@ -102,7 +151,21 @@ class HyperPodHelmRelease(Construct):
                 "ChartRevision": settings.hyperpod_helm_chart_revision,
                 # One JSON string, so CloudFormation does not turn booleans into "true"/"false" strings.
                 "Values": json.dumps(self.values, sort_keys=True),
+                "Dependencies": json.dumps(chart_dependencies(settings)),
+                "RestrictedGroups": "true" if settings.hyperpod_restricted_instance_group else "false",
+                "RunTable": run_table.table_name,
+                "InterruptibleRuns": json.dumps(sorted(settings.hyperpod_deploy_interrupts_runs)),
             },
         )
         # The installer needs its permissions, its access entry and a working cluster (add-ons) first.
         self.release.node.add_dependency(role, self.access_entry, *eks_cluster.addons.values())
+
+    def guard(self, cluster_properties: object) -> None:
+        """Make every change of the HyperPod cluster's properties an Update of this release first, so the
+        deploy-during-a-run check runs (and fails the deploy) before CloudFormation updates the cluster."""
+        stack = cdk.Stack.of(self)
+        rendered = json.dumps(stack.resolve(cluster_properties), sort_keys=True, default=str)
+        fingerprint = hashlib.sha256(rendered.encode()).hexdigest()[:32]
+        default = self.release.node.default_child
+        assert isinstance(default, cdk.CfnResource)
+        default.add_property_override("ClusterFingerprint", fingerprint)

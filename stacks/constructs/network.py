@@ -140,6 +140,13 @@ class Network(Construct):
                 service=ec2.GatewayVpcEndpointAwsService.S3,
                 subnets=[self.private_subnets],
             )
+        stack = cdk.Stack.of(self)
+        # Not every endpoint service is offered in every AZ (e.g. some are missing in use1-az3), and an endpoint
+        # with a subnet in such an AZ fails to create. With a known account and region, CDK looks up each
+        # service's AZs at synth (DescribeVpcEndpointServices, cached in cdk.context.json) and places the endpoint
+        # in the supported ones only; clients in the other AZs reach it through its private DNS name. An
+        # account-agnostic synth cannot look up (it is for offline checks, never deployed as is).
+        lookup = not cdk.Token.is_unresolved(stack.account) and not cdk.Token.is_unresolved(stack.region)
         for name, service in INTERFACE_ENDPOINTS.items():
             ec2.InterfaceVpcEndpoint(
                 self,
@@ -149,6 +156,7 @@ class Network(Construct):
                 subnets=self.private_subnets,
                 security_groups=[self.endpoint_security_group],
                 private_dns_enabled=True,
+                lookup_supported_azs=lookup,
                 # Our endpoint security group already admits 443 from the VPC CIDR; no second rule.
                 open=False,
             )

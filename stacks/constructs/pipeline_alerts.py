@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
@@ -16,11 +17,22 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 
+def alarm_name_pattern(prefix: str) -> str:
+    """Every alarm of a deployment is named ``<prefix>-…``; the topic admits CloudWatch for exactly those."""
+    return f"{prefix}-*"
+
+
 class PipelineTopic(Construct):
-    """Attribute: ``topic`` (run notifications and alarms; the key grants CloudWatch and EventBridge)."""
+    """Attribute: ``topic`` (run notifications and alarms).
+
+    Publishers: the report, reaper and capacity-guard functions (their roles grant ``sns:Publish``) and CloudWatch
+    alarms. A topic policy replaces SNS's default one, so CloudWatch must be allowed in it explicitly, and the data
+    key must let it encrypt (the data stack's key policy grants CloudWatch ``kms:Decrypt``/``GenerateDataKey*``).
+    """
 
     def __init__(self, scope: Construct, id_: str, *, prefix: str, key: kms.IKey, alert_email: str | None) -> None:
         super().__init__(scope, id_)
+        stack = cdk.Stack.of(self)
         self.topic = sns.Topic(
             self,
             "Topic",
@@ -28,6 +40,27 @@ class PipelineTopic(Construct):
             display_name=f"{prefix} training runs",
             master_key=key,
             enforce_ssl=True,
+        )
+        # Amazon SNS Developer Guide, "Amazon SNS access control case examples" / "Preventing cross-service confused
+        # deputy": CloudWatch publishes as cloudwatch.amazonaws.com, limited here to this account's alarms.
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": stack.account},
+                    "ArnLike": {
+                        "aws:SourceArn": stack.format_arn(
+                            service="cloudwatch",
+                            resource="alarm",
+                            resource_name=alarm_name_pattern(prefix),
+                            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    },
+                },
+            )
         )
         if alert_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(alert_email))
@@ -50,23 +83,10 @@ class PipelineAlarms(Construct):
     ) -> None:
         super().__init__(scope, id_)
         period = cdk.Duration.minutes(5)
-        action = cw_actions.SnsAction(topic)
+        self._prefix = prefix
+        self._action = cw_actions.SnsAction(topic)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
-
-        def alarm(name: str, metric: cloudwatch.IMetric, description: str) -> None:
-            created = cloudwatch.Alarm(
-                self,
-                name,
-                alarm_name=f"{prefix}-pipeline-{name}",
-                alarm_description=description,
-                metric=metric,
-                threshold=1,
-                evaluation_periods=1,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            )
-            created.add_alarm_action(action)
-            self.alarms[name] = created
+        alarm = self.add
 
         alarm(
             "executions-failed",
@@ -132,3 +152,20 @@ class PipelineAlarms(Construct):
                 width=24,
             )
         )
+
+    def add(self, name: str, metric: cloudwatch.IMetric, description: str) -> cloudwatch.Alarm:
+        """An alarm ``<prefix>-pipeline-<name>`` on ≥ 1 in a period (missing data is fine) that notifies the topic."""
+        created = cloudwatch.Alarm(
+            self,
+            name,
+            alarm_name=f"{self._prefix}-pipeline-{name}",
+            alarm_description=description,
+            metric=metric,
+            threshold=1,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        created.add_alarm_action(self._action)
+        self.alarms[name] = created
+        return created

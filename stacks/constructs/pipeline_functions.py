@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aws_cdk as cdk
@@ -51,6 +52,9 @@ class PipelineFunction(Construct):
         timeout: cdk.Duration,
         memory_size: int = 512,
         with_dependency_layer: bool = True,
+        table_actions: Sequence[str] = TABLE_ACTIONS,
+        table_resources: Sequence[str] | None = None,
+        environment: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(scope, id_)
         self.role = iam.Role(
@@ -71,6 +75,7 @@ class PipelineFunction(Construct):
                 ENV_TABLE: table.table_name,
                 ENV_BUCKET: bucket.bucket_name,
                 PIPELINE_SETTINGS_ENV: pipeline_settings_json(settings),
+                **(environment or {}),
             },
             timeout=timeout,
             memory_size=memory_size,
@@ -88,7 +93,9 @@ class PipelineFunction(Construct):
                     actions=["logs:CreateLogStream", "logs:PutLogEvents"],
                     resources=[log_group.log_group_arn],  # "<group>:*": stream names are picked at run time
                 ),
-                iam.PolicyStatement(sid="RunTable", actions=TABLE_ACTIONS, resources=[table.table_arn]),
+                iam.PolicyStatement(
+                    sid="RunTable", actions=list(table_actions), resources=list(table_resources or [table.table_arn])
+                ),
                 iam.PolicyStatement(sid="DataKey", actions=KEY_ACTIONS, resources=[key.key_arn]),
             ],
         )
@@ -168,7 +175,8 @@ def iam5_resource_finding(scope: Construct, resource: str) -> str:
 
 class PipelineFunctions(Construct):
     """Attributes: ``trigger``, ``register``, ``acquire_slot``, ``validate``, ``backend``, ``report``, ``reaper``
-    (each a ``PipelineFunction`` with ``.function`` and ``.role``)."""
+    (each a ``PipelineFunction`` with ``.function`` and ``.role``), and ``capacity_guard`` once the pipeline stack
+    adds it (None in a deployment without a HyperPod cluster)."""
 
     def __init__(
         self,
@@ -187,26 +195,17 @@ class PipelineFunctions(Construct):
         """``bucket_arn`` must render to a stable value (e.g. an explicit import) so the acknowledgments of
         the prefix-scoped object grants can name it."""
         super().__init__(scope, id_)
-
-        def make(
-            id_: str, handler_dir: str, description: str, timeout: cdk.Duration, memory_size: int = 512
-        ) -> PipelineFunction:
-            return PipelineFunction(
-                self,
-                id_,
-                handler_dir=handler_dir,
-                description=description,
-                prefix=prefix,
-                key=key,
-                table=table,
-                bucket=bucket,
-                bucket_arn=bucket_arn,
-                settings=settings,
-                log_retention_days=log_retention_days,
-                timeout=timeout,
-                memory_size=memory_size,
-                with_dependency_layer=with_dependency_layer,
-            )
+        self._common: dict[str, Any] = {
+            "prefix": prefix,
+            "key": key,
+            "table": table,
+            "bucket": bucket,
+            "bucket_arn": bucket_arn,
+            "settings": settings,
+            "log_retention_days": log_retention_days,
+            "with_dependency_layer": with_dependency_layer,
+        }
+        make = self.make
 
         minute, quarter = cdk.Duration.minutes(1), cdk.Duration.minutes(15)
         self.trigger = make("Trigger", "trigger", "Upload → pipeline execution", minute)
@@ -225,6 +224,30 @@ class PipelineFunctions(Construct):
         self.report.allow_write(RUNS_PREFIX)
         self.reaper.allow_write(RUNS_PREFIX)
 
+        self.capacity_guard: PipelineFunction | None = None  # PipelineStack.add_capacity_guard
+
+    def make(
+        self,
+        id_: str,
+        handler_dir: str,
+        description: str,
+        timeout: cdk.Duration,
+        memory_size: int = 512,
+        **options: Any,
+    ) -> PipelineFunction:
+        """A pipeline function with this pipeline's key, table, bucket, settings and log retention."""
+        return PipelineFunction(
+            self,
+            id_,
+            handler_dir=handler_dir,
+            description=description,
+            timeout=timeout,
+            memory_size=memory_size,
+            **self._common,
+            **options,
+        )
+
     @property
     def all(self) -> list[PipelineFunction]:
-        return [self.trigger, self.register, self.acquire_slot, self.validate, self.backend, self.report, self.reaper]
+        fixed = [self.trigger, self.register, self.acquire_slot, self.validate, self.backend, self.report, self.reaper]
+        return fixed + ([self.capacity_guard] if self.capacity_guard else [])

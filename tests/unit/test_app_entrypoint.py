@@ -53,13 +53,17 @@ def test_version() -> None:
 
 
 def test_config_show_prints_effective_settings_with_overrides(monkeypatch: object) -> None:
-    result = runner.invoke(
-        cli, ["config", "show", "--cdk-json", str(REPO_ROOT / "cdk.json"), "-c", "az_count=3", "--json"]
-    )
+    cdk_json = str(REPO_ROOT / "cdk.json")
+    args = ["config", "show", "--cdk-json", cdk_json, "-c", "az_count=3", "-c", "account=123456789012", "--json"]
+    result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
     shown = json.loads(result.stdout)
     assert shown["az_count"] == 3
     assert shown["prefix"] == "mtrl"
+    # Without an account nor AZ names a synth could name only 2 AZs: config show refuses rather than say 3.
+    refused = runner.invoke(cli, ["config", "show", "--cdk-json", str(REPO_ROOT / "cdk.json"), "-c", "az_count=3"])
+    assert refused.exit_code != 0
+    assert "pass availability_zones" in refused.output
 
 
 def test_config_show_table_names_the_source_of_each_value() -> None:

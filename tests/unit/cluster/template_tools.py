@@ -15,6 +15,7 @@ NO_RESOURCE_LEVEL_ACTIONS = frozenset(
         "ec2:DescribeSecurityGroups",
         "ec2:DescribeVpcs",
         "ec2:DescribeTags",
+        "ec2:DescribeDhcpOptions",
         "ecr:GetAuthorizationToken",
         "cloudwatch:PutMetricData",
     }

@@ -48,7 +48,64 @@ def test_availability_zone_id_maps_to_the_private_subnet_of_that_zone(
     (subnet,) = override["Subnets"]
     assert _subnet_in(custom_deployment, "us-east-1b") in json.dumps(subnet)
     assert _subnet_in(custom_deployment, "us-east-1a") not in json.dumps(subnet)
-    assert "OverrideVpcConfig" not in _groups(custom_json)["system"]
+    # A group without availability_zone_id still sits in one AZ: the first private subnet.
+    (system_subnet,) = _groups(custom_json)["system"]["OverrideVpcConfig"]["Subnets"]
+    assert _subnet_in(custom_deployment, "us-east-1a") in json.dumps(system_subnet)
+
+
+def test_restricted_group_and_its_fsx_share_the_training_groups_az(
+    custom_deployment: Deployment, custom_json: dict[str, Any]
+) -> None:
+    # Defect 6. HyperPod creates a restricted group's FSx for Lustre file system in the group's subnet
+    # (EnvironmentConfig.FSxLustreConfig, AWS::SageMaker::Cluster), and a file system serves one AZ: the group
+    # is pinned to one subnet, the same one as the training group here.
+    _, hyperpod = only(custom_json, "AWS::SageMaker::Cluster")
+    (rig,) = hyperpod["Properties"]["RestrictedInstanceGroups"]
+    assert rig["OverrideVpcConfig"]["Subnets"] == _groups(custom_json)["gpu"]["OverrideVpcConfig"]["Subnets"]
+    assert _subnet_in(custom_deployment, "us-east-1b") in json.dumps(rig["OverrideVpcConfig"]["Subnets"])
+
+
+def test_restricted_group_gets_exactly_its_data_prefixes_and_key_use(
+    custom_deployment: Deployment, custom_json: dict[str, Any]
+) -> None:
+    # Defect 4. A restricted instance group has no lifecycle script and no other role: its nodes use the execution
+    # role only (AWS::SageMaker::Cluster ClusterRestrictedInstanceGroup.ExecutionRole), so that role reads the
+    # datasets and writes the run outputs, with the data key used only through S3.
+    stack = custom_deployment.cluster
+    assert stack.hyperpod is not None
+    policy = custom_json["Resources"][stack.get_logical_id(stack.hyperpod.restricted_data_policy.node.default_child)]
+    assert policy["Properties"]["Roles"] == [
+        {"Ref": stack.get_logical_id(stack.hyperpod.execution_role.node.default_child)}
+    ]
+    statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    bucket = {"Fn::ImportValue": "mtrl-data-bucket-arn"}
+    assert statements["RigReadTrainingData"]["Action"] == "s3:GetObject"
+    assert statements["RigReadTrainingData"]["Resource"] == {"Fn::Join": ["", [bucket, "/training-data/*"]]}
+    assert statements["RigListTrainingData"]["Resource"] == bucket
+    assert statements["RigListTrainingData"]["Condition"] == {"StringLike": {"s3:prefix": ["training-data/*"]}}
+    assert statements["RigWriteRunOutputs"]["Action"] == "s3:PutObject"
+    assert statements["RigWriteRunOutputs"]["Resource"] == {"Fn::Join": ["", [bucket, "/runs/*"]]}
+    key = statements["RigDataKeyThroughS3"]
+    assert sorted(key["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"]
+    assert key["Condition"] == {"StringEquals": {"kms:ViaService": "s3.us-east-1.amazonaws.com"}}
+    assert set(statements) == {
+        "RigReadTrainingData",
+        "RigListTrainingData",
+        "RigWriteRunOutputs",
+        "RigDataKeyThroughS3",
+    }
+    _, hyperpod = only(custom_json, "AWS::SageMaker::Cluster")
+    assert stack.get_logical_id(stack.hyperpod.restricted_data_policy.node.default_child) in hyperpod["DependsOn"]
+
+
+def test_no_data_access_without_a_restricted_group(cluster_json: dict[str, Any]) -> None:
+    assert "RigReadTrainingData" not in json.dumps(cluster_json)
+
+
+def test_restricted_group_installs_the_rig_dependencies(custom_json: dict[str, Any]) -> None:
+    # Defect 4: the same Helm custom resource installs the RIG dependencies (handler tests hold what that does).
+    _, release = only(custom_json, "Custom::HyperPodHelmRelease")
+    assert release["Properties"]["RestrictedGroups"] == "true"
 
 
 def test_system_group_idles_at_its_own_count(custom_json: dict[str, Any]) -> None:
@@ -118,7 +175,8 @@ def existing_json() -> dict[str, Any]:
 
 def test_existing_cluster_mode_creates_no_cluster_resources(existing_json: dict[str, Any]) -> None:
     types = {resource["Type"] for resource in existing_json["Resources"].values()}
-    assert types == {"AWS::IAM::Role", "AWS::IAM::Policy"}  # only the job-submission role
+    # CloudFormation needs one resource in a stack: an inert wait-condition handle. No IAM, no cluster.
+    assert types == {"AWS::CloudFormation::WaitConditionHandle"}
 
 
 def test_existing_cluster_mode_targets_the_named_clusters(existing_json: dict[str, Any]) -> None:
@@ -126,14 +184,6 @@ def test_existing_cluster_mode_targets_the_named_clusters(existing_json: dict[st
     assert outputs["HyperPodClusterName"] == "team-hyperpod"
     assert outputs["EksClusterName"] == "team-eks"
     assert "HyperPodClusterArn" not in outputs
-    statements = {
-        s["Sid"]: s
-        for policy in of_type(existing_json, "AWS::IAM::Policy").values()
-        for s in policy["Properties"]["PolicyDocument"]["Statement"]
-    }
-    assert statements["ReachEks"]["Resource"] == "arn:aws:eks:us-east-1:123456789012:cluster/team-eks"
-    assert statements["ScaleAndWatchHyperPod"]["Resource"] == "arn:aws:sagemaker:us-east-1:123456789012:cluster/*"
-    assert "PassNodeRoleToSageMaker" not in statements
     assert least_privilege_violations(existing_json) == []
 
 

@@ -27,6 +27,16 @@ def test_defaults_idle_the_gpu_group_at_zero() -> None:
     assert settings.eks_endpoint_access == "public"
     assert not settings.uses_existing_cluster
     assert settings.hyperpod_restricted_instance_group is None
+    assert settings.kubernetes_version == "1.34"
+    assert settings.hyperpod_node_access_entry is False  # HyperPod creates its own entries (defect 8)
+    assert settings.hyperpod_deploy_interrupts_runs == []
+    assert group.spread_across_zones is False  # one AZ per group (defect 6)
+
+
+def test_a_run_id_override_is_accepted() -> None:
+    run_id = "demo-20261201T101500Z-0a1b2c3d"
+    settings = load_settings({"region": "us-east-1", "hyperpod_deploy_interrupts_runs": [run_id]})
+    assert settings.hyperpod_deploy_interrupts_runs == [run_id]
 
 
 def test_groups_parse_from_a_cli_json_string() -> None:
@@ -56,6 +66,16 @@ def test_groups_parse_from_a_cli_json_string() -> None:
         ({"eks_admin_role_arns": ["arn:aws:iam::123456789012:user/bob"]}, "eks_admin_role_arns"),
         ({"eks_endpoint_access": "private"}, "eks_endpoint_access"),
         ({"hyperpod_helm_chart_revision": "main"}, "hyperpod_helm_chart_revision"),
+        ({"hyperpod_helm_chart_revision": "b01cf90"}, "hyperpod_helm_chart_revision"),  # short sha
+        ({"hyperpod_helm_chart_revision": "v3.9.0"}, "hyperpod_helm_chart_revision"),  # a tag name moves
+        ({"kubernetes_version": "1.35"}, "not a version both SageMaker HyperPod documents"),  # not in HyperPod's list
+        ({"kubernetes_version": "1.31"}, "supported: 1.33, 1.34"),  # past EKS extended support
+        ({"hyperpod_helm_extra_components": ["kuberay"]}, "hyperpod_helm_extra_components"),  # not in the pinned chart
+        ({"hyperpod_deploy_interrupts_runs": ["all"]}, "not run ids"),
+        (
+            {"hyperpod_instance_groups": [_group(spread_across_zones=True, availability_zone_id="use1-az6")]},
+            "exclude each other",
+        ),
         ({"hyperpod_helm_extra_components": ["unknown-thing"]}, "hyperpod_helm_extra_components"),
         ({"hyperpod_availability_zone_names": {"use1-az6": "use1-az6"}}, "not an AZ name"),
         (

@@ -8,14 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
-from aws_cdk import aws_iam as iam
+import pytest
 from aws_cdk.assertions import Match, Template
 from cfnlint.api import ManualArgs, lint
 
-from mtrl.settings.cluster import HELM_COMPONENT_VALUE_KEYS, REQUIRED_HELM_COMPONENTS
+from mtrl.settings.aws_facts import DEFAULT_KUBERNETES_VERSION, HYPERPOD_EKS_KUBERNETES_VERSIONS
+from mtrl.settings.cluster import HELM_CHART_COMMIT, HELM_COMPONENT_VALUE_KEYS, REQUIRED_HELM_COMPONENTS
 from stacks.app_builder import Deployment
 from stacks.constructs.eks_cluster import MANAGED_ADDONS
 from stacks.constructs.hyperpod_cluster import LIFECYCLE_DIR, MANAGED_INSTANCE_POLICY
+from stacks.constructs.hyperpod_helm import KUBECTL_LAYER_VERSION, check_kubectl_skew
+from tests.conftest import make_app
 from tests.unit.cluster.template_tools import as_list, least_privilege_violations, of_type, only
 
 ALL_LOG_TYPES = {"api", "audit", "authenticator", "controllerManager", "scheduler"}
@@ -106,23 +109,6 @@ def test_access_entries_and_policies(deployment: Deployment, cluster_json: dict[
     }
     assert deployment.cluster.hyperpod is not None
     assert deployment.cluster.helm is not None
-
-    job = entries[json.dumps({"Fn::GetAtt": [_lid(stack, stack.job_submission_role), "Arn"]})]
-    assert job["AccessPolicies"] == [
-        {
-            "AccessScope": {"Namespaces": ["kubeflow", "mtrl-runs"], "Type": "namespace"},
-            "PolicyArn": _policy_arn("AmazonEKSEditPolicy", "eks::aws:cluster-access-policy"),
-        },
-        {
-            "AccessScope": {"Type": "cluster"},
-            "PolicyArn": _policy_arn("AmazonEKSViewPolicy", "eks::aws:cluster-access-policy"),
-        },
-    ]
-
-    nodes = entries[json.dumps({"Fn::GetAtt": [_lid(stack, stack.hyperpod.execution_role), "Arn"]})]
-    assert nodes["Type"] == "HYPERPOD_LINUX"
-    assert nodes["AccessPolicies"] == []
-
     helm_role = stack.helm.function.role
     assert helm_role is not None
     installer = entries[json.dumps({"Fn::GetAtt": [_lid(stack, helm_role), "Arn"]})]
@@ -132,7 +118,69 @@ def test_access_entries_and_policies(deployment: Deployment, cluster_json: dict[
             "PolicyArn": _policy_arn("AmazonEKSClusterAdminPolicy", "eks::aws:cluster-access-policy"),
         }
     ]
-    assert len(entries) == 3  # no operator entries unless configured
+    assert len(entries) == 1  # no node entry by default (below), no operator entries unless configured
+
+
+def test_no_node_access_entry_by_default_so_hyperpod_cannot_collide(
+    deployment: Deployment, cluster_json: dict[str, Any]
+) -> None:
+    # Defect 8. HyperPod's CreateCluster creates the access entries of its roles itself: "EksRoleAccessEntries:
+    # A list of Amazon EKS IAM role ARNs associated with the cluster. This is created by HyperPod on your behalf"
+    # (SageMaker API reference, ClusterMetadata), and the official template grants its cluster-creating role
+    # eks:CreateAccessEntry / AssociateAccessPolicy for that (aws/sagemaker-hyperpod-cluster-setup,
+    # eks/cloudformation/hyperpod-cluster-template.yaml) without declaring an AWS::EKS::AccessEntry for the
+    # execution role. A second entry for the same principal (AWS::EKS::AccessEntry) would collide.
+    assert deployment.settings.hyperpod_node_access_entry is False
+    types = [v["Properties"].get("Type") for v in of_type(cluster_json, "AWS::EKS::AccessEntry").values()]
+    assert "HYPERPOD_LINUX" not in types
+
+
+def test_node_access_entry_stays_available_as_an_opt_in() -> None:
+    _app, deployment = make_app({"hyperpod_node_access_entry": True})
+    template = Template.from_stack(deployment.cluster).to_json()
+    stack = deployment.cluster
+    assert stack.hyperpod is not None
+    (nodes,) = [
+        v["Properties"] for v in of_type(template, "AWS::EKS::AccessEntry").values() if v["Properties"].get("Type")
+    ]
+    assert nodes["Type"] == "HYPERPOD_LINUX"
+    assert nodes["AccessPolicies"] == []
+    assert nodes["PrincipalArn"] == {"Fn::GetAtt": [_lid(stack, stack.hyperpod.execution_role), "Arn"]}
+
+
+def test_no_job_submission_role(cluster_json: dict[str, Any]) -> None:
+    # Nothing assumed it: the hyperpod backend has its own role (stacks/constructs/backend_permissions.py).
+    assert "JobSubmissionRoleArn" not in cluster_json["Outputs"]
+    roles = [v["Properties"].get("Description", "") for v in of_type(cluster_json, "AWS::IAM::Role").values()]
+    assert not [d for d in roles if "submit" in d.lower()]
+
+
+# --- Kubernetes version ---------------------------------------------------------------------------------
+
+
+def test_kubernetes_version_is_the_newest_hyperpod_and_eks_standard_support_share(
+    deployment: Deployment, cluster_json: dict[str, Any]
+) -> None:
+    # Defect 2. SageMaker HyperPod supports Kubernetes 1.28-1.34 ("Getting started with Amazon EKS support in
+    # SageMaker HyperPod"); on 2026-12-01 EKS standard support covers 1.34 (until 2026-12-02) and newer
+    # ("Understand the Kubernetes version lifecycle on EKS"), so 1.34 is the newest both have. 1.35 is not in
+    # HyperPod's list.
+    assert DEFAULT_KUBERNETES_VERSION == "1.34" == deployment.settings.kubernetes_version
+    assert max(HYPERPOD_EKS_KUBERNETES_VERSIONS, key=lambda v: int(v.split(".")[1])) == "1.34"
+    assert HYPERPOD_EKS_KUBERNETES_VERSIONS["1.34"] >= "2026-12-01"  # still in standard support that day
+    _, eks = only(cluster_json, "AWS::EKS::Cluster")
+    assert eks["Properties"]["Version"] == "1.34"
+
+
+def test_kubectl_layer_matches_every_supported_version() -> None:
+    # Kubernetes "Version Skew Policy": kubectl is supported within one minor version of kube-apiserver.
+    assert KUBECTL_LAYER_VERSION == DEFAULT_KUBERNETES_VERSION
+    for version in HYPERPOD_EKS_KUBERNETES_VERSIONS:
+        check_kubectl_skew(version)
+    with pytest.raises(ValueError, match="more than one minor version away"):
+        check_kubectl_skew("1.32")
+    infra = (Path(__file__).resolve().parents[3] / "requirements" / "infra.in").read_text()
+    assert f"aws-cdk.lambda-layer-kubectl-v{KUBECTL_LAYER_VERSION.split('.')[1]}" in infra
 
 
 # --- Helm dependencies ----------------------------------------------------------------------------------
@@ -150,6 +198,22 @@ def test_helm_release_is_pinned_and_minimal(deployment: Deployment, cluster_json
     # Every other component is switched off explicitly (the chart turns several on by default).
     assert {key for key, on in values.items() if on is False} == set(HELM_COMPONENT_VALUE_KEYS.values()) - required
     assert values["health-monitoring-agent.region"] == "us-east-1"
+
+
+def test_helm_chart_is_pinned_to_a_release_tag_not_a_pull_request_ref(cluster_json: dict[str, Any]) -> None:
+    # Defect 1. 1504d53b... existed only on refs/pull/276/merge of aws/sagemaker-hyperpod-cli. The default is the
+    # commit of release tag v3.9.0, which is on main (checked against a snapshot of the repository's refs).
+    _, release = only(cluster_json, "Custom::HyperPodHelmRelease")
+    assert release["Properties"]["ChartRevision"] == HELM_CHART_COMMIT == "b01cf90676553a711ab1a8ac51422adbb09aef6b"
+    assert "1504d53b28a6de4449c0fcdf9d56b8c87f28283f" not in json.dumps(cluster_json)
+
+
+def test_helm_installs_only_the_dependencies_it_needs(cluster_json: dict[str, Any]) -> None:
+    # Defect 1: the installer keeps only these Chart.yaml dependencies, so `helm dependency update` fetches nothing
+    # for a disabled component (at v3.9.0 the chart lists 17, from quay.io, nvidia.github.io, aws.github.io).
+    _, release = only(cluster_json, "Custom::HyperPodHelmRelease")
+    assert json.loads(release["Properties"]["Dependencies"]) == sorted(REQUIRED_HELM_COMPONENTS)
+    assert release["Properties"]["RestrictedGroups"] == "false"
 
 
 def test_helm_release_runs_after_its_access_and_before_hyperpod(
@@ -177,7 +241,46 @@ def test_helm_function_has_helm_layer_and_narrow_role(deployment: Deployment, cl
     actions = {
         action for _, statement in _statements_of_role(cluster_json, role_id) for action in as_list(statement["Action"])
     }
-    assert actions == {"eks:DescribeCluster", "logs:CreateLogStream", "logs:PutLogEvents"}
+    assert actions == {
+        "eks:DescribeCluster",
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+        "dynamodb:Query",  # the deploy-during-a-run guard: slot items only
+        "kms:Decrypt",  # the run table's key, through DynamoDB only
+    }
+    statements = {as_list(s["Action"])[0]: s for _, s in _statements_of_role(cluster_json, role_id)}
+    assert statements["dynamodb:Query"]["Condition"] == {
+        "ForAllValues:StringEquals": {"dynamodb:LeadingKeys": ["SLOT"]}
+    }
+    assert statements["kms:Decrypt"]["Condition"] == {
+        "StringEquals": {"kms:ViaService": "dynamodb.us-east-1.amazonaws.com"}
+    }
+
+
+# --- a deploy during a run -------------------------------------------------------------------------------
+
+
+def test_a_cluster_change_updates_the_guarding_release_first(cluster_json: dict[str, Any]) -> None:
+    # Defect 7. AWS::SageMaker::Cluster InstanceGroups[].InstanceCount is required (CloudFormation resource
+    # reference): an update of the resource re-states every group at the template's count, the idle count, so a
+    # deploy during a run scales the run's group back. The Helm release is updated before the
+    # cluster (DependsOn) whenever the cluster's properties change (ClusterFingerprint), and its handler refuses
+    # while a run holds a slot in the run table (tests/unit/cluster/test_hyperpod_helm_handler.py).
+    release_id, release = only(cluster_json, "Custom::HyperPodHelmRelease")
+    _, hyperpod = only(cluster_json, "AWS::SageMaker::Cluster")
+    assert release_id in hyperpod["DependsOn"]
+    props = release["Properties"]
+    assert re.fullmatch(r"[0-9a-f]{32}", props["ClusterFingerprint"])
+    assert "RunTable" in json.dumps(props["RunTable"])
+    assert props["InterruptibleRuns"] == "[]"
+
+    groups = [{"name": "gpu", "instance_type": "ml.g5.12xlarge"}]
+    _app, changed = make_app({"hyperpod_instance_groups": groups})
+    _, changed_release = only(Template.from_stack(changed.cluster).to_json(), "Custom::HyperPodHelmRelease")
+    assert changed_release["Properties"]["ClusterFingerprint"] != props["ClusterFingerprint"]
+    _app, same = make_app()
+    _, same_release = only(Template.from_stack(same.cluster).to_json(), "Custom::HyperPodHelmRelease")
+    assert same_release["Properties"]["ClusterFingerprint"] == props["ClusterFingerprint"]  # no needless updates
 
 
 # --- HyperPod -------------------------------------------------------------------------------------------
@@ -192,8 +295,29 @@ def test_gpu_group_is_created_at_its_idle_count(deployment: Deployment, cluster_
     assert group["InstanceType"] == training.instance_type
     assert group["ThreadsPerCore"] == 1
     assert group["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": training.ebs_volume_size_gb}}]
-    assert "OverrideVpcConfig" not in group
     assert "RestrictedInstanceGroups" not in hyperpod["Properties"]
+
+
+def test_gpu_group_is_pinned_to_one_az_by_default(deployment: Deployment, cluster_json: dict[str, Any]) -> None:
+    # Defect 6. EFA traffic does not cross AZs (Amazon EC2 User Guide, "Elastic Fabric Adapter": an EFA's
+    # OS-bypass traffic stays in one subnet), and NCCL over TCP across AZs is slow and billed per GB. Without
+    # availability_zone_id the group goes into the first private subnet instead of spanning all of them.
+    _, hyperpod = only(cluster_json, "AWS::SageMaker::Cluster")
+    (group,) = hyperpod["Properties"]["InstanceGroups"]
+    network = deployment.network
+    assert network is not None
+    first = _lid(network, network.network.vpc.private_subnets[0])
+    (subnet,) = group["OverrideVpcConfig"]["Subnets"]
+    assert first in json.dumps(subnet)
+    assert len(hyperpod["Properties"]["VpcConfig"]["Subnets"]) == len(network.network.vpc.private_subnets)
+
+
+def test_spreading_a_group_across_zones_is_explicit() -> None:
+    groups = [{"name": "gpu", "instance_type": "ml.g5.8xlarge", "spread_across_zones": True}]
+    _app, deployment = make_app({"hyperpod_instance_groups": groups})
+    _, hyperpod = only(Template.from_stack(deployment.cluster).to_json(), "AWS::SageMaker::Cluster")
+    (group,) = hyperpod["Properties"]["InstanceGroups"]
+    assert "OverrideVpcConfig" not in group
 
 
 def test_hyperpod_cluster_settings(deployment: Deployment, cluster_json: dict[str, Any]) -> None:
@@ -257,27 +381,22 @@ def test_execution_role_is_managed_policy_plus_scoped_extras(
     }
     eks_id, _ = only(cluster_json, "AWS::EKS::Cluster")
     assert statements["PodIdentityAgent"]["Resource"] == {"Fn::GetAtt": [eks_id, "Arn"]}
+    # Defect 3. Both official execution-role templates grant these and the managed policy does not
+    # (aws/sagemaker-hyperpod-cluster-setup eks/cloudformation/sagemaker-iam-role-template.yaml; the HyperPod EKS
+    # stack of awslabs/awsome-distributed-training). The two permission actions take the network-interface
+    # resource with the ec2:Vpc condition key (Service Authorization Reference, Amazon EC2), so they sit in the
+    # VPC-conditioned statement; DescribeDhcpOptions has no resource-level permissions, so it is on "*".
+    assert {"ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterfacePermission"} <= set(
+        as_list(eni["Action"])
+    )
+    assert "ec2:DescribeDhcpOptions" in as_list(statements["DescribeNetwork"]["Action"])
+    assert statements["DescribeNetwork"]["Resource"] == "*"
     _, hyperpod = only(cluster_json, "AWS::SageMaker::Cluster")
     assert _lid(stack, stack.hyperpod.execution_policy) in hyperpod["DependsOn"]
 
 
 def test_every_policy_is_least_privilege(cluster_json: dict[str, Any]) -> None:
     assert least_privilege_violations(cluster_json) == []
-
-
-def test_job_submission_role_scales_only_this_cluster(deployment: Deployment, cluster_json: dict[str, Any]) -> None:
-    stack = deployment.cluster
-    assert stack.hyperpod is not None
-    role = cluster_json["Resources"][_lid(stack, stack.job_submission_role)]["Properties"]
-    assert role["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "lambda.amazonaws.com"}
-    statements = {s["Sid"]: s for s in _policy_of(cluster_json, _lid(stack, stack.job_submission_role))}
-    hyperpod_id, _ = only(cluster_json, "AWS::SageMaker::Cluster")
-    assert statements["ScaleAndWatchHyperPod"]["Resource"] == {"Fn::GetAtt": [hyperpod_id, "ClusterArn"]}
-    assert "sagemaker:UpdateCluster" in statements["ScaleAndWatchHyperPod"]["Action"]
-    assert statements["PassNodeRoleToSageMaker"]["Resource"] == {
-        "Fn::GetAtt": [_lid(stack, stack.hyperpod.execution_role), "Arn"]
-    }
-    assert isinstance(stack.job_submission_role, iam.Role)
 
 
 def test_outputs_for_pipeline_and_operators(cluster_json: dict[str, Any]) -> None:
@@ -287,7 +406,6 @@ def test_outputs_for_pipeline_and_operators(cluster_json: dict[str, Any]) -> Non
         "HyperPodClusterName",
         "HyperPodClusterArn",
         "HyperPodExecutionRoleArn",
-        "JobSubmissionRoleArn",
         "TrainingInstanceGroup",
         "InstanceGroups",
         "LifecycleScriptsS3Uri",

@@ -5,10 +5,12 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+import pytest
 from aws_cdk.assertions import Match, Template
 
+from mtrl.settings import SettingsError, load_settings
 from stacks.constructs.network import INTERFACE_ENDPOINTS
-from tests.conftest import TEST_ZONES, make_app
+from tests.conftest import TEST_ZONES, endpoint_service_context_key, make_app
 
 
 def _subnets(template: Template, public: bool) -> list[dict[str, Any]]:
@@ -144,3 +146,78 @@ def test_bring_your_own_vpc_imports_instead_of_creating() -> None:
         {"VpcEndpointType": "Gateway", "RouteTableIds": ["rtb-0aaaaaaaaaaaaaaaa", "rtb-0bbbbbbbbbbbbbbbb"]},
     )
     template.has_resource_properties("AWS::EC2::FlowLog", {"ResourceId": "vpc-0123456789abcdef0"})
+
+
+# -- az_count and NAT settings that synth cannot honour (issue 11, defects 10 and 11) ---------------------------
+
+
+def test_az_count_above_two_without_zone_names_is_refused_on_an_account_agnostic_synth() -> None:
+    # CDK Developer Guide, "Environments for the AWS CDK": an environment-agnostic stack's availabilityZones is two
+    # tokens (Fn::Select 0 and 1 of Fn::GetAZs), so az_count=3 would silently give a 2-AZ VPC.
+    with pytest.raises(SettingsError, match=r"setting 'az_count': 3 AZs need their names: pass availability_zones"):
+        load_settings({"az_count": "3"}, environ={})
+    named = load_settings({"az_count": "3", "availability_zones": "us-east-1a,us-east-1b,us-east-1c"}, environ={})
+    assert len(named.availability_zones) == 3
+    assert load_settings({"az_count": "3"}, environ={"CDK_DEFAULT_ACCOUNT": "123456789012"}).az_count == 3
+
+
+def test_az_count_three_with_a_known_account_spans_three_zones() -> None:
+    _, deployment = make_app({"az_count": 3})
+    private = _subnets(Template.from_stack(deployment.network), public=False)
+    assert sorted(s["AvailabilityZone"] for s in private) == [*TEST_ZONES, "us-east-1c"]
+
+
+@pytest.mark.parametrize("value", ["none", "None", "NONE", "null"])
+def test_nat_gateways_none_is_refused_with_the_reason(value: str) -> None:
+    # "null" resets a setting to its default everywhere else; for a choice setting it is a bare word too.
+    with pytest.raises(SettingsError, match=r"setting 'nat_gateways': .*(not supported|Input should be)"):
+        load_settings({"nat_gateways": value}, environ={})
+    with pytest.raises(SettingsError) as refused:
+        load_settings({"nat_gateways": "none"}, environ={})
+    assert "internet egress" in str(refused.value)
+    assert "'single'" in str(refused.value)
+
+
+# -- interface endpoints only where their service exists (issue 11, defect 9) -----------------------------------
+
+
+def _endpoint_subnet_zones(template: Template, service: str) -> list[str]:
+    zone_of = {
+        lid: r["Properties"]["AvailabilityZone"] for lid, r in template.find_resources("AWS::EC2::Subnet").items()
+    }
+    (endpoint,) = [
+        e["Properties"]
+        for e in template.find_resources("AWS::EC2::VPCEndpoint").values()
+        if e["Properties"].get("VpcEndpointType") == "Interface"
+        and str(e["Properties"]["ServiceName"]).endswith(service)
+    ]
+    return sorted(zone_of[subnet["Ref"]] for subnet in endpoint["SubnetIds"])
+
+
+def test_an_endpoint_skips_the_zones_its_service_is_not_offered_in() -> None:
+    # AWS PrivateLink Guide, "Access an AWS service using an interface VPC endpoint" (and the Knowledge Center
+    # article "interface-endpoint-availability-zone"): an endpoint service is available in particular AZs only, and
+    # creating an endpoint with a subnet in any other AZ fails ("The VPC endpoint service ... does not support the
+    # Availability Zone of the subnet"). CDK: InterfaceVpcEndpoint lookup_supported_azs (DescribeVpcEndpointServices).
+    _, deployment = make_app({endpoint_service_context_key("eks"): ["us-east-1a", "us-east-1c"]})
+    template = Template.from_stack(deployment.network)
+    assert _endpoint_subnet_zones(template, "eks") == ["us-east-1a"]
+    assert _endpoint_subnet_zones(template, "kms") == TEST_ZONES
+
+
+def test_an_endpoint_whose_service_is_in_none_of_the_zones_fails_the_synth() -> None:
+    with pytest.raises(RuntimeError, match=r"lookupSupportedAzs returned us-east-1c but subnets have AZs"):
+        make_app({endpoint_service_context_key("sagemaker.api"): ["us-east-1c"]})
+
+
+def test_an_account_agnostic_synth_places_endpoints_without_a_lookup() -> None:
+    # Offline (no account): nothing to look up; every private subnet gets the endpoint (documented in
+    # docs/operations.md, "Availability zones and VPC endpoints").
+    _, deployment = make_app({"account": None})
+    template = Template.from_stack(deployment.network)
+    interface = [
+        e["Properties"]
+        for e in template.find_resources("AWS::EC2::VPCEndpoint").values()
+        if e["Properties"].get("VpcEndpointType") == "Interface"
+    ]
+    assert all(len(e["SubnetIds"]) == 2 for e in interface)
