@@ -7,6 +7,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from mtrl.backends.serverless_options import manifest_problems
 from mtrl.runs.errors import ConfigurationError
 from mtrl.settings.base import problems_from_validation_error
 from mtrl.settings.pipeline import PipelineSettings, poll_budget_problem
@@ -107,6 +108,11 @@ def resolve_run_settings(
     except ValidationError as error:
         problems = [p.replace("setting '", "key '", 1) for p in problems_from_validation_error(error)]
         raise ConfigurationError(f"{source}: " + "; ".join(problems)) from None
+    if settings.backend == "serverless":
+        # Per-run serverless choices against the service's documented ranges (one table, its own module).
+        problems = manifest_problems(settings.hyperparameters, settings.backend_options)
+        if problems:
+            raise ConfigurationError(f"{source}: " + "; ".join(problems))
     problem = poll_budget_problem(defaults, settings.run_timeout_minutes)
     if problem:
         raise ConfigurationError(f"{source}: key 'run_timeout_minutes': {problem}")

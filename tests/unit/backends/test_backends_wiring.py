@@ -49,6 +49,8 @@ ADAPTER_ACTIONS = {
     "iam:GetRole",
     "s3:GetBucketLocation",
     "lambda:InvokeFunction",
+    "bedrock-agentcore:InvokeAgentRuntime",
+    "logs:FilterLogEvents",
     # both: roles handed to the services
     "iam:PassRole",
 }
@@ -72,7 +74,9 @@ NO_RESOURCE_LEVEL = {
     "ecs:ListTaskDefinitions",
     "ecs:DeregisterTaskDefinition",
 }
-PER_RUN_WILDCARD = re.compile(r"mtrl-run-\*|task/mtrl-reward-workers/\*|job/\*/mtrl-\*|:\*\"|mapping:\*")
+PER_RUN_WILDCARD = re.compile(
+    r"mtrl-run-\*|task/mtrl-reward-workers/\*|job/\*/mtrl-\*|:\*\"|mapping:\*|:runtime/\*|/aws/bedrock-agentcore/runtimes/\*"
+)
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -143,7 +147,7 @@ def test_every_deploy_time_setting_the_adapters_require_is_passed(pipeline_templ
         required = {name for name, f in model.model_fields.items() if f.is_required()} - RUN_LEVEL
         missing = [name for name in required if f'\\"{name}\\":' not in rendered]
         assert missing == [], f"{model.__name__}: {missing}"
-    for name in ("serverless_agent_lambda_arn", "reward_container_name", "nova_runner_container_name"):
+    for name in ("serverless_agent_lambda_arns", "reward_container_name", "nova_runner_container_name"):
         assert f'\\"{name}\\":' in rendered
     assert '\\"task_subnet_ids\\":[' in rendered  # a list, as the adapter's model wants
 
@@ -220,7 +224,7 @@ def test_custom_environment_is_checked_at_synth(app_factory: Any) -> None:
         app_factory({"use_custom_env": True, "custom_env_id": "nope"})
     _app, deployment = app_factory({"use_custom_env": True, "custom_env_id": "template"})
     assert deployment.backends is not None
-    assert deployment.backends.agent.function_name == "mtrl-agent-template"
+    assert deployment.backends.agents["template"].function_name == "mtrl-agent-template"
 
 
 def test_runs_scale_the_restricted_group_when_one_is_configured(app_factory: Any) -> None:
