@@ -523,7 +523,7 @@ def report(runtime: Runtime, event: Event) -> dict[str, Any]:
     record = registry.get(run_id)
     summary = build_summary(record, bucket=runtime.bucket)
     _put_json(runtime, f"runs/{run_id}/summary.json", summary, run_id)
-    if runtime.topic_arn and registry.claim_notification(run_id):
+    if runtime.topic_arn and _wants_notification(record) and registry.claim_notification(run_id):
         subject, body = notification(summary)
         try:
             runtime.sns.publish(TopicArn=runtime.topic_arn, Subject=subject, Message=body)
@@ -538,6 +538,14 @@ def report(runtime: Runtime, event: Event) -> dict[str, Any]:
         "cause": (record.get("error") or {}).get("cause") or "",
         "summary_uri": summary["summary_uri"],
     }
+
+
+def _wants_notification(record: Mapping[str, Any]) -> bool:
+    """A run's ``backend_options.notifications`` (serverless_options.RUN_OPTIONS): all (default), failures, none."""
+    choice = ((record.get("settings") or {}).get("backend_options") or {}).get("notifications", "all")
+    if choice == "none":
+        return False
+    return choice != "failures" or str(record["status"]) != RunStatus.SUCCEEDED.value
 
 
 def _dataset_from(state: Mapping[str, Any]) -> dict[str, Any]:
