@@ -168,7 +168,8 @@ def _wire_backends(
         ),
         serverless=ServerlessTargets(
             job_role_arn=roles.serverless_job_role.role_arn,
-            agent_function_arn=backends.agent.function.function_arn,
+            agent_function_arns=[agent.function.function_arn for agent in backends.agents.values()],
+            agent_runtime_arn=settings.serverless_agent_runtime_arn,
             mlflow_app_arn=backends.mlflow_app_arn,
             model_package_group_arn=backends.model_package_group_arn,
             data_bucket_arn=data.store.data_bucket.bucket_arn,
@@ -194,12 +195,16 @@ def _wire_backends(
         "nova_training_method": settings.nova_training_method,
         # serverless (mtrl.backends.serverless.ServerlessSettings)
         "serverless_job_role_arn": roles.serverless_job_role.role_arn,
-        "serverless_agent_lambda_arn": backends.agent.function.function_arn,
+        "serverless_agent_lambda_arns": [
+            f"{env_id}={agent.function.function_arn}" for env_id, agent in backends.agents.items()
+        ],
         "serverless_mlflow_app_arn": backends.mlflow_app_arn,
         "serverless_model_package_group_arn": backends.model_package_group_arn,
         "serverless_base_model": settings.serverless_base_model,
         "serverless_accept_eula": "true" if settings.serverless_accept_eula else "false",
     }
+    if settings.serverless_agent_runtime_arn:
+        values["serverless_agent_runtime_arn"] = settings.serverless_agent_runtime_arn
     for name, value in values.items():
         pipeline.add_backend_setting(name, value)
     # The GPU safety net watches the groups runs scale: the training group and the restricted group (a created

@@ -18,6 +18,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from mtrl.envs.registry import list_environments
 from mtrl.settings import DeploySettings
 from stacks.cluster_stack import ClusterStack
 from stacks.constructs.agent_function import AgentFunction
@@ -29,14 +30,21 @@ from stacks.nag import acknowledge, nag_resource
 MLFLOW_PREFIX = "mlflow/"
 
 
-def agent_environment(settings: DeploySettings) -> str:
-    """The environment the deployed agent plays: the custom one when configured, else the default run's."""
-    return settings.custom_env_id if settings.use_custom_env and settings.custom_env_id else settings.run_environment
+def agent_environments(settings: DeploySettings) -> list[str]:
+    """The environments that get a serverless agent: every built-in one, plus the custom one when enabled."""
+    environments = [env_id for env_id, source in list_environments() if source == "builtin"]
+    if settings.use_custom_env and settings.custom_env_id and settings.custom_env_id not in environments:
+        environments.append(settings.custom_env_id)
+    return environments
+
+
+def _construct_id(env_id: str) -> str:
+    return "Agent" + "".join(part.capitalize() for part in env_id.split("_"))
 
 
 class BackendsStack(cdk.Stack):
-    """Attributes: ``roles`` (BackendRoles), ``agent`` (AgentFunction), ``runner`` (NovaRunnerTask),
-    ``mlflow_app_arn``, ``model_package_group_arn``."""
+    """Attributes: ``roles`` (BackendRoles), ``agents`` (environment id → AgentFunction), ``runner``
+    (NovaRunnerTask), ``mlflow_app_arn``, ``model_package_group_arn``."""
 
     def __init__(
         self,
@@ -88,15 +96,19 @@ class BackendsStack(cdk.Stack):
                 "An existing HyperPod cluster's ARN ends in a service-generated id the configuration does not know; "
                 "the runner only describes clusters and lists nodes.",
             )
-        self.agent = AgentFunction(
-            self,
-            "Agent",
-            prefix=prefix,
-            env_id=agent_environment(settings),
-            role=self.roles.agent_role,
-            encryption_key=encryption_key,
-            log_retention_days=settings.log_retention_days,
-        )
+        # One agent per enabled environment: a serverless run plays its own environment's game.
+        self.agents = {
+            env_id: AgentFunction(
+                self,
+                _construct_id(env_id),
+                prefix=prefix,
+                env_id=env_id,
+                role=self.roles.agent_role,
+                encryption_key=encryption_key,
+                log_retention_days=settings.log_retention_days,
+            )
+            for env_id in agent_environments(settings)
+        }
         self.runner = NovaRunnerTask(
             self,
             "NovaRunner",
@@ -123,7 +135,10 @@ class BackendsStack(cdk.Stack):
                 ],
             )
         outputs = {
-            "AgentFunctionName": (self.agent.function_name, "Serverless MTRL agent of the default environment"),
+            "AgentFunctionNames": (
+                ",".join(agent.function_name for agent in self.agents.values()),
+                "Serverless MTRL agents, one per enabled environment",
+            ),
             "ServerlessJobRoleArn": (self.roles.serverless_job_role.role_arn, "Role serverless MTRL jobs run with"),
             "ModelPackageGroupArn": (self.model_package_group_arn, "Where serverless runs register trained models"),
             "MlflowAppArn": (self.mlflow_app_arn, "MLflow app serverless jobs log to"),

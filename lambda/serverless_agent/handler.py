@@ -12,9 +12,12 @@ bodies, forwarded unchanged to the model); the result is reported with ``Complet
 never an error status: the service fails the whole job on a returned error. The fake-job-ARN smoke test
 (``Could not find job`` from the service) is recognised and returned as a diagnosis.
 
-Package: the zip holds this handler plus ``mtrl/__init__.py``, ``mtrl/envs/``, ``mtrl/sandbox/`` (for
-environments that run code) and ``environments/<env_id>/`` (or the custom package) at its root — all
-standard library apart from boto3, which the Lambda runtime provides.
+Per-run agent options travel inside the task JSON under ``mtrl_agent`` (the serverless adapter writes them when it
+converts the dataset): ``reasoning_effort`` (low|medium|high) is sent with every Sample request.
+
+Package: the zip holds this handler plus ``mtrl/``, ``environments/`` and ``custom-environments/`` at its root;
+boto3/botocore come from the project's dependency layer (pinned in requirements/runtime.txt), never from the
+runtime, whose copy may predate the ``sagemakerjobruntime`` service model.
 
 Environment: MTRL_ENV_ID (default wordle), MTRL_MAX_TURNS (default 16), MTRL_SAMPLE_MAX_TOKENS (default
 1024), MTRL_INVALID_TASK_REWARD (default -1.5), MTRL_TIME_MARGIN_S (default 10).
@@ -84,15 +87,36 @@ def _first(mapping: Mapping[str, Any], *keys: str) -> Any:
     return None
 
 
+AGENT_OPTIONS_KEY = "mtrl_agent"
+REASONING_EFFORTS = ("low", "medium", "high")
+
+
 def parse_task(prompt: Any) -> dict[str, Any]:
-    """The task metadata from the payload's ``prompt`` (a JSON string, or already an object)."""
+    """The task metadata from the payload's ``prompt`` (a JSON string, or already an object), without the run's
+    agent options (see :func:`agent_options`)."""
     document = json.loads(prompt) if isinstance(prompt, str) else prompt
     if not isinstance(document, Mapping):
         raise ValueError("prompt must be a JSON object (the task row)")
+    document = {key: value for key, value in document.items() if key != AGENT_OPTIONS_KEY}
     inner = document.get("metadata")
     task = dict(inner) if isinstance(inner, Mapping) else dict(document)
     task.setdefault("prompt", "")
     return task
+
+
+def agent_options(prompt: Any) -> dict[str, Any]:
+    """The run's agent-side choices carried in the task JSON; unknown or malformed values are ignored."""
+    try:
+        document = json.loads(prompt) if isinstance(prompt, str) else prompt
+    except json.JSONDecodeError:
+        return {}
+    raw = document.get(AGENT_OPTIONS_KEY) if isinstance(document, Mapping) else None
+    if not isinstance(raw, Mapping):
+        return {}
+    options: dict[str, Any] = {}
+    if raw.get("reasoning_effort") in REASONING_EFFORTS:
+        options["reasoning_effort"] = raw["reasoning_effort"]
+    return options
 
 
 def inference_params(payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -206,7 +230,7 @@ def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> di
             client=client,
             job_arn=job_arn,
             trajectory_id=trajectory_id,
-            params=inference_params(payload),
+            params={**inference_params(payload), **agent_options(payload.get("prompt"))},
             system_prompt=system_prompt,
             max_turns=int(_setting("MTRL_MAX_TURNS", 16)),
             deadline=deadline,

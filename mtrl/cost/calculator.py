@@ -116,15 +116,21 @@ class TokenUsage(_Strict):
 
     @classmethod
     def from_billable(cls, usage: Mapping[str, Any]) -> TokenUsage:
-        """Accept the service's field names (``PrefillTokenCount``…) or our own (``prefill``…)."""
-        names = {"prefill": "PrefillTokenCount", "sample": "SampleTokenCount", "train": "TrainTokenCount"}
+        """Accept the service's field names or our own (``prefill``…). The botocore ``BillableTokenUsage`` shape says
+        ``TrainingTokenCount``; the Wordle sample printed ``TrainTokenCount`` (both are read)."""
+        names = {
+            "prefill": ("PrefillTokenCount",),
+            "sample": ("SampleTokenCount",),
+            "train": ("TrainingTokenCount", "TrainTokenCount"),
+        }
         values: dict[str, Any] = {}
         for ours, theirs in names.items():
-            if theirs in usage:
-                values[ours] = usage[theirs]
+            found = [name for name in theirs if name in usage]
+            if found:
+                values[ours] = usage[found[0]]
             elif ours in usage:
                 values[ours] = usage[ours]
-        unknown = set(usage) - set(names) - set(names.values())
+        unknown = set(usage) - set(names) - {name for spellings in names.values() for name in spellings}
         if unknown:
             raise CostError(f"unknown token-usage fields: {', '.join(sorted(unknown))}")
         try:

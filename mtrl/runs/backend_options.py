@@ -19,12 +19,11 @@ import importlib
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from mtrl.runs.errors import ConfigurationError
 from mtrl.settings.base import problems_from_validation_error
 
-_ARN_PARTITION = r"arn:aws[a-z\-]*"
 HyperValue = int | float | str | bool
 
 
@@ -47,36 +46,28 @@ class LocalRunOptions(RunOptions):
 
 
 class ServerlessRunOptions(RunOptions):
-    """SageMaker serverless MTRL per-run options (issue 12's validator, mtrl/backends/serverless_options.py,
-    replaces this model through RUN_OPTIONS_MODELS)."""
+    """SageMaker serverless MTRL per-run options. The names, ranges and sources are the one table in
+    ``mtrl.backends.serverless_options.RUN_OPTIONS``; this model adds strict types and refuses unknown keys,
+    and its validator applies that table (so a range lives in one place)."""
 
-    supersedes: ClassVar[Mapping[str, tuple[str, ...]]] = {
-        "serverless_agent_runtime_arn": ("serverless_agent_lambda_arn",)
-    }
+    agent_runtime_arn: str | None = None
+    agent_qualifier: str | None = None
+    reasoning_effort: str | None = None
+    intermediate_checkpoints: bool | None = None
+    notifications: str | None = None
+    eval_group_size: int | None = None
+    eval_pass_k: list[int] | None = None
+    eval_max_runtime_seconds: int | None = None
+    eval_hyperparameters: dict[str, HyperValue] | None = None
 
-    serverless_agent_runtime_arn: str | None = Field(
-        None,
-        pattern=rf"^{_ARN_PARTITION}:bedrock-agentcore:[a-z0-9\-]+:\d{{12}}:runtime/[A-Za-z0-9_\-]+$",
-        description="An existing Bedrock AgentCore runtime that plays the episodes instead of the deployed agent.",
-    )
-    serverless_agent_qualifier: str | None = Field(
-        None, pattern=r"^[A-Za-z0-9_\-]{1,64}$", description="Endpoint qualifier of that runtime."
-    )
-    serverless_mlflow_experiment: str | None = Field(
-        None, pattern=r"^[A-Za-z0-9_.\-]{1,64}$", description="MLflow experiment name of the run."
-    )
-    serverless_evaluate: bool | None = Field(None, description="Run an evaluation job after training.")
-    eval_pass_k: list[int] | None = Field(None, min_length=1, max_length=8, description="pass@k values to report.")
-    eval_group_size: int | None = Field(None, ge=1, le=64, description="Samples per task in evaluation.")
-    eval_hyperparameters: dict[str, HyperValue] | None = Field(
-        None, max_length=32, description="Evaluation job hyperparameters."
-    )
-    eval_max_runtime_seconds: int | None = Field(
-        None, ge=60, le=4 * 3600, description="Time limit of the evaluation job."
-    )
-    serverless_smoke_test_timeout_seconds: int | None = Field(
-        None, ge=5, le=300, description="How long preflight waits for the agent's smoke-test answer."
-    )
+    @model_validator(mode="after")
+    def _documented_ranges(self) -> ServerlessRunOptions:
+        from mtrl.backends.serverless_options import option_problems  # noqa: PLC0415  (no import cycle at load)
+
+        problems = option_problems(self.model_dump(exclude_none=True))
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
 
 # backend → "module:Model" (imported when a run of that backend is resolved).

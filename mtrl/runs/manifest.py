@@ -13,6 +13,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from mtrl.backends.serverless_options import TRAINING_HYPERPARAMETERS, hyperparameter_problems
 from mtrl.runs.backend_options import validate_backend_options
 from mtrl.runs.errors import ConfigurationError
 from mtrl.settings.base import problems_from_validation_error
@@ -196,6 +197,11 @@ def resolve_run_settings(
             problems.append(str(error))
         else:
             settings = settings.model_copy(update={"backend_options": checked})
+        if settings.backend == "serverless":
+            # Training hyperparameters against the service's documented ranges (one table, its own module).
+            problems += hyperparameter_problems(
+                settings.hyperparameters, TRAINING_HYPERPARAMETERS, where="hyperparameter"
+            )
         problems += _ceiling_problems(defaults, manifest, settings)
         budget = poll_budget_problem(defaults, settings.run_timeout_minutes)
         if budget:

@@ -159,6 +159,7 @@ def register(runtime: Runtime, event: Event) -> dict[str, Any]:
         "slot_poll_seconds": runtime.settings.slot_poll_seconds,
         "status_poll_seconds": runtime.settings.status_poll_seconds,
         "provision_poll_seconds": runtime.settings.provision_poll_seconds,
+        "evaluation_poll_seconds": runtime.settings.evaluation_poll_seconds,
         "evaluate": settings.evaluate,
     }
 
@@ -402,6 +403,8 @@ def check_status(runtime: Runtime, event: Event) -> dict[str, Any]:
 
 
 def evaluate(runtime: Runtime, event: Event) -> dict[str, Any]:
+    """One evaluation step. ``done`` False: the evaluation job is still running; the state machine waits
+    ``evaluation_poll_seconds`` and calls again, until ``evaluation_max_wait_minutes``."""
     run_id = _run_id(event)
     registry = runtime.registry
     record = registry.set_status(run_id, RunStatus.EVALUATING, phase="evaluate")
@@ -410,11 +413,36 @@ def evaluate(runtime: Runtime, event: Event) -> dict[str, Any]:
     evaluator = getattr(adapter, "evaluate", None)
     if not callable(evaluator):
         registry.end_phase(run_id, "evaluate", "skipped", reason=f"backend '{adapter.name}' has no evaluator")
-        return {"evaluated": False}
-    metrics = _backend_call(run_id, "evaluation", lambda: evaluator(run_context(runtime, record)))
-    registry.set_fields(run_id, evaluation=dict(metrics or {}))
+        return {"done": True, "evaluated": False}
+    try:
+        metrics = evaluator(run_context(runtime, record))
+    except PipelineError:
+        raise
+    except BackendError as error:
+        if not error.transient:
+            registry.end_phase(run_id, "evaluate", "failed")
+            raise BackendFailed(f"run {run_id}: evaluation: {error}") from error
+        # An evaluation job takes minutes: wait in the state machine (bounded), not in a giant Retry.
+        started = _parse_time(registry.get(run_id)["phases"]["evaluate"]["started_at"]).timestamp()
+        limit = runtime.settings.evaluation_max_wait_minutes
+        if runtime.clock() - started > limit * 60:
+            registry.end_phase(run_id, "evaluate", "timed out", waiting_for=str(error))
+            raise BackendFailed(
+                f"run {run_id}: the evaluation did not finish within {limit} minutes (evaluation_max_wait_minutes); "
+                f"last state: {error}"
+            ) from error
+        registry.set_fields(run_id, evaluation_waiting_for=str(error))
+        return {"done": False, "evaluated": False}
+    described = getattr(adapter, "evaluation_settings", None)
+    fields: dict[str, Any] = {"evaluation": dict(metrics or {}), "evaluation_waiting_for": None}
+    if callable(described):
+        # What was scored (sampling settings), so the summary's metrics can be read correctly.
+        fields["evaluation_settings"] = _backend_call(
+            run_id, "evaluation settings", lambda: described(run_context(runtime, record))
+        )
+    registry.set_fields(run_id, **fields)
     registry.end_phase(run_id, "evaluate")
-    return {"evaluated": True}
+    return {"done": True, "evaluated": True}
 
 
 # -- teardown → report ------------------------------------------------------------------------------------
@@ -503,7 +531,7 @@ def report(runtime: Runtime, event: Event) -> dict[str, Any]:
     record = registry.get(run_id)
     summary = build_summary(record, bucket=runtime.bucket)
     _put_json(runtime, f"runs/{run_id}/summary.json", summary, run_id)
-    if runtime.topic_arn and registry.claim_notification(run_id):
+    if runtime.topic_arn and _wants_notification(record) and registry.claim_notification(run_id):
         subject, body = notification(summary)
         try:
             runtime.sns.publish(TopicArn=runtime.topic_arn, Subject=subject, Message=body)
@@ -518,6 +546,14 @@ def report(runtime: Runtime, event: Event) -> dict[str, Any]:
         "cause": (record.get("error") or {}).get("cause") or "",
         "summary_uri": summary["summary_uri"],
     }
+
+
+def _wants_notification(record: Mapping[str, Any]) -> bool:
+    """A run's ``backend_options.notifications`` (serverless_options.RUN_OPTIONS): all (default), failures, none."""
+    choice = ((record.get("settings") or {}).get("backend_options") or {}).get("notifications", "all")
+    if choice == "none":
+        return False
+    return choice != "failures" or str(record["status"]) != RunStatus.SUCCEEDED.value
 
 
 def _dataset_from(state: Mapping[str, Any]) -> dict[str, Any]:

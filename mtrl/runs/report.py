@@ -55,6 +55,7 @@ def build_summary(record: Mapping[str, Any], *, bucket: str) -> dict[str, Any]:
         "progress": record.get("progress") or {},
         "metrics": record.get("metrics") or {},
         "evaluation": record.get("evaluation") or {},
+        "evaluation_settings": record.get("evaluation_settings") or {},
         "cost": record.get("cost") or {},
         "outputs": record.get("outputs") or {},
         "resources": record.get("resources") or [],

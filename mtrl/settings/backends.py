@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from mtrl.settings.base import SettingsGroup
 
+_RUNTIME_ARN = re.compile(r"^arn:aws[a-z\-]*:bedrock-agentcore:[a-z0-9\-]+:\d{12}:runtime/[A-Za-z0-9_\-]+$")
 _MLFLOW_APP_ARN = re.compile(r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:mlflow-app/.+$")
 
 
@@ -25,6 +26,12 @@ class BackendSettings(SettingsGroup):
         description="Use the model package group <prefix>-serverless that an earlier deployment left behind (the "
         "group is retained on destroy, with the models registered in it) instead of creating it; a redeploy after "
         "`cdk destroy` needs this, since the name is taken.",
+    )
+    serverless_agent_runtime_arn: str | None = Field(
+        None,
+        description="An existing Bedrock AgentCore runtime (arn:aws:bedrock-agentcore:<region>:<account>:runtime/<id>) "
+        "that plays serverless episodes of environments without a deployed agent Lambda; a manifest's "
+        "backend_options.agent_runtime_arn overrides it per run. Empty = only the per-environment agent Lambdas.",
     )
     serverless_base_model: str = Field(
         "openai-reasoning-gpt-oss-20b",
@@ -55,6 +62,14 @@ class BackendSettings(SettingsGroup):
         description="Let the Nova Forge RFT role create IAM roles named <prefix>-run-* (only needed when the "
         "SDK's SAM template declares Lambda roles; off = no role at run time can write IAM).",
     )
+
+    @model_validator(mode="after")
+    def _agent_runtime_arn_shape(self) -> Self:
+        if self.serverless_agent_runtime_arn is not None and not _RUNTIME_ARN.match(self.serverless_agent_runtime_arn):
+            raise ValueError(
+                "serverless_agent_runtime_arn: must look like arn:aws:bedrock-agentcore:<region>:<account>:runtime/<id>"
+            )
+        return self
 
     @model_validator(mode="after")
     def _mlflow_app_arn_shape(self) -> Self:

@@ -62,6 +62,15 @@ class PipelineSettings(SettingsGroup):
         description="A run whose backend is not provisioned after this long fails (and is torn down); bounds the "
         "wait for GPU capacity.",
     )
+    evaluation_poll_seconds: int = Field(
+        60, ge=0, le=3600, description="Seconds between two checks of a run's evaluation job."
+    )
+    evaluation_max_wait_minutes: int = Field(
+        4 * 60,
+        ge=1,
+        le=24 * 60,
+        description="A run whose evaluation has not finished after this long fails (the evaluation job is stopped).",
+    )
     run_backend: Backend = Field(
         "hyperpod", description="Default training backend of a run.", json_schema_extra=_per_run("backend")
     )
@@ -178,17 +187,19 @@ MAX_POLLS_PER_RUN = 2500
 
 
 def poll_budget_problem(settings: PipelineSettings, run_timeout_minutes: int) -> str | None:
-    """Why the longest slot wait, provisioning wait and job would overflow one execution's history, if they would."""
+    """Why the longest slot wait, provisioning wait, job and evaluation would overflow one execution's history."""
     slot_polls = settings.slot_max_wait_minutes * 60 // max(settings.slot_poll_seconds, 1)
     provision_polls = settings.provision_max_wait_minutes * 60 // max(settings.provision_poll_seconds, 1)
     status_polls = run_timeout_minutes * 60 // max(settings.status_poll_seconds, 1)
-    total = slot_polls + provision_polls + status_polls
+    evaluation_polls = settings.evaluation_max_wait_minutes * 60 // max(settings.evaluation_poll_seconds, 1)
+    total = slot_polls + provision_polls + status_polls + evaluation_polls
     if total <= MAX_POLLS_PER_RUN:
         return None
     return (
         f"waiting up to {settings.slot_max_wait_minutes} min for a slot every {settings.slot_poll_seconds} s, up to "
         f"{settings.provision_max_wait_minutes} min for provisioning every {settings.provision_poll_seconds} s and "
-        f"running up to {run_timeout_minutes} min polled every {settings.status_poll_seconds} s takes "
+        f"running up to {run_timeout_minutes} min polled every {settings.status_poll_seconds} s and evaluating up to "
+        f"{settings.evaluation_max_wait_minutes} min polled every {settings.evaluation_poll_seconds} s takes "
         f"{total} polls; one execution allows {MAX_POLLS_PER_RUN} (poll less often or shorten the limits)"
     )
 

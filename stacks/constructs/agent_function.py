@@ -1,7 +1,10 @@
 """The serverless MTRL agent Lambda (``lambda/serverless_agent``) for one environment: ``<prefix>-agent-<env_id>``.
 
 The serverless job role may invoke exactly ``function:<prefix>-agent-*`` (``backend_roles.py``), so the name is fixed
-here. The function runs with the agent role (job-runtime access: Sample, CompleteRollout, UpdateReward).
+here. The function runs with the agent role (job-runtime access: Sample, CompleteRollout, UpdateReward) and with the
+project's dependency layer, which carries the pinned boto3/botocore (requirements/runtime.txt): the runtime's own
+boto3 may predate the ``sagemakerjobruntime`` service model, and every rollout would then fail with
+UnknownServiceError.
 """
 
 from __future__ import annotations
@@ -50,8 +53,8 @@ class AgentFunction(Construct):
             memory_size=1024,
             function_name=self.function_name,
             role=role,
-            # Standard library + boto3 (from the runtime) only: no dependency layer.
-            with_dependency_layer=False,
+            # The layer's boto3/botocore (pinned) shadow the runtime's, which may not know sagemakerjobruntime.
+            with_dependency_layer=True,
         )
         self.function = wrapped.function
         self.log_group = wrapped.log_group

@@ -34,10 +34,11 @@ class HyperPodTargets:
 @dataclass(frozen=True)
 class ServerlessTargets:
     job_role_arn: str
-    agent_function_arn: str
+    agent_function_arns: list[str]  # one per enabled environment
     mlflow_app_arn: str
     model_package_group_arn: str
     data_bucket_arn: str
+    agent_runtime_arn: str | None = None  # the deployment's existing AgentCore runtime, if configured
 
 
 class BackendPermissions(Construct):
@@ -78,6 +79,11 @@ class BackendPermissions(Construct):
             "per-run functions (lambda:FunctionArn).",
             f"{arn}:sagemaker:{where}:job/*/mtrl-*": "Serverless job names are derived from run ids (mtrl-<run>, "
             "mtrl-eval-<run>) in either job category.",
+            f"{arn}:bedrock-agentcore:{where}:runtime/*": "A run may name an existing AgentCore runtime (manifest "
+            "agent_runtime_arn); runtime ids are generated at deploy time. Smoke test only, this account and region.",
+            f"{arn}:logs:{where}:log-group:/aws/bedrock-agentcore/runtimes/*": "The smoke test reads the named "
+            "runtime's log group (/aws/bedrock-agentcore/runtimes/<runtime id>-<qualifier>) for the job runtime's "
+            "answer.",
         }
         for family in hyperpod.task_families:
             reasons[f"{arn}:ecs:{where}:task-definition/{family}:*"] = (
@@ -205,7 +211,17 @@ class BackendPermissions(Construct):
             iam.PolicyStatement(
                 sid="ServerlessAgentSmokeTest",  # Invoke with a fake job ARN of this account
                 actions=["lambda:InvokeFunction"],
-                resources=[serverless.agent_function_arn],
+                resources=list(serverless.agent_function_arns),
+            ),
+            iam.PolicyStatement(
+                sid="ServerlessAgentCoreSmokeTest",  # InvokeAgentRuntime with a fake job ARN of this account
+                actions=["bedrock-agentcore:InvokeAgentRuntime"],
+                resources=[f"{arn}:bedrock-agentcore:{where}:runtime/*"],
+            ),
+            iam.PolicyStatement(
+                sid="ServerlessAgentCoreSmokeTestLogs",  # FilterLogEvents: the runtime's answer to the agent
+                actions=["logs:FilterLogEvents"],
+                resources=[f"{arn}:logs:{where}:log-group:/aws/bedrock-agentcore/runtimes/*"],
             ),
         ]
         if hyperpod.node_role_arn is not None:

@@ -112,6 +112,8 @@ class BackendRoles(Construct):
     def _serverless_job_role(
         self, stack: cdk.Stack, data_bucket: s3.IBucket, data_key: kms.IKey, mlflow_arn: str
     ) -> iam.Role:
+        """Exactly the documented job policy's actions (``serverless_job_policy.json``, source named there), each
+        scoped to this deployment: the run prefixes, its agents, its package groups and MLflow app, the job logs."""
         # Both sts:AssumeRole and sts:TagSession, or the job fails with "Could not assume role".
         role = iam.Role(
             self,
@@ -120,55 +122,79 @@ class BackendRoles(Construct):
             description=f"{self.prefix}: SageMaker AI serverless MTRL jobs (AgentRFT, AgentRFTEvaluation)",
             assumed_by=iam.ServicePrincipal(JOB_PRINCIPAL).with_session_tags(),
         )
-        data_bucket.grant_read(role, "runs/*/input/*")
-        data_bucket.grant_put(role, "runs/*/model/*")
-        data_bucket.grant_put(role, "runs/*/evaluation/*")
-        data_key.grant_encrypt_decrypt(role)
         arn = f"arn:{stack.partition}"
         where = f"{stack.region}:{stack.account}"
-        role.add_to_policy(
+        job_logs = f"{arn}:logs:{where}:log-group:/aws/sagemaker/Job*"
+        statements = [
+            iam.PolicyStatement(
+                sid="ReadRunInput",  # the converted train/validation/evaluation channels
+                actions=["s3:GetObject"],
+                resources=[data_bucket.arn_for_objects("runs/*/input/*")],
+            ),
+            iam.PolicyStatement(
+                sid="ListRunInput",  # S3Prefix channels are listed; the service checks the bucket's region
+                actions=["s3:ListBucket", "s3:GetBucketLocation"],
+                resources=[data_bucket.bucket_arn],
+            ),
+            iam.PolicyStatement(
+                sid="WriteRunOutput",
+                actions=["s3:PutObject", "s3:AbortMultipartUpload"],
+                resources=[
+                    data_bucket.arn_for_objects("runs/*/model/*"),
+                    data_bucket.arn_for_objects("runs/*/evaluation/*"),
+                ],
+            ),
+            iam.PolicyStatement(
+                sid="DataKey",
+                actions=["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+                resources=[data_key.key_arn],
+            ),
             iam.PolicyStatement(
                 sid="InvokeTheRunAgent",
                 actions=["lambda:InvokeFunction"],
                 resources=[f"{arn}:lambda:{where}:function:{self.prefix}-agent-*"],
-            )
-        )
-        role.add_to_policy(
+            ),
             iam.PolicyStatement(
                 sid="InvokeTheRunAgentRuntime",
                 actions=["bedrock-agentcore:InvokeAgentRuntime", "bedrock-agentcore:GetAgentRuntime"],
                 resources=[f"{arn}:bedrock-agentcore:{where}:runtime/*"],
-            )
-        )
-        role.add_to_policy(
+            ),
             iam.PolicyStatement(
-                sid="ModelPackages",
+                sid="BaseModel",  # TrainingConfig/EvaluationConfig.BaseModelArn: the public hub's model content
+                actions=["sagemaker:DescribeHubContent"],
+                resources=[f"{arn}:sagemaker:{stack.region}:aws:hub-content/SageMakerPublicHub/Model/*"],
+            ),
+            iam.PolicyStatement(
+                sid="ModelPackages",  # output + checkpoint packages; the trained package an evaluation reads
                 actions=[
                     "sagemaker:CreateModelPackage",
                     "sagemaker:DescribeModelPackage",
                     "sagemaker:DescribeModelPackageGroup",
+                    "sagemaker:AccessModelPackage",
                 ],
                 resources=[
                     f"{arn}:sagemaker:{where}:model-package-group/{self.prefix}-*",
                     f"{arn}:sagemaker:{where}:model-package/{self.prefix}-*/*",
                 ],
-            )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(sid="MlflowTracking", actions=["sagemaker-mlflow:*"], resources=[mlflow_arn])
-        )
-        role.add_to_policy(
+            ),
             iam.PolicyStatement(
-                sid="JobLogs",
-                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[f"{arn}:logs:{where}:log-group:/aws/sagemaker/Job/*"],
-            )
-        )
+                sid="MlflowApp",
+                actions=["sagemaker:DescribeMlflowApp", "sagemaker:CallMlflowAppApi"],
+                resources=[mlflow_arn],
+            ),
+            iam.PolicyStatement(
+                sid="JobLogs",  # /aws/sagemaker/Job/AgentRFT, …/AgentRFTEvaluation and their streams
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[job_logs, f"{job_logs}:log-stream:*"],
+            ),
+        ]
+        for statement in statements:
+            role.add_to_policy(statement)
         self._wildcard_reasons[role.node.id] = (
             "Wildcards are per-run object prefixes (runs/*/input|model|evaluation/*), the deployment's agent "
             "functions and model package groups (<prefix>-*), AgentCore runtimes of this account/region (their ids "
-            "are generated at deploy time), the MLflow app's actions (sagemaker-mlflow:* on one app) and the "
-            "service's fixed job log group."
+            "are generated at deploy time), the public hub's model content (the run chooses the base model) and the "
+            "service's job log groups (/aws/sagemaker/Job*, one per job category) and their streams."
         )
         return role
 

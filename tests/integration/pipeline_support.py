@@ -468,6 +468,8 @@ def running_pipeline(
         "status_poll_seconds": 0,
         "provision_poll_seconds": 0,
         "provision_max_wait_minutes": 5,
+        "evaluation_poll_seconds": 0,
+        "evaluation_max_wait_minutes": 5,
         # With 0 s polls these keep the history-size check (one poll per second assumed) satisfied.
         "slot_max_wait_minutes": 5,
         "run_timeout_minutes": 5,

@@ -1,27 +1,37 @@
 """The real state machine and handlers driving the real ``serverless`` adapter.
 
 Real: the ASL, every handler, the ``ServerlessAdapter`` — preflight (bucket region, job-role trust from IAM, MLflow
-app, model package group, the agent smoke test), dataset conversion into ``runs/<run>/input/``, ``CreateJob``,
-``DescribeJob`` polling and teardown — against moto (S3, IAM, STS, SageMaker model package groups) and
-model-validated fakes for what moto lacks (``CreateJob``/``DescribeJob``/``StopJob``, ``DescribeMlflowApp`` and the
-agent Lambda's answer).
+app, model package group, the region/model table, the run's agent, the agent smoke test), dataset conversion into
+``runs/<run>/input/``, ``CreateJob``, ``DescribeJob`` polling, the evaluation wait loop and teardown — against moto
+(S3, IAM, STS, Logs, SageMaker model package groups) and model-validated fakes for what moto lacks
+(``CreateJob``/``DescribeJob``/``StopJob``, ``DescribeMlflowApp``, the Lambda and AgentCore invocations). The agent
+Lambdas' answers come from the real agent handler (``lambda/serverless_agent``) loaded with each function's
+environment, whose ``sagemakerjobruntime`` calls are answered like the service answers a fake job ARN.
+
+Every AWS call the adapter and the agent make is recorded (``aws_calls.AwsCallRecorder``) and checked against the
+calls their policies are known to grant.
 """
 
 from __future__ import annotations
 
-import base64
 import json
+import os
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from io import BytesIO
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
+import pytest
+from botocore.exceptions import ReadTimeoutError
 from botocore.response import StreamingBody
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.serverless import ServerlessAdapter
-from tests.integration.pipeline_support import BUCKET, Harness, jsonl, pipeline_context, wordle_rows
+from tests.integration.pipeline_support import BUCKET, Harness, _handler_module, jsonl, pipeline_context, wordle_rows
+from tests.unit.backends.aws_calls import AGENT_ACTIONS, SERVERLESS_ADAPTER_ACTIONS, AwsCallRecorder
 from tests.unit.backends.aws_fakes import (
     ACCOUNT,
     REGION,
@@ -31,55 +41,133 @@ from tests.unit.backends.aws_fakes import (
     new_session,
 )
 
+REPO = Path(__file__).resolve().parents[2]
 DATA = jsonl(wordle_rows(12))
-AGENT_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:mtrl-agent-wordle"
+ASK_TO_CODE = (REPO / "environments" / "ask_to_code" / "sample" / "train.jsonl").read_bytes()
 MLFLOW_ARN = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:mlflow-app/app-ABC"
-WIRING_OK = "ERROR sample failed: An error occurred (ValidationException): 400 Could not find job arn:aws:sagemaker:…"
-CROSS_ACCOUNT = "ERROR sample failed: 403 User is not authorized to access this resource"
+RUNTIME_ID = "Wordle_Wordle-abc123"
+RUNTIME_ARN = f"arn:aws:bedrock-agentcore:{REGION}:{ACCOUNT}:runtime/{RUNTIME_ID}"
+PACKAGE_ARN = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/mtrl-serverless/1"
+# How the job runtime answers an agent sampling a fake job ARN (seeds/000 §8, reference A.7).
+Answer = Literal["wired", "cross_account", "timeout"]
+_ENV_LOCK = threading.Lock()
+
+
+def agent_arn(env_id: str) -> str:
+    return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:mtrl-agent-{env_id}"
 
 
 @dataclass
 class ServerlessWorld:
-    agent_log: str = WIRING_OK
+    answer: Answer = "wired"
+    environments: tuple[str, ...] = ("wordle", "ask_to_code")
     job_states: list[tuple[str, str]] = field(
         default_factory=lambda: [("InProgress", "Starting"), ("InProgress", "Training"), ("Completed", "Completed")]
     )
+    eval_states: list[tuple[str, str]] = field(
+        default_factory=lambda: [("InProgress", "Evaluating")] * 6 + [("Completed", "Completed")]
+    )
+    extra_settings: dict[str, Any] = field(default_factory=dict)
+    calls: AwsCallRecorder = field(default_factory=AwsCallRecorder)
     aws: FakeAws = field(init=False)
+    runtime: FakeAws = field(init=False)
     adapter: ServerlessAdapter = field(init=False)
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    invoked: list[tuple[str, str]] = field(default_factory=list)  # (function or runtime ARN, env the agent played)
 
     def __post_init__(self) -> None:
         self.aws = FakeAws(new_session())
-        self.adapter = ServerlessAdapter(AwsClients(self.aws.session), sleep=lambda _s: None)
+        self.calls.attach(self.aws.session, "backend")
+        self.adapter = ServerlessAdapter(AwsClients(self.aws.session), sleep=lambda _s: None, log_wait_attempts=1)
         self.aws.on("sagemaker", "DescribeMlflowApp", lambda p: {"Arn": p["Arn"], "Status": "Created"})
-        self.aws.on("lambda", "Invoke", self._invoke_agent)
+        self.aws.on("lambda", "Invoke", self._invoke_agent_lambda)
+        self.aws.on("bedrock-agentcore", "InvokeAgentRuntime", self._invoke_agentcore)
         self.aws.on("sagemaker", "CreateJob", self._create_job)
         self.aws.on("sagemaker", "DescribeJob", self._describe_job)
         self.aws.on("sagemaker", "StopJob", self._stop_job)
+        # The job runtime the agent Lambda's handler talks to.
+        self.runtime = FakeAws(new_session())
+        self.calls.attach(self.runtime.session, "agent")
+        self.runtime.on("sagemakerjobruntime", "Sample", self._sample)
 
     def deploy(self) -> dict[str, Any]:
         """What the backends stack creates, and the settings app_builder passes with add_backend_setting."""
-        role = create_serverless_job_role(self.aws.session)
-        group = self.aws.session.client("sagemaker").create_model_package_group(
-            ModelPackageGroupName="mtrl-serverless"
-        )["ModelPackageGroupArn"]
+        setup = new_session()  # not the adapter's session: these calls are not the adapter's
+        role = create_serverless_job_role(setup)
+        group = setup.client("sagemaker").create_model_package_group(ModelPackageGroupName="mtrl-serverless")[
+            "ModelPackageGroupArn"
+        ]
+        setup.client("logs").create_log_group(logGroupName=f"/aws/bedrock-agentcore/runtimes/{RUNTIME_ID}-DEFAULT")
         return {
             "prefix": "mtrl",
             "serverless_job_role_arn": role,
-            "serverless_agent_lambda_arn": AGENT_ARN,
+            "serverless_agent_lambda_arns": [f"{env}={agent_arn(env)}" for env in self.environments],
             "serverless_mlflow_app_arn": MLFLOW_ARN,
             "serverless_model_package_group_arn": group,
+            "serverless_base_model": "openai-reasoning-gpt-oss-20b",
             "serverless_accept_eula": "true",
+            **self.extra_settings,
         }
 
-    def _invoke_agent(self, _params: dict[str, Any]) -> dict[str, Any]:
-        payload = b'{"reward": -1.5}'
+    # -- the agents --------------------------------------------------------------------------------------------
+    def _invoke_agent_lambda(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The deployed agent function: the real handler with the function's MTRL_ENV_ID."""
+        function = params["__uri__"].split("/functions/")[1].split("/")[0]
+        function = function.replace("%3A", ":")
+        env_id = function.rsplit("mtrl-agent-", 1)[1]
+        if self.answer == "timeout":
+            self.invoked.append((function, env_id))
+            raise ReadTimeoutError(endpoint_url=f"https://lambda.{REGION}.amazonaws.com")
+        handler = _handler_module("serverless_agent")
+        with _ENV_LOCK:
+            saved = os.environ.get("MTRL_ENV_ID")
+            os.environ["MTRL_ENV_ID"] = env_id
+            original_client = handler._client
+            handler._client = lambda region: self.runtime.session.client("sagemakerjobruntime", region_name=REGION)
+            try:
+                payload = {key: value for key, value in params.items() if not key.startswith("__")}
+                result = handler.handler(payload, None)
+            finally:
+                handler._client = original_client
+                if saved is None:
+                    os.environ.pop("MTRL_ENV_ID", None)
+                else:
+                    os.environ["MTRL_ENV_ID"] = saved
+        self.invoked.append((function, env_id))
+        body = json.dumps(result).encode()
+        return {"StatusCode": 200, "Payload": StreamingBody(BytesIO(body), len(body))}
+
+    def _sample(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.answer == "cross_account":
+            raise FakeError("AccessDeniedException", "User is not authorized to access this resource", 403)
+        raise FakeError("ValidationException", f"Could not find job {params.get('JobArn', '')}", 400)
+
+    def _invoke_agentcore(self, params: dict[str, Any]) -> dict[str, Any]:
+        """An AgentCore runtime: the agent writes the job runtime's answer to its log group and returns a reward."""
+        self.invoked.append((RUNTIME_ARN, "agentcore"))
+        if self.answer == "timeout":
+            raise ReadTimeoutError(endpoint_url=f"https://bedrock-agentcore.{REGION}.amazonaws.com")
+        message = {
+            "wired": "ERROR sample failed: An error occurred (ValidationException): 400 Could not find job",
+            "cross_account": "ERROR sample failed: 403 User is not authorized to access this resource",
+        }[self.answer]
+        logs = new_session().client("logs")  # the runtime writes its own logs
+        group = f"/aws/bedrock-agentcore/runtimes/{RUNTIME_ID}-DEFAULT"
+        stream = f"smoke-{len(self.invoked)}"
+        logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        logs.put_log_events(
+            logGroupName=group,
+            logStreamName=stream,
+            logEvents=[{"timestamp": int(time.time() * 1000) + 1000, "message": message}],
+        )
+        body = b'{"reward": -1.5}'
         return {
-            "StatusCode": 200,
-            "Payload": StreamingBody(BytesIO(payload), len(payload)),
-            "LogResult": base64.b64encode(self.agent_log.encode()).decode(),
+            "response": StreamingBody(BytesIO(body), len(body)),
+            "contentType": "application/json",
+            "statusCode": 200,
         }
 
+    # -- the jobs ----------------------------------------------------------------------------------------------
     def _create_job(self, params: dict[str, Any]) -> dict[str, Any]:
         self.jobs[params["JobName"]] = {"params": params, "polls": 0, "stopped": False}
         return {"JobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:job/{params['JobCategory']}/{params['JobName']}"}
@@ -88,17 +176,28 @@ class ServerlessWorld:
         job = self.jobs.get(params["JobName"])
         if job is None:
             raise FakeError("ResourceNotFound", "Could not find job")
+        evaluation = params["JobCategory"] == "AgentRFTEvaluation"
+        states = self.eval_states if evaluation else self.job_states
         if job["stopped"]:
             primary, secondary = "Stopped", "Stopped"
         else:
-            primary, secondary = self.job_states[min(job["polls"], len(self.job_states) - 1)]
+            primary, secondary = states[min(job["polls"], len(states) - 1)]
             job["polls"] += 1
         now = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
-        output = {
-            "ProgressInfo": {"CurrentStep": job["polls"], "MaxSteps": 3},
-            "BillableTokenUsage": {"PrefillTokenCount": 1000, "SampleTokenCount": 500, "TrainTokenCount": 800},
+        # The service's output inside JobConfigDocument; counters spelled as botocore's BillableTokenUsage shape.
+        output: dict[str, Any] = {
+            "BillableTokenUsage": {
+                "PrefillTokenCount": 10_000_000,
+                "SampleTokenCount": 5_000_000,
+                "TrainingTokenCount": 8_000_000,
+            },
         }
-        return {
+        if evaluation:
+            output["EvaluationMetrics"] = {"eval/reward/pass_at_1": 0.5, "eval/reward/mean": 0.25}
+        else:
+            output["ProgressInfo"] = {"CurrentStep": job["polls"], "MaxSteps": 3}
+            output["OutputModelPackageArn"] = PACKAGE_ARN
+        response = {
             "JobName": params["JobName"],
             "JobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:job/{params['JobCategory']}/{params['JobName']}",
             "RoleArn": job["params"]["RoleArn"],
@@ -111,10 +210,20 @@ class ServerlessWorld:
             "SecondaryStatus": secondary,
             "SecondaryStatusTransitions": [{"Status": secondary, "StartTime": now}],
         }
+        if primary == "Failed":
+            response["FailureReason"] = "ClientError: the agent signaled that the trajectory failed"
+        return response
 
     def _stop_job(self, params: dict[str, Any]) -> dict[str, Any]:
         self.jobs[params["JobName"]]["stopped"] = True
         return {}
+
+    def created(self, category: str) -> list[dict[str, Any]]:
+        return [params for params in self.aws.called("CreateJob") if params["JobCategory"] == category]
+
+    def assert_calls_are_the_documented_ones(self) -> None:
+        assert self.calls.actions("backend") <= SERVERLESS_ADAPTER_ACTIONS, self.calls.to_json()
+        assert self.calls.actions("agent") <= AGENT_ACTIONS, self.calls.to_json()
 
 
 def _pipeline(world: ServerlessWorld) -> Any:
@@ -132,56 +241,222 @@ def _assert_finished(pipeline: Harness, run_id: str, status: str) -> dict[str, A
     return record
 
 
-def test_serverless_run_trains_and_finishes() -> None:
+def _run(
+    pipeline: Harness, name: str, data: bytes, manifest: dict[str, Any] | None = None
+) -> tuple[str, dict[str, Any]]:
+    if manifest is not None:
+        pipeline.put(f"training-data/{name}.run.json", json.dumps(manifest).encode())
+    started = pipeline.upload_and_trigger(f"training-data/{name}.jsonl", data)
+    return started["run_id"], pipeline.wait(started["execution_arn"], timeout=120)
+
+
+def test_serverless_run_trains_evaluates_over_many_polls_and_finishes() -> None:
     world = ServerlessWorld()
     with _pipeline(world) as pipeline:
-        started = pipeline.upload_and_trigger("training-data/sl-ok.jsonl", DATA)
-        execution = pipeline.wait(started["execution_arn"])
+        pipeline.put("eval-data/held-out.jsonl", jsonl(wordle_rows(4, start=100)))
+        manifest = {
+            "eval_dataset": "eval-data/held-out.jsonl",
+            "hyperparameters": {"group_size": 4, "learning_rate": 1e-5, "lora_rank": 32, "max_steps": 3},
+            "backend_options": {
+                "reasoning_effort": "medium",
+                "intermediate_checkpoints": True,
+                "notifications": "failures",
+            },
+        }
+        run_id, execution = _run(pipeline, "sl-ok", DATA, manifest)
         assert execution["status"] == "SUCCEEDED", execution
-        run_id = started["run_id"]
         record = _assert_finished(pipeline, run_id, "SUCCEEDED")
-        (create,) = world.aws.called("CreateJob")
-        assert create["JobCategory"] == "AgentRFT"
+        (create,) = world.created("AgentRFT")
         document = json.loads(create["JobConfigDocument"])
-        assert document["AgentConfig"] == {"CustomAgentLambdaConfig": {"LambdaArn": AGENT_ARN}}
+        assert document["AgentConfig"] == {"CustomAgentLambdaConfig": {"LambdaArn": agent_arn("wordle")}}
+        assert document["TrainingConfig"]["HyperParameters"] == {
+            "group_size": "4",
+            "learning_rate": "1e-05",
+            "lora_rank": "32",
+            "max_steps": "3",
+        }
+        group = document["ModelPackageConfig"]["OutputModelPackageGroupArn"]
+        assert document["ModelPackageConfig"]["IntermediateCheckpointModelPackageGroupArn"] == group
         train = document["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"]
         assert train == f"s3://{BUCKET}/runs/{run_id}/input/train/"  # never under training-data/
         converted = pipeline.s3.get_object(Bucket=BUCKET, Key=f"runs/{run_id}/input/train/data.jsonl")
         rows = [json.loads(line) for line in converted["Body"].read().splitlines()]
         assert len(rows) == 12
-        assert set(rows[0]) == {"prompt"}
+        assert json.loads(rows[0]["prompt"])["mtrl_agent"] == {"reasoning_effort": "medium"}
         assert record["job_id"].endswith(f":job/AgentRFT/{create['JobName']}")
-        assert record["progress"]["billable_token_usage"]["TrainTokenCount"] == 800
-        assert world.aws.called("StopJob") == []  # a completed job is not stopped
+        assert record["progress"]["billable_token_usage"]["TrainingTokenCount"] == 8_000_000
+        # The budget guard sees the cost of the real response shape: 10 M x 0.12 + 5 M x 0.30 + 8 M x 0.36 per M.
+        assert record["cost"]["usd"] == pytest.approx(5.58)
+        # The evaluation: its own category, flat strings, on the trained package, waited for over many polls.
+        (evaluation,) = world.created("AgentRFTEvaluation")
+        eval_doc = json.loads(evaluation["JobConfigDocument"])
+        assert eval_doc["ModelPackageConfig"] == {"InputModelPackageArn": PACKAGE_ARN}
+        assert all(isinstance(v, str) for v in eval_doc["EvaluationConfig"]["HyperParameters"].values())
+        polls = [p for p in world.aws.called("DescribeJob") if p["JobCategory"] == "AgentRFTEvaluation"]
+        assert len(polls) >= 7
+        entered = pipeline.entered_states(pipeline.executions()[0]["executionArn"])
+        assert entered.count("WaitForEvaluation") >= 6
+        summary = pipeline.object_json(f"runs/{run_id}/summary.json")
+        assert summary["evaluation"] == {"eval/reward/pass_at_1": 0.5, "eval/reward/mean": 0.25}
+        assert summary["evaluation_settings"]["temperature"].startswith("service default (documented: 1")
+        assert summary["evaluation_settings"]["pass_k_values"] == "[1]"
+        assert world.aws.called("StopJob") == []  # completed jobs are not stopped
         (smoke,) = world.aws.called("Invoke")
-        assert f":{ACCOUNT}:job/AgentRFT/mtrl-smoke-" in smoke["metadata"]["jobArn"]  # a fake job of this account
+        assert smoke["metadata"]["jobArn"].startswith(f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:job/AgentRFT/mtrl-smoke-")
+        assert world.invoked == [(agent_arn("wordle"), "wordle")]
+        assert pipeline.notifications() == []  # notifications=failures: a success publishes nothing
+        world.assert_calls_are_the_documented_ones()
 
 
-def test_smoke_test_failure_stops_the_run_before_create_job() -> None:
-    world = ServerlessWorld(agent_log=CROSS_ACCOUNT)
+def test_evaluation_failure_fails_the_run_at_evaluate() -> None:
+    world = ServerlessWorld(
+        eval_states=[("InProgress", "Evaluating"), ("InProgress", "Evaluating"), ("Failed", "Failed")]
+    )
     with _pipeline(world) as pipeline:
-        started = pipeline.upload_and_trigger("training-data/sl-403.jsonl", DATA)
-        execution = pipeline.wait(started["execution_arn"])
+        pipeline.put("eval-data/held-out.jsonl", jsonl(wordle_rows(4, start=100)))
+        run_id, execution = _run(pipeline, "sl-evalfail", DATA, {"eval_dataset": "eval-data/held-out.jsonl"})
+        assert execution["status"] == "FAILED"
+        record = _assert_finished(pipeline, run_id, "FAILED")
+        assert record["error"]["step"] == "Evaluate"
+        assert "the agent signaled that the trajectory failed" in record["error"]["cause"]
+        assert record["phases"]["evaluate"]["outcome"] == "failed"
+        assert all(job["stopped"] or job["polls"] for job in world.jobs.values())
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        ("cross_account", "answered 403 to the agent: the job ARN's account"),
+        ("timeout", "did not answer within 30 s: its HTTP server never started"),
+    ],
+)
+def test_lambda_agent_smoke_test_findings_stop_the_run_before_create_job(answer: Answer, words: str) -> None:
+    world = ServerlessWorld(answer=answer)
+    with _pipeline(world) as pipeline:
+        run_id, execution = _run(pipeline, f"sl-{answer.replace('_', '')}", DATA)
         assert execution["error"] == "PreflightFailed"
         assert "agent-smoke-test" in execution["cause"]
-        assert "403" in execution["cause"]
-        record = _assert_finished(pipeline, started["run_id"], "FAILED")
+        assert words in execution["cause"]
+        record = _assert_finished(pipeline, run_id, "FAILED")
         assert record["error"]["step"] == "Preflight"
         assert world.aws.called("CreateJob") == []
-        assert "Provision" not in pipeline.entered_states(started["execution_arn"])
         (note,) = pipeline.notifications()
         assert "at Preflight" in note["subject"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        ("wired", None),
+        ("cross_account", "answered 403 to the agent"),
+        ("timeout", "did not answer within 30 s: its HTTP server never started (an AgentCore agent needs"),
+    ],
+)
+def test_an_existing_agentcore_runtime_from_the_manifest_works_end_to_end(answer: Answer, words: str | None) -> None:
+    world = ServerlessWorld(answer=answer)
+    with _pipeline(world) as pipeline:
+        run_id, execution = _run(
+            pipeline, f"sl-ac-{answer.replace('_', '')}", DATA, {"backend_options": {"agent_runtime_arn": RUNTIME_ARN}}
+        )
+        assert world.invoked == [(RUNTIME_ARN, "agentcore")]
+        assert world.aws.called("Invoke") == []  # the environment's Lambda is not used
+        if words is None:
+            assert execution["status"] == "SUCCEEDED", execution
+            (create,) = world.created("AgentRFT")
+            agent = json.loads(create["JobConfigDocument"])["AgentConfig"]
+            assert agent == {"BedrockAgentCoreConfig": {"AgentRuntimeArn": RUNTIME_ARN, "Qualifier": "DEFAULT"}}
+            findings = pipeline.record(run_id)["phases"]["preflight"]["findings"]
+            (smoke,) = [f for f in findings if f["check"] == "agent-smoke-test"]
+            assert "400 'Could not find job'" in smoke["message"]
+            assert "wired correctly" in smoke["message"]
+        else:
+            assert execution["error"] == "PreflightFailed"
+            assert words in execution["cause"]
+            assert world.aws.called("CreateJob") == []
+        world.assert_calls_are_the_documented_ones()
+
+
+def test_the_deployments_agentcore_runtime_setting_serves_environments_without_a_lambda() -> None:
+    world = ServerlessWorld(environments=("wordle",), extra_settings={"serverless_agent_runtime_arn": RUNTIME_ARN})
+    with _pipeline(world) as pipeline:
+        _, execution = _run(pipeline, "sl-ac-setting", ASK_TO_CODE, {"environment": "ask_to_code"})
+        assert execution["status"] == "SUCCEEDED", execution
+        assert world.invoked == [(RUNTIME_ARN, "agentcore")]
+
+
+def test_a_run_of_each_environment_reaches_its_own_agent() -> None:
+    world = ServerlessWorld()
+    with _pipeline(world) as pipeline:
+        played = {}
+        for env_id, data in (("wordle", DATA), ("ask_to_code", ASK_TO_CODE)):
+            run_id, execution = _run(pipeline, f"sl-env-{env_id.replace('_', '')}", data, {"environment": env_id})
+            assert execution["status"] == "SUCCEEDED", execution
+            played[env_id] = world.invoked[-1]
+            create = world.created("AgentRFT")[-1]
+            agent = json.loads(create["JobConfigDocument"])["AgentConfig"]["CustomAgentLambdaConfig"]["LambdaArn"]
+            assert agent == agent_arn(env_id), run_id
+        # The smoke test ran the real agent handler of each environment (it parsed that environment's task).
+        assert played == {env: (agent_arn(env), env) for env in ("wordle", "ask_to_code")}
+        samples = world.runtime.called("Sample")
+        assert len(samples) == 2
+        world.assert_calls_are_the_documented_ones()
+
+
+def test_an_environment_without_an_agent_is_refused_at_preflight() -> None:
+    world = ServerlessWorld(environments=("wordle",))
+    with _pipeline(world) as pipeline:
+        run_id, execution = _run(pipeline, "sl-noagent", ASK_TO_CODE, {"environment": "ask_to_code"})
+        assert execution["error"] == "PreflightFailed"
+        assert (
+            "environment 'ask_to_code' has no serverless agent (agent Lambdas are deployed for: wordle)"
+            in (execution["cause"])
+        )
+        assert world.invoked == []
+        assert world.aws.called("CreateJob") == []
+        _assert_finished(pipeline, run_id, "FAILED")
+
+
+def test_a_model_the_region_does_not_offer_and_a_bucket_elsewhere_are_refused() -> None:
+    # The base model is deploy-time (its EULA is accepted for that model), so a deployment names it.
+    world = ServerlessWorld(extra_settings={"serverless_base_model": "llama-9"})
+    with _pipeline(world) as pipeline:
+        _, execution = _run(pipeline, "sl-model", DATA)
+        assert execution["error"] == "PreflightFailed"
+        assert "base model 'llama-9' is not one serverless MTRL offers" in execution["cause"]
+    world = ServerlessWorld(extra_settings={"region": "us-west-2"})
+    with _pipeline(world) as pipeline:
+        _, execution = _run(pipeline, "sl-bucket", DATA)
+        assert execution["error"] == "PreflightFailed"
+        assert f"bucket {BUCKET} in us-east-1" in execution["cause"]
+        assert world.invoked == []
+
+
+def test_unknown_or_out_of_range_serverless_options_are_refused_at_register() -> None:
+    world = ServerlessWorld()
+    with _pipeline(world) as pipeline:
+        manifest = {
+            "hyperparameters": {"group_size": 64, "kl_coef": 0.1},
+            "backend_options": {"serverless_job_role_arn": f"arn:aws:iam::{ACCOUNT}:role/admin"},
+        }
+        run_id, execution = _run(pipeline, "sl-badopts", DATA, manifest)
+        assert execution["error"] == "ConfigurationError"
+        cause = execution["cause"]
+        assert "'group_size' must be in [2, 32] (got 64)" in cause
+        assert "'kl_coef' is not a documented serverless MTRL hyperparameter" in cause
+        assert "'backend_options.serverless_job_role_arn': not a per-run option of backend 'serverless'" in cause
+        assert pipeline.record(run_id)["error"]["step"] == "Register"
+        assert world.aws.calls == [] or world.aws.called("CreateJob") == []
 
 
 def test_serverless_run_timeout_stops_the_job() -> None:
     world = ServerlessWorld(job_states=[("InProgress", "Training")])
     with _pipeline(world) as pipeline:
         started = pipeline.upload_and_trigger("training-data/sl-slow.jsonl", DATA)
-        deadline = time.time() + 30
+        deadline = time.time() + 60
         while not world.aws.called("DescribeJob") and time.time() < deadline:
             time.sleep(0.05)
         pipeline.shift_clock(3600)
-        execution = pipeline.wait(started["execution_arn"])
+        execution = pipeline.wait(started["execution_arn"], timeout=120)
         assert execution["error"] == "RunTimedOut"
         _assert_finished(pipeline, started["run_id"], "TIMED_OUT")
         assert len(world.aws.called("StopJob")) == 1

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_calls import SERVERLESS_ADAPTER_ACTIONS
 from aws_cdk.assertions import Match, Template
 
 from mtrl.backends.hyperpod import HyperPodSettings
 from mtrl.backends.serverless import ServerlessSettings
+from mtrl.envs.registry import list_environments
 from mtrl.settings import SettingsError
 from stacks.app_builder import Deployment
 
@@ -49,6 +51,8 @@ ADAPTER_ACTIONS = {
     "iam:GetRole",
     "s3:GetBucketLocation",
     "lambda:InvokeFunction",
+    "bedrock-agentcore:InvokeAgentRuntime",
+    "logs:FilterLogEvents",
     # both: roles handed to the services
     "iam:PassRole",
 }
@@ -72,7 +76,9 @@ NO_RESOURCE_LEVEL = {
     "ecs:ListTaskDefinitions",
     "ecs:DeregisterTaskDefinition",
 }
-PER_RUN_WILDCARD = re.compile(r"mtrl-run-\*|task/mtrl-reward-workers/\*|job/\*/mtrl-\*|:\*\"|mapping:\*")
+PER_RUN_WILDCARD = re.compile(
+    r"mtrl-run-\*|task/mtrl-reward-workers/\*|job/\*/mtrl-\*|:\*\"|mapping:\*|:runtime/\*|/aws/bedrock-agentcore/runtimes/\*"
+)
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -143,21 +149,28 @@ def test_every_deploy_time_setting_the_adapters_require_is_passed(pipeline_templ
         required = {name for name, f in model.model_fields.items() if f.is_required()} - RUN_LEVEL
         missing = [name for name in required if f'\\"{name}\\":' not in rendered]
         assert missing == [], f"{model.__name__}: {missing}"
-    for name in ("serverless_agent_lambda_arn", "reward_container_name", "nova_runner_container_name"):
+    for name in ("serverless_agent_lambda_arns", "reward_container_name", "nova_runner_container_name"):
         assert f'\\"{name}\\":' in rendered
     assert '\\"task_subnet_ids\\":[' in rendered  # a list, as the adapter's model wants
 
 
-def test_agent_function_is_named_for_the_job_roles_invoke_scope(backends_template: Template) -> None:
-    backends_template.has_resource_properties(
-        "AWS::Lambda::Function",
-        {
-            "FunctionName": "mtrl-agent-wordle",
-            "Handler": "handler.handler",
-            "Environment": {"Variables": Match.object_like({"MTRL_ENV_ID": "wordle"})},
-            "Role": {"Fn::GetAtt": [Match.string_like_regexp("^RolesAgentRole"), "Arn"]},
-        },
+def test_one_agent_per_enabled_environment_named_for_the_job_roles_invoke_scope(
+    backends_template: Template, deployment: Deployment
+) -> None:
+    assert deployment.backends is not None
+    assert sorted(deployment.backends.agents) == sorted(
+        env_id for env_id, source in list_environments() if source == "builtin"
     )
+    for env_id in ("wordle", "ask_to_code"):
+        backends_template.has_resource_properties(
+            "AWS::Lambda::Function",
+            {
+                "FunctionName": f"mtrl-agent-{env_id}",
+                "Handler": "handler.handler",
+                "Environment": {"Variables": Match.object_like({"MTRL_ENV_ID": env_id})},
+                "Role": {"Fn::GetAtt": [Match.string_like_regexp("^RolesAgentRole"), "Arn"]},
+            },
+        )
     statements = [
         s
         for p in backends_template.find_resources("AWS::IAM::Policy").values()
@@ -166,6 +179,39 @@ def test_agent_function_is_named_for_the_job_roles_invoke_scope(backends_templat
     ]
     assert len(statements) == 1
     assert ":function:mtrl-agent-*" in json.dumps(statements[0]["Resource"])
+
+
+def test_agents_run_with_the_dependency_layer_that_pins_the_sdk(backends_template: Template) -> None:
+    """Defect 2: without the layer the runtime's boto3 may not know sagemakerjobruntime."""
+    layers = backends_template.find_resources("AWS::Lambda::LayerVersion")
+    (layer_id,) = [name for name in layers if name.startswith("MtrlPythonDependencies")]
+    agents = [
+        f
+        for f in backends_template.find_resources("AWS::Lambda::Function").values()
+        if str(f["Properties"].get("FunctionName", "")).startswith("mtrl-agent-")
+    ]
+    assert len(agents) >= 2
+    for agent in agents:
+        assert agent["Properties"]["Layers"] == [{"Ref": layer_id}]
+        assert agent["Properties"]["Runtime"] == "python3.14"
+
+
+def test_the_settings_list_each_environments_agent(pipeline_template: Template) -> None:
+    (function,) = [
+        f
+        for f in pipeline_template.find_resources("AWS::Lambda::Function").values()
+        if "MTRL_BACKEND_SETTINGS" in f["Properties"]["Environment"]["Variables"]
+    ]
+    rendered = json.dumps(function["Properties"]["Environment"]["Variables"]["MTRL_BACKEND_SETTINGS"])
+    for env_id in ("wordle", "ask_to_code"):
+        assert f"{env_id}=" in rendered
+
+
+def test_backend_function_grants_every_recorded_serverless_adapter_call(
+    backend_statements: list[dict[str, Any]],
+) -> None:
+    granted = {action for s in backend_statements for action in _as_list(s["Action"])}
+    assert SERVERLESS_ADAPTER_ACTIONS - {"sts:GetCallerIdentity", "s3:GetObject", "s3:PutObject"} <= granted
 
 
 def test_nova_runner_task_runs_with_the_runner_role(backends_template: Template) -> None:
@@ -220,7 +266,7 @@ def test_custom_environment_is_checked_at_synth(app_factory: Any) -> None:
         app_factory({"use_custom_env": True, "custom_env_id": "nope"})
     _app, deployment = app_factory({"use_custom_env": True, "custom_env_id": "template"})
     assert deployment.backends is not None
-    assert deployment.backends.agent.function_name == "mtrl-agent-template"
+    assert deployment.backends.agents["template"].function_name == "mtrl-agent-template"
 
 
 def test_runs_scale_the_restricted_group_when_one_is_configured(app_factory: Any) -> None:

@@ -42,6 +42,7 @@ SCHEMA = json.loads((Path(serverless.__file__).parent / "agent_rft_job_config.sc
 BUCKET = "mtrl-data-123456789012"
 RUN_ID = "wordle-v3-20261129T103000Z"
 LAMBDA_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:mtrl-agent-wordle"
+ASK_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:mtrl-agent-ask_to_code"
 RUNTIME_ARN = f"arn:aws:bedrock-agentcore:{REGION}:{ACCOUNT}:runtime/Wordle_Wordle-abc123"
 ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/{SERVERLESS_JOB_ROLE}"
 MLFLOW_STATUS = {"status": "Created"}
@@ -55,7 +56,8 @@ def settings(**overrides: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "region": REGION,
         "serverless_job_role_arn": ROLE_ARN,
-        "serverless_agent_lambda_arn": LAMBDA_ARN,
+        "environment": "wordle",
+        "serverless_agent_lambda_arns": [f"wordle={LAMBDA_ARN}", f"ask_to_code={ASK_ARN}"],
         "serverless_accept_eula": True,
         "serverless_mlflow_app_arn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:mlflow-app/app-ABC",
         "serverless_model_package_group_arn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package-group/wordle",
@@ -136,8 +138,7 @@ def test_training_document_matches_schema_and_carries_only_user_hyperparameters(
 def test_agentcore_document_without_optionals_matches_schema() -> None:
     parsed = parse_settings(
         settings(
-            serverless_agent_lambda_arn=None,
-            serverless_agent_runtime_arn=RUNTIME_ARN,
+            agent_runtime_arn=RUNTIME_ARN,
             hyperparameters={},
             kms_key_arn=None,
             serverless_subnet_ids=["subnet-0abc"],
@@ -194,10 +195,12 @@ def test_schema_rejects_broken_documents(mutate: Any) -> None:
 @pytest.mark.parametrize(
     ("overrides", "fragment"),
     [
-        ({"serverless_agent_runtime_arn": RUNTIME_ARN}, "exactly one of"),
-        ({"hyperparameters": {"sampling_max_tokens": 16384}}, "sampling_max_tokens=16384 is outside"),
-        ({"hyperparameters": {"global_batch_size": 48}}, "global_batch_size=48"),
+        ({"serverless_agent_lambda_arns": ["wordle"]}, "<env_id>=<function ARN>"),
+        ({"hyperparameters": {"sampling_max_tokens": 16384}}, r"'sampling_max_tokens' must be in \[512, 8192\]"),
+        ({"hyperparameters": {"global_batch_size": 48}}, "'global_batch_size' must be one of 32, 64, 128"),
         ({"hyperparameters": {"rollout_max_concurrency": 8}}, "rollout_max_concurrency"),
+        ({"hyperparameters": {"kl_coef": 0.1}}, "'kl_coef' is not a documented serverless MTRL hyperparameter"),
+        ({"eval_hyperparameters": {"temperature": 3}}, r"'temperature' must be in \[0, 2\]"),
         ({"eval_pass_k": [2]}, "eval_pass_k"),
         ({"serverless_job_role_arn": "mtrl-role"}, "not an ARN"),
         ({"serverless_mlflow_app_arn": None}, "serverless_mlflow_app_arn"),
@@ -483,7 +486,7 @@ def test_agentcore_smoke_test_reads_the_runtime_logs(world: FakeAws) -> None:
         }
 
     world.on("bedrock-agentcore", "InvokeAgentRuntime", invoke)
-    run = make_run(serverless_agent_lambda_arn=None, serverless_agent_runtime_arn=RUNTIME_ARN)
+    run = make_run(agent_runtime_arn=RUNTIME_ARN)
     assert adapter(world).smoke_test(run).ok
 
 
@@ -523,7 +526,8 @@ def test_preflight_role_trust(world: FakeAws, trust: dict[str, Any], fragment: s
 
 def test_preflight_region_mismatch_and_eula(world: FakeAws) -> None:
     run = make_run(
-        serverless_agent_lambda_arn=f"arn:aws:lambda:us-west-2:{ACCOUNT}:function:agent", serverless_accept_eula=False
+        serverless_agent_lambda_arns=[f"wordle=arn:aws:lambda:us-west-2:{ACCOUNT}:function:agent"],
+        serverless_accept_eula=False,
     )
     findings = {f.check: f for f in adapter(world).preflight(run)}
     assert not findings["region"].ok
@@ -538,11 +542,12 @@ def test_preflight_bad_settings_is_one_clear_finding(world: FakeAws) -> None:
     assert "serverless_job_role_arn" in findings[0].message
 
 
-def test_unknown_hyperparameters_are_reported_not_blocked(world: FakeAws) -> None:
+def test_unknown_hyperparameters_are_refused_before_any_call(world: FakeAws) -> None:
     lambda_agent(world, "400 Could not find job")
-    findings = {f.check: f for f in adapter(world).preflight(make_run(hyperparameters={"kl_coef": 0.1}))}
-    assert findings["hyperparameters"].ok
-    assert "kl_coef" in findings["hyperparameters"].message
+    findings = adapter(world).preflight(make_run(hyperparameters={"kl_coef": 0.1}))
+    assert [(f.check, f.ok) for f in findings] == [("settings", False)]
+    assert "kl_coef" in findings[0].message
+    assert world.called("Invoke") == []
 
 
 def test_status_adds_cost_for_the_budget_guard(world: FakeAws) -> None:

@@ -48,7 +48,7 @@ DEPLOY: dict[str, Any] = {
     "nova_model": "NOVA_LITE_2",
     "nova_training_method": "RFT_MULTITURN_LORA",
     "serverless_job_role_arn": "arn:aws:iam::111122223333:role/mtrl-serverless-job",
-    "serverless_agent_lambda_arn": "arn:aws:lambda:us-east-1:111122223333:function:mtrl-agent-wordle",
+    "serverless_agent_lambda_arns": ["wordle=arn:aws:lambda:us-east-1:111122223333:function:mtrl-agent-wordle"],
     "serverless_mlflow_app_arn": "arn:aws:sagemaker:us-east-1:111122223333:mlflow-app/app-1",
     "serverless_model_package_group_arn": "arn:aws:sagemaker:us-east-1:111122223333:model-package-group/mtrl",
     "serverless_base_model": "openai-reasoning-gpt-oss-20b",
@@ -174,13 +174,13 @@ def test_per_run_serverless_options_reach_the_adapter_and_replace_only_what_they
     view = adapter_view(
         {
             "backend": "serverless",
-            "backend_options": {"serverless_agent_runtime_arn": runtime_arn, "eval_group_size": 4},
+            "backend_options": {"agent_runtime_arn": runtime_arn, "eval_group_size": 4},
         }
     )
     assert isinstance(view, dict), view
     parsed = ServerlessSettings.model_validate(view)
-    assert parsed.serverless_agent_runtime_arn == runtime_arn
-    assert parsed.serverless_agent_lambda_arn is None  # the option supersedes the deployed agent, nothing else
+    assert parsed.agent_runtime_arn == runtime_arn  # the run's agent; the deployed settings stay as they are
+    assert parsed.serverless_agent_lambda_arns == ServerlessSettings.model_validate(DEPLOY).serverless_agent_lambda_arns
     assert parsed.eval_group_size == 4
     assert parsed.serverless_job_role_arn == DEPLOY["serverless_job_role_arn"]
 
@@ -232,7 +232,7 @@ def test_values_below_the_ceilings_are_accepted() -> None:
         {"backend": ["hyperpod"]},
         {"environment": 7},
         {"backend": "serverless", "backend_options": {"eval_group_size": "4"}},
-        {"backend": "serverless", "backend_options": {"serverless_evaluate": 1}},
+        {"backend": "serverless", "backend_options": {"intermediate_checkpoints": 1}},
     ],
 )
 def test_manifest_types_are_strict(manifest: dict[str, Any]) -> None:

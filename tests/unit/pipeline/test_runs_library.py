@@ -74,7 +74,7 @@ def test_bad_manifests_name_the_key(manifest: dict[str, Any], message: str) -> N
 
 
 def test_runs_must_fit_in_one_execution_history() -> None:
-    with pytest.raises(ConfigurationError, match=r"run_timeout_minutes'.*3546 polls; one execution allows 2500"):
+    with pytest.raises(ConfigurationError, match=r"run_timeout_minutes'.*3786 polls; one execution allows 2500"):
         resolve_run_settings(DEFAULTS, {"run_timeout_minutes": 7 * 24 * 60})
     with pytest.raises(ValueError, match="status_poll_seconds"):
         PipelineSettings.model_validate({"slot_poll_seconds": 5})

@@ -165,3 +165,27 @@ def test_time_budget_stops_the_episode(stub: Stubber, monkeypatch: pytest.Monkey
     result = agent.handler(payload({"prompt": "Guess", "answer": "beach"}), Context())
     assert result["ended"] == "time budget exhausted"
     assert result["reward"] == -1.5
+
+
+def test_the_runs_reasoning_effort_reaches_every_sample_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The adapter writes backend_options.reasoning_effort into the task JSON (mtrl_agent); the agent strips it from
+    the task the environment sees and sends it with the Sample requests."""
+    seen: dict[str, Any] = {}
+
+    def play(env: Any, task: dict[str, Any], **kwargs: Any) -> Any:
+        seen["task"], seen["params"] = task, kwargs["params"]
+        raise agent.JobNotFoundError("Could not find job")
+
+    monkeypatch.setattr(agent, "play", play)
+    monkeypatch.setattr(agent, "_client", lambda region: object())
+    task = {
+        "id": "w1",
+        "prompt": "Guess the 5-letter word",
+        "answer": "crane",
+        "mtrl_agent": {"reasoning_effort": "high"},
+    }
+    result = agent.handle(payload(task))
+    assert "job not found" in result["diagnosis"]
+    assert seen["params"]["reasoning_effort"] == "high"
+    assert "mtrl_agent" not in seen["task"]
+    assert agent.agent_options(json.dumps({**task, "mtrl_agent": {"reasoning_effort": "max"}})) == {}
