@@ -100,7 +100,7 @@ def test_region_model_table() -> None:
 def test_manifest_is_checked_at_register_for_serverless_runs_only() -> None:
     with pytest.raises(ConfigurationError, match=r"'group_size' must be in \[2, 32\] \(got 64\)"):
         resolve_run_settings(DEFAULTS, {"hyperparameters": {"group_size": 64}}, source="m.run.json")
-    with pytest.raises(ConfigurationError, match="'backend_options.region': a deploy-time setting"):
+    with pytest.raises(ConfigurationError, match=r"'backend_options\.region': a deploy-time setting"):
         resolve_run_settings(DEFAULTS, {"backend_options": {"region": "eu-west-1"}})
     with pytest.raises(ConfigurationError, match="not a per-run option of backend 'serverless'"):
         resolve_run_settings(DEFAULTS, {"backend_options": {"colour": "red"}})
