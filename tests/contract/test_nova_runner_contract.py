@@ -279,7 +279,7 @@ def test_setup_submit_status_cancel_teardown_with_the_real_sdk(sandbox: Sandbox,
 
     sandbox.clear_records()
     submit = sandbox.run("submit")
-    assert submit["ok"], submit["error"] if "error" in submit else submit
+    assert submit["ok"], submit.get("error", submit)
     calls = sandbox.calls()
     all_calls += calls
     assert "iam.SimulatePrincipalPolicy" not in _ops(calls)  # IAM pre-validation off (ValidationConfig(iam=False))
@@ -326,3 +326,41 @@ def test_setup_submit_status_cancel_teardown_with_the_real_sdk(sandbox: Sandbox,
 
     (sandbox.state / "recorded-calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in all_calls))
     assert_calls_allowed([AwsCall.from_record(c) for c in all_calls], RUNNER_ROLE, model=app_model)
+    _record_sdk_version()
+
+
+def _record_sdk_version() -> None:
+    """The flow passed against this SDK: record its version (tests/unit/backends/test_nova_runner.py compares it
+    with the pin, so a pin change without a contract run fails there, and a contract run shows up in the diff)."""
+    version = subprocess.run(
+        [str(NOVA_PYTHON), "-c", "import importlib.metadata as m; print(m.version('amzn-nova-forge'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    path = NOVA_DIR / "sdk_version.json"
+    if json.loads(path.read_text()).get("amzn-nova-forge") != version:
+        path.write_text(json.dumps({"amzn-nova-forge": version}) + "\n")
+
+
+def _edit_spec(sandbox: Sandbox, **changes: Any) -> None:
+    bucket, key = sandbox.spec_uri.removeprefix("s3://").split("/", 1)
+    spec = sandbox.s3_json(bucket, key)
+    sandbox.put(bucket, key, json.dumps({**spec, **changes}))
+
+
+def test_the_old_stack_name_scheme_is_refused_by_the_sdk(sandbox: Sandbox) -> None:
+    # Defect 1 (issue 10): <prefix>-run-<run id> is what the adapter used to send; the SDK refuses it before any
+    # AWS call that creates something. The current name (the other test) passes.
+    _edit_spec(sandbox, stack_name=f"mtrl-run-{RUN_ID}")
+    document = sandbox.run("setup")
+    assert not document["ok"]
+    assert "too long" in document["error"]
+    assert "ecs.RunTask" not in _ops(sandbox.calls())
+
+
+def test_telemetry_is_sent_only_when_the_deployment_opts_in(sandbox: Sandbox) -> None:
+    # Defect 9: the SDK's telemetry_logging sends an anonymous GET to nfsdk-t-<region> unless TELEMETRY_OPT_OUT=true.
+    sandbox.write_spec(nova_forge_telemetry=True)
+    assert sandbox.run("setup")["ok"]
+    assert any("nfsdk-t-us-east-1" in request["url"] for request in sandbox.http())

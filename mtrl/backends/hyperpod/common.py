@@ -54,6 +54,8 @@ class HyperPodSettings(BaseModel):
     nova_training_method: Literal["RFT_MULTITURN_LORA", "RFT_MULTITURN_FULL"] = "RFT_MULTITURN_LORA"
     hyperparameters: dict[str, str | int | float | bool] = {}
     mlflow_tracking_arn: str | None = None
+    # The SDK's anonymous usage telemetry: off unless the deployment opts in (runs are in customers' accounts).
+    nova_forge_telemetry: bool = False
     hyperpod_status_refresh_seconds: int = Field(60, ge=10)
     # How long one provision/submit/cancel/cleanup call may wait in-process before handing back a transient
     # "still in progress" (sized for the 15-minute backend Lambda, which the pipeline retries).

@@ -57,6 +57,7 @@ class RunnerTasks(AdapterBase):
             "eval_dataset_uri": run.eval_dataset_uri,
             "output_uri": str(S3Uri.parse(run.output_uri).join("model/")),
             "mlflow_tracking_arn": settings.mlflow_tracking_arn,
+            "nova_forge_telemetry": settings.nova_forge_telemetry,
             "result_prefix": str(self._backend_prefix(run)),
         }
         capacity = self._held(run, CAPACITY_KIND)

@@ -258,7 +258,7 @@ def _run_task(params: dict[str, Any], region: str) -> dict[str, Any]:
 @handles("ecs", "DescribeTasks")
 def _describe_tasks(params: dict[str, Any], region: str) -> dict[str, Any]:
     with State() as state:
-        known = {t["arn"]: t for t in state["tasks"].values()} | {k: v for k, v in state["tasks"].items()}
+        known = {t["arn"]: t for t in state["tasks"].values()} | dict(state["tasks"])
     tasks = [
         {"taskArn": known[t]["arn"], "lastStatus": "STOPPED", "containers": [{"name": "sam", "exitCode": 0}]}
         for t in params["tasks"]
