@@ -72,7 +72,7 @@ NO_RESOURCE_LEVEL = {
     "ecs:ListTaskDefinitions",
     "ecs:DeregisterTaskDefinition",
 }
-PER_RUN_WILDCARD = re.compile(r"mtrl-run-\*|task/mtrl-reward-workers/\*|job/\*/mtrl-\*|:\*\"|mapping:\*")
+PER_RUN_WILDCARD = re.compile(r"mtrl-nf\*|task/mtrl-reward-workers/\*|job/\*/mtrl-\*|:\*\"|mapping:\*")
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -129,7 +129,7 @@ def test_backend_function_wildcards_and_conditions(backend_statements: list[dict
     (scale,) = [s for s in backend_statements if s["Sid"] == "HyperPodScaleTrainingGroup"]
     assert "Fn::ImportValue" in json.dumps(scale["Resource"])  # the deployed cluster's ARN, not a wildcard
     (mapping,) = [s for s in backend_statements if s["Sid"] == "DeletePerRunEventSourceMappings"]
-    assert "mtrl-run-*" in json.dumps(mapping["Condition"]["ArnLike"]["lambda:FunctionArn"])
+    assert "mtrl-nf*" in json.dumps(mapping["Condition"]["ArnLike"]["lambda:FunctionArn"])
 
 
 def test_every_deploy_time_setting_the_adapters_require_is_passed(pipeline_template: Template) -> None:
