@@ -76,6 +76,8 @@ class BackendPermissions(Construct):
             f"{arn}:lambda:{where}:function:{run_scoped}": "Per-run functions of the deleted stack (<stem>-nf*).",
             f"{arn}:dynamodb:{where}:table/{run_scoped}": "Per-run table of the deleted stack (<stem>-nf*).",
             f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}:*": "Log groups of the deleted per-run functions.",
+            f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}": "Log groups of the deleted per-run functions "
+            "(the name form of the log-group ARN).",
             f"{arn}:lambda:{where}:event-source-mapping:*": "Event source mappings have generated ids; conditioned on "
             "per-run functions (lambda:FunctionArn).",
             f"{arn}:sagemaker:{where}:job/*/mtrl-*": "Serverless job names are derived from run ids (mtrl-<run>, "
@@ -162,6 +164,7 @@ class BackendPermissions(Construct):
                     f"{arn}:sqs:{where}:{run_scoped}",
                     f"{arn}:lambda:{where}:function:{run_scoped}",
                     f"{arn}:dynamodb:{where}:table/{run_scoped}",
+                    f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}",
                     f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}:*",
                 ],
             ),

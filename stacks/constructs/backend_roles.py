@@ -289,8 +289,12 @@ class BackendRoles(Construct):
             iam.PolicyStatement(
                 sid="PerRunLogs",
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents"],
+                # Both forms: the Service Authorization Reference names a log group log-group:<name> (CreateLogGroup,
+                # the SDK's /ecs/<base>-NovaForgeSDK), while its streams' actions are checked on log-group:<name>:*.
                 resources=[
+                    f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}",
                     f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}:*",
+                    f"{arn}:logs:{where}:log-group:/ecs/{run_scoped}",
                     f"{arn}:logs:{where}:log-group:/ecs/{run_scoped}:*",
                 ],
             ),
@@ -402,8 +406,18 @@ class BackendRoles(Construct):
                 ],
             )
         )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                # submit: the SDK downloads the recipe templates its DescribeHubContent document names
+                # (HpEksPayloadTemplateS3Uri/HpEksOverrideParamsS3Uri, amzn_nova_forge util/recipe.py).
+                sid="JumpStartRecipeTemplates",
+                actions=["s3:GetObject"],
+                resources=[f"{arn}:s3:::jumpstart-cache-prod-{stack.region}/recipes/*"],
+            )
+        )
         self._wildcard_reasons[role.node.id] = (
-            "Wildcards: the run's own S3 prefixes (training-data/*, runs/*); per-run task definitions "
+            "Wildcards: the run's own S3 prefixes (training-data/*, runs/*); JumpStart's recipe templates "
+            "(jumpstart-cache-prod-<region>/recipes/*, read-only); per-run task definitions "
             "(<stem>-nf*) on the reward cluster only; task status actions conditioned on that cluster; "
             "RegisterTaskDefinition/DescribeTaskDefinition/DescribeClusters/ListStacks/Describe VPCs+subnets, which "
             "have no resource-level permissions; the public SageMaker hub's recipe metadata."

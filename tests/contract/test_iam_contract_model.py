@@ -169,3 +169,27 @@ def test_a_denied_call_on_the_real_template_names_action_and_resource(app_model:
 def test_assert_calls_allowed_refuses_an_empty_recording(app_model: AppModel) -> None:
     with pytest.raises(AssertionError, match="no AWS calls"):
         assert_calls_allowed([], BACKEND_ROLE, model=app_model)
+
+
+def test_the_runner_role_allows_what_the_real_sdk_was_seen_to_need(app_model: AppModel) -> None:
+    """Two denials tests/contract/test_nova_runner_contract.py found with the real SDK (issue 10, runner role)."""
+    from mtrl.backends.hyperpod.naming import SDK_STACK_SUFFIX, run_stack_base
+
+    base = run_stack_base("mtrl", "wordle-20261201-abc")
+    calls = [
+        # ECSRFTInfrastructure.create_log_group: /ecs/<base>-NovaForgeSDK
+        AwsCall("logs", "CreateLogGroup", {"logGroupName": f"/ecs/{base}-{SDK_STACK_SUFFIX}"}, "us-east-1"),
+        # util/recipe.py download_templates_from_s3: the recipe templates named by the hub content document
+        AwsCall(
+            "s3",
+            "GetObject",
+            {"Bucket": "jumpstart-cache-prod-us-east-1", "Key": "recipes/nova/forge/rft/payload.yaml"},
+            "us-east-1",
+        ),
+    ]
+    assert_calls_allowed(calls, "mtrl-backends/Roles/NovaRunnerRole", model=app_model)
+    elsewhere = [
+        AwsCall("s3", "GetObject", {"Bucket": "jumpstart-cache-prod-us-east-1", "Key": "models/x"}, "us-east-1")
+    ]
+    with pytest.raises(AssertionError, match="implicitly denied"):
+        assert_calls_allowed(elsewhere, "mtrl-backends/Roles/NovaRunnerRole", model=app_model)
