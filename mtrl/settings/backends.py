@@ -51,7 +51,7 @@ class BackendSettings(SettingsGroup):
     )
     nova_allow_sam_role_creation: bool = Field(
         False,
-        description="Let the Nova Forge RFT role create IAM roles named <prefix>-run-* (only needed when the "
+        description="Let the Nova Forge RFT role create IAM roles named <stem>-nf* (only needed when the "
         "SDK's SAM template declares Lambda roles; off = no role at run time can write IAM).",
     )
 
