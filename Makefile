@@ -20,7 +20,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 LINT_PATHS := app.py stacks mtrl lambda environments tests scripts benchmarks
 TYPED_PATHS := app.py stacks mtrl lambda environments
 
-.PHONY: help setup emulator test lint fmt typecheck pytest synth bench demo docs lock clean
+.PHONY: help setup emulator nova test lint fmt typecheck pytest synth bench demo docs lock clean
 
 help:
 	@grep -E '^#   make' Makefile | sed 's/^#   //'
@@ -73,6 +73,37 @@ $(EMULATOR_STAMP): requirements/emulator.txt
 	$(EMULATOR_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/emulator.txt
 	rm -f $(EMULATOR_VENV)/.stamp-* && touch $@
 
+# The Nova Forge runner's Python environment (.venv-nova): the SDK needs Python >= 3.12, so the contract tests
+# (tests/contract/test_nova_runner_contract.py) run the runner's real entry point in it. It installs exactly what
+# docker/nova-runner/Dockerfile installs, from the same lock (requirements/nova-runner.txt, --no-deps), then mtrl
+# (editable here so the tests run the working tree; the image copies the same sources).
+# The interpreter: NOVA_PYTHON if set, else python3.12 on PATH, else pyenv's 3.12.*, else 3.13.
+NOVA_VENV := .venv-nova
+NOVA_STAMP := $(NOVA_VENV)/.stamp-$(shell cat requirements/nova-runner.txt pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
+NOVA_PYTHON_CANDIDATES = $${NOVA_PYTHON:-} python3.12 $$(ls -d "$$(pyenv root 2>/dev/null)"/versions/3.12.*/bin/python \
+  2>/dev/null | sort -V | tail -1) python3.13 $$(ls -d "$$(pyenv root 2>/dev/null)"/versions/3.13.*/bin/python 2>/dev/null | \
+  sort -V | tail -1)
+
+nova: $(NOVA_STAMP)
+
+$(NOVA_STAMP): requirements/nova-runner.txt pyproject.toml
+	@if ! test -x $(NOVA_VENV)/bin/python; then \
+	  found=""; for candidate in $(NOVA_PYTHON_CANDIDATES); do \
+	    if "$$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then found="$$candidate"; break; fi; \
+	  done; \
+	  if [ -z "$$found" ]; then \
+	    echo "error: the Nova Forge contract tests need Python >= 3.12 (amzn-nova-forge requires it); none found as"; \
+	    echo "       NOVA_PYTHON, python3.12, \$$(pyenv root)/versions/3.12.*, python3.13. Install one (pyenv install 3.12)"; \
+	    echo "       or set NOVA_PYTHON=/path/to/python3.12."; exit 1; \
+	  fi; \
+	  echo "creating $(NOVA_VENV) with $$found ($$("$$found" --version))"; "$$found" -m venv $(NOVA_VENV); \
+	fi
+	$(NOVA_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24"
+	$(NOVA_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements/nova-runner.txt
+	$(NOVA_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(NOVA_VENV)/bin/python -m pip check
+	rm -f $(NOVA_VENV)/.stamp-* && touch $@
+
 lint: setup
 	$(BIN)/ruff check $(wildcard $(LINT_PATHS))
 	$(BIN)/ruff format --check $(wildcard $(LINT_PATHS))
@@ -85,7 +116,7 @@ typecheck: setup
 	$(BIN)/mypy $(wildcard $(TYPED_PATHS))
 
 # pytest exit code 5 means "no tests ran": that is a failure here, never a pass.
-pytest: setup emulator
+pytest: setup emulator nova
 	rc=0; $(BIN)/python -m pytest -q -n 2 --dist loadfile || rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
 
@@ -122,6 +153,9 @@ lock:
 	  ../$(BIN)/uv pip compile --python-version 3.11 --no-header --annotation-style line -q $$f.in -o $$f.txt; done
 	cd requirements && ../$(BIN)/uv pip compile --python-version 3.11 --no-header --annotation-style line -q \
 	  $(foreach p,$(CUDA_ONLY),--no-emit-package $(p)) llm.in -o llm.txt
+	# The runner image's Python (docker/nova-runner/Dockerfile) is 3.12: the SDK requires it.
+	cd requirements && ../$(BIN)/uv pip compile --python-version 3.12 --no-header --annotation-style line -q \
+	  nova-runner.in -o nova-runner.txt
 
 clean:
 	rm -rf cdk.out .build .pytest_cache .mypy_cache .ruff_cache

@@ -193,6 +193,7 @@ def _wire_backends(
         "nova_rft_role_name": roles.rft_role_name,
         "nova_model": settings.nova_model,
         "nova_training_method": settings.nova_training_method,
+        "nova_forge_telemetry": "true" if settings.nova_forge_telemetry else "false",
         # serverless (mtrl.backends.serverless.ServerlessSettings)
         "serverless_job_role_arn": roles.serverless_job_role.role_arn,
         "serverless_agent_lambda_arns": [

@@ -57,9 +57,14 @@ class BackendSettings(SettingsGroup):
         description="A hyperpod run whose GPU nodes have not all arrived after this long fails with the cluster's "
         "capacity/quota events (must not exceed provision_max_wait_minutes).",
     )
+    nova_forge_telemetry: bool = Field(
+        False,
+        description="Let the Nova Forge SDK send its anonymous usage telemetry from hyperpod runs (off: the runner "
+        "sets TELEMETRY_OPT_OUT=true, since runs happen in your account).",
+    )
     nova_allow_sam_role_creation: bool = Field(
         False,
-        description="Let the Nova Forge RFT role create IAM roles named <prefix>-run-* (only needed when the "
+        description="Let the Nova Forge RFT role create IAM roles named <stem>-nf* (only needed when the "
         "SDK's SAM template declares Lambda roles; off = no role at run time can write IAM).",
     )
 

@@ -2,7 +2,9 @@
 
 Configuration comes from the task definition's environment:
 MTRL_ENV_ID (default wordle), MTRL_ENV_ARGS, MTRL_CUSTOM_ENV (see mtrl/worker/contract.py), MTRL_REQUEST_QUEUE_URL,
-MTRL_RESULT_QUEUE_URL, MTRL_POLICY_URL, MTRL_POLICY_MODEL, MTRL_CONCURRENCY, MTRL_EPISODE_TIMEOUT_S,
+MTRL_RESULT_QUEUE_URL, MTRL_POLICY_URL, MTRL_POLICY_MODEL, MTRL_POLICY_AUTH (``auto``: SigV4-sign requests to a
+Lambda function URL, which the Nova Forge proxy's is, with the task role; ``aws_iam``: always sign, region from the
+URL or AWS_REGION; ``none``: never), MTRL_CONCURRENCY, MTRL_EPISODE_TIMEOUT_S,
 MTRL_MAX_TURNS, MTRL_GRACE_S, MTRL_GROUP_SIZE, MTRL_RUN_ID. A missing or bad value exits with code 2 and a
 message naming it.
 
@@ -18,12 +20,19 @@ import logging
 import os
 import shlex
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec, project_root
 from mtrl.worker import contract
 from mtrl.worker.runtime import WorkerConfig, WorkerRuntime
-from mtrl.worker.transport import HttpChatPolicy, SqsResultSink, SqsRolloutSource
+from mtrl.worker.transport import (
+    HttpChatPolicy,
+    SigV4Signer,
+    SqsResultSink,
+    SqsRolloutSource,
+    function_url_region,
+)
 
 
 class ConfigError(ValueError):
@@ -63,6 +72,26 @@ def config_from_env(environ: Mapping[str, str]) -> WorkerConfig:
         raise ConfigError(str(error)) from None
 
 
+def policy_from_env(environ: Mapping[str, str], credentials: Callable[[], Any] | None = None) -> HttpChatPolicy:
+    """The policy client; ``credentials`` defaults to boto3's chain (the ECS task role in the container)."""
+    url = _required(environ, contract.POLICY_URL)
+    auth = environ.get("MTRL_POLICY_AUTH", "auto").strip().lower() or "auto"
+    if auth not in {"auto", "aws_iam", "none"}:
+        raise ConfigError(f"MTRL_POLICY_AUTH must be auto, aws_iam or none (got {auth!r})")
+    region = function_url_region(url)
+    signer = None
+    if auth == "aws_iam" or (auth == "auto" and region is not None):
+        region = region or environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+        if not region:
+            raise ConfigError(f"MTRL_POLICY_AUTH={auth}: cannot tell the signing region of {url} (set AWS_REGION)")
+        if credentials is None:
+            import boto3  # noqa: PLC0415 - only the container needs AWS clients
+
+            credentials = boto3.Session().get_credentials
+        signer = SigV4Signer(credentials, region)
+    return HttpChatPolicy(url, model=environ.get("MTRL_POLICY_MODEL", "default"), signer=signer)
+
+
 def exec_nova_forge(env: dict[str, str]) -> int:
     """Hand the process over to the starter kit's environment client (it owns queues and signals from here)."""
     try:
@@ -92,7 +121,7 @@ def main(environ: Mapping[str, str] | None = None) -> int:
         spec = load_spec(env.get(contract.ENV_ID, "wordle"), custom=contract.custom_flag(env))
         request_url = _required(env, contract.REQUEST_QUEUE_URL)
         result_url = _required(env, contract.RESULT_QUEUE_URL)
-        policy = HttpChatPolicy(_required(env, contract.POLICY_URL), model=env.get("MTRL_POLICY_MODEL", "default"))
+        policy = policy_from_env(env)
     except (ConfigError, EnvironmentNotFoundError, InvalidEnvironmentError, ValueError) as error:
         print(f"reward worker: {error}", file=sys.stderr)
         return 2

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mtrl.worker.runtime import RolloutOutcome, RolloutRequest
@@ -91,19 +93,65 @@ def result_body(outcome: RolloutOutcome) -> str:
     return body
 
 
-class HttpChatPolicy:
-    """An OpenAI-compatible ``/chat/completions`` endpoint (e.g. a model server or a proxy)."""
+_FUNCTION_URL_HOST = re.compile(r"^[a-z0-9]+\.lambda-url\.([a-z0-9-]+)\.on\.aws$")
 
-    def __init__(self, base_url: str, *, model: str = "default", headers: Mapping[str, str] | None = None) -> None:
+
+def function_url_region(url: str) -> str | None:
+    """The region of a Lambda function URL (``https://<id>.lambda-url.<region>.on.aws/…``), None for other URLs."""
+    match = _FUNCTION_URL_HOST.match(urllib.parse.urlsplit(url).hostname or "")
+    return match.group(1) if match else None
+
+
+class SigV4Signer:
+    """Signs requests for an ``AuthType=AWS_IAM`` Lambda function URL (service ``lambda``) with SigV4.
+
+    ``credentials`` returns botocore credentials (e.g. ``boto3.Session().get_credentials``: the ECS task role's,
+    refreshed by botocore before they expire); each request is signed with a fresh frozen copy.
+    """
+
+    def __init__(self, credentials: Callable[[], Any], region: str, *, service: str = "lambda") -> None:
+        self._credentials = credentials
+        self.region = region
+        self.service = service
+
+    def sign(self, method: str, url: str, body: bytes, headers: Mapping[str, str]) -> dict[str, str]:
+        from botocore.auth import SigV4Auth  # noqa: PLC0415 - only signing workers need botocore
+        from botocore.awsrequest import AWSRequest  # noqa: PLC0415
+
+        credentials = self._credentials()
+        if credentials is None:
+            raise PermissionError("no AWS credentials to sign the policy request with (is the task role set?)")
+        frozen = credentials.get_frozen_credentials()
+        # Function URLs need the body's hash for POST (Lambda guide, "Invoking Lambda function URLs").
+        signed_headers = {**headers, "X-Amz-Content-SHA256": hashlib.sha256(body).hexdigest()}
+        request = AWSRequest(method=method, url=url, data=body, headers=signed_headers)
+        SigV4Auth(frozen, self.service, self.region).add_auth(request)
+        return dict(request.headers.items())
+
+
+class HttpChatPolicy:
+    """An OpenAI-compatible ``/chat/completions`` endpoint (e.g. a model server or a proxy); with ``signer`` every
+    request is SigV4-signed (the Nova Forge proxy's function URL requires it)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str = "default",
+        headers: Mapping[str, str] | None = None,
+        signer: SigV4Signer | None = None,
+    ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"policy URL must be http(s): {base_url!r}")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.headers = {"Content-Type": "application/json", **dict(headers or {})}
+        self.signer = signer
 
     def act(self, messages: list[dict[str, str]], *, timeout_s: float) -> str:
         payload = json.dumps({"model": self.model, "messages": messages}).encode()
-        request = urllib.request.Request(self.url, data=payload, headers=self.headers, method="POST")  # noqa: S310
+        headers = self.signer.sign("POST", self.url, payload, self.headers) if self.signer else dict(self.headers)
+        request = urllib.request.Request(self.url, data=payload, headers=headers, method="POST")  # noqa: S310
         with urllib.request.urlopen(request, timeout=max(0.1, timeout_s)) as response:  # noqa: S310 - checked scheme
             document = json.loads(response.read())
         try:

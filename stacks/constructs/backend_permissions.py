@@ -1,7 +1,8 @@
 """What the pipeline's backend function may do for the ``hyperpod`` and ``serverless`` adapters — nothing more.
 
 Every statement is derived from an AWS call in ``mtrl/backends/hyperpod.py`` or ``mtrl/backends/serverless.py``
-(named in the statement's ``sid``). Wildcards appear only for per-run names (``<prefix>-run-*``, ``mtrl-*`` jobs,
+(named in the statement's ``sid``). Wildcards appear only for per-run names (``<stem>-nf*``, see
+``mtrl.backends.hyperpod.naming``; ``mtrl-*`` jobs,
 task ids) or for actions without resource-level permissions; each is acknowledged with its reason.
 """
 
@@ -13,6 +14,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from mtrl.backends.hyperpod.naming import run_name_pattern
 from stacks.nag import acknowledge, nag_resource
 
 ECS_TASKS = "ecs-tasks.amazonaws.com"
@@ -58,7 +60,7 @@ class BackendPermissions(Construct):
         stack = cdk.Stack.of(self)
         arn = f"arn:{stack.partition}"
         where = f"{stack.region}:{stack.account}"
-        run_scoped = f"{prefix}-run-*"
+        run_scoped = run_name_pattern(prefix)  # every per-run Nova Forge name: <stem>-nf<hash>…
         reward_cluster_arn = f"{arn}:ecs:{where}:cluster/{hyperpod.reward_cluster_name}"
         run_tasks = f"{arn}:ecs:{where}:task/{hyperpod.reward_cluster_name}/*"
         on_reward_cluster = {"ArnEquals": {"ecs:cluster": reward_cluster_arn}}
@@ -70,11 +72,13 @@ class BackendPermissions(Construct):
             "*": "ecs:ListTasks (conditioned on the reward cluster) and ecs:Describe/List/DeregisterTaskDefinition "
             "support no resource-level permissions.",
             f"{arn}:cloudformation:{where}:stack/{run_scoped}/*": "Per-run Nova Forge stacks are named "
-            "<prefix>-run-<run>-NovaForgeSDK at run time; the stack id suffix is generated.",
-            f"{arn}:sqs:{where}:{run_scoped}": "Per-run queues of the deleted stack (named <prefix>-run-*).",
-            f"{arn}:lambda:{where}:function:{run_scoped}": "Per-run functions of the deleted stack (<prefix>-run-*).",
-            f"{arn}:dynamodb:{where}:table/{run_scoped}": "Per-run table of the deleted stack (<prefix>-run-*).",
+            "<stem>-nf<run hash>-NovaForgeSDK at run time; the stack id suffix is generated.",
+            f"{arn}:sqs:{where}:{run_scoped}": "Per-run queues of the deleted stack (named <stem>-nf*).",
+            f"{arn}:lambda:{where}:function:{run_scoped}": "Per-run functions of the deleted stack (<stem>-nf*).",
+            f"{arn}:dynamodb:{where}:table/{run_scoped}": "Per-run table of the deleted stack (<stem>-nf*).",
             f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}:*": "Log groups of the deleted per-run functions.",
+            f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}": "Log groups of the deleted per-run functions "
+            "(the name form of the log-group ARN).",
             f"{arn}:lambda:{where}:event-source-mapping:*": "Event source mappings have generated ids; conditioned on "
             "per-run functions (lambda:FunctionArn).",
             f"{arn}:sagemaker:{where}:job/*/mtrl-*": "Serverless job names are derived from run ids (mtrl-<run>, "
@@ -166,6 +170,7 @@ class BackendPermissions(Construct):
                     f"{arn}:sqs:{where}:{run_scoped}",
                     f"{arn}:lambda:{where}:function:{run_scoped}",
                     f"{arn}:dynamodb:{where}:table/{run_scoped}",
+                    f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}",
                     f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}:*",
                 ],
             ),

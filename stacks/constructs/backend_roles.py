@@ -16,6 +16,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from mtrl.backends.hyperpod.naming import run_name_pattern
 from stacks.nag import acknowledge, nag_resource
 
 JOB_PRINCIPAL = "job.sagemaker.amazonaws.com"
@@ -29,7 +30,7 @@ class BackendRoles(Construct):
     """Attributes: ``serverless_job_role``, ``agent_role``, ``runner_role``, ``rft_role``, ``rft_policy``.
 
     Props:
-    - ``prefix``: the deployment prefix; per-run stacks, queues, functions and tables are ``<prefix>-run-*``.
+    - ``prefix``: the deployment prefix; per-run stacks, queues, functions and tables are ``<stem>-nf*``.
     - ``data_bucket`` / ``data_key``: where runs read and write (``runs/<run-id>/…``) and the key that encrypts it.
     - ``reward_cluster_arn``: the ECS cluster the runner starts tasks on.
     - ``hyperpod_cluster_arn`` / ``eks_cluster_arn``: what ``hyperpod connect-cluster`` reads.
@@ -37,7 +38,7 @@ class BackendRoles(Construct):
     - ``rft_role_name``: defaults to ``<prefix>-rft``; the policy is ``<rft_role_name>Policy`` exactly.
     - ``allow_sam_role_creation``: the SDK deploys its SAM template with ``CAPABILITY_IAM``, so whoever runs
       ``sam deploy`` (the RFT role, in the SDK's ECS task) must create the template's Lambda roles. Off by default:
-      turning it on grants role creation limited to ``role/<prefix>-run-*``.
+      turning it on grants role creation limited to ``role/<stem>-nf*``.
     """
 
     def __init__(
@@ -61,7 +62,7 @@ class BackendRoles(Construct):
         # Why each policy's wildcards cannot be narrower; acknowledged finding by finding at the end.
         self._wildcard_reasons: dict[str, str] = {}
         self.rft_role_name = rft_role_name or f"{prefix}-rft"
-        run_scoped = f"{prefix}-run-*"
+        run_scoped = run_name_pattern(prefix)  # every per-run Nova Forge name: <stem>-nf<hash>…
 
         self.serverless_job_role = self._serverless_job_role(stack, data_bucket, data_key, mlflow_arn)
         self.agent_role = self._agent_role()
@@ -103,7 +104,7 @@ class BackendRoles(Construct):
         self._wildcard_reasons.setdefault(
             self.rft_role.node.id,
             "CDK grants for the run prefix runs/* of the data bucket (object-level s3:*Object* actions) and the "
-            "data key's GenerateDataKey*/ReEncrypt*; with allow_sam_role_creation, roles named <prefix>-run-*.",
+            "data key's GenerateDataKey*/ReEncrypt*; with allow_sam_role_creation, roles named <stem>-nf*.",
         )
         self._acknowledge_wildcards()
 
@@ -230,7 +231,7 @@ class BackendRoles(Construct):
     # -- Nova Forge --------------------------------------------------------------------------------------------
 
     def _rft_policy(self, stack: cdk.Stack, run_scoped: str) -> iam.ManagedPolicy:
-        """What the SDK and its per-run stack need, limited to ``<prefix>-run-*`` resources."""
+        """What the SDK and its per-run stack need, limited to ``<stem>-nf*`` resources."""
         arn = f"arn:{stack.partition}"
         where = f"{stack.region}:{stack.account}"
         statements = [
@@ -314,8 +315,12 @@ class BackendRoles(Construct):
             iam.PolicyStatement(
                 sid="PerRunLogs",
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents"],
+                # Both forms: the Service Authorization Reference names a log group log-group:<name> (CreateLogGroup,
+                # the SDK's /ecs/<base>-NovaForgeSDK), while its streams' actions are checked on log-group:<name>:*.
                 resources=[
+                    f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}",
                     f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}:*",
+                    f"{arn}:logs:{where}:log-group:/ecs/{run_scoped}",
                     f"{arn}:logs:{where}:log-group:/ecs/{run_scoped}:*",
                 ],
             ),
@@ -335,11 +340,11 @@ class BackendRoles(Construct):
             "RftPolicy",
             # Exactly this name: the SDK looks for arn:…:policy/<rft_role_name>Policy on its caller.
             managed_policy_name=f"{self.rft_role_name}Policy",
-            description=f"{self.prefix}: Nova Forge per-run resources (<prefix>-run-*) only",
+            description=f"{self.prefix}: Nova Forge per-run resources (<stem>-nf*) only",
             statements=statements,
         )
         self._wildcard_reasons[policy.node.id] = (
-            "Every wildcard is the per-run name pattern <prefix>-run-* (stacks, queues, functions, tables, log "
+            "Every wildcard is the per-run name pattern <stem>-nf* (stacks, queues, functions, tables, log "
             "groups), SAM's own managed artifacts stack/bucket, or the Nova Forge starter-kit/recipe buckets whose "
             "account-suffixed names the SDK derives at run time."
         )
@@ -427,9 +432,19 @@ class BackendRoles(Construct):
                 ],
             )
         )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                # submit: the SDK downloads the recipe templates its DescribeHubContent document names
+                # (HpEksPayloadTemplateS3Uri/HpEksOverrideParamsS3Uri, amzn_nova_forge util/recipe.py).
+                sid="JumpStartRecipeTemplates",
+                actions=["s3:GetObject"],
+                resources=[f"{arn}:s3:::jumpstart-cache-prod-{stack.region}/recipes/*"],
+            )
+        )
         self._wildcard_reasons[role.node.id] = (
-            "Wildcards: the run's own S3 prefixes (training-data/*, runs/*); per-run task definitions "
-            "(<prefix>-run-*) on the reward cluster only; task status actions conditioned on that cluster; "
+            "Wildcards: the run's own S3 prefixes (training-data/*, runs/*); JumpStart's recipe templates "
+            "(jumpstart-cache-prod-<region>/recipes/*, read-only); per-run task definitions "
+            "(<stem>-nf*) on the reward cluster only; task status actions conditioned on that cluster; "
             "RegisterTaskDefinition/DescribeTaskDefinition/DescribeClusters/ListStacks/Describe VPCs+subnets, which "
             "have no resource-level permissions; the public SageMaker hub's recipe metadata."
         )

@@ -11,6 +11,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from mtrl.backends.hyperpod.naming import SDK_STACK_SUFFIX, run_name_pattern
 from mtrl.settings.reward_workers import RewardWorkerSettings
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
 from stacks.constructs.fargate_task import acknowledge_image_pull_login, linux_task_definition, repo_image
@@ -84,7 +85,8 @@ class RewardWorkers(Construct):
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
         self.max_tasks = settings.reward_worker_max_tasks
-        self.queue_name_prefix = f"{prefix}-run-"
+        # The run's queues and proxy belong to its Nova Forge stack: every name starts <stem>-nf (naming.py).
+        self.queue_name_prefix = run_name_pattern(prefix).removesuffix("*")
         self.environment_prefix = settings.reward_worker_environment_prefix
 
         self.cluster = ecs.Cluster(
@@ -113,8 +115,8 @@ class RewardWorkers(Construct):
                     "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:ecs:{stack.region}:{stack.account}:*"},
                 },
             ),
-            description="Reward workers (run environment code): read environment packages and use the run's "
-            "queues. Nothing else (logs and EMF metrics go through the awslogs driver).",
+            description="Reward workers (run environment code): read environment packages, use the run's "
+            "queues and call its proxy URL. Nothing else (logs and EMF metrics go through the awslogs driver).",
         )
         self._grant_task_role(data_bucket, encryption_key)
 
@@ -182,7 +184,13 @@ class RewardWorkers(Construct):
 
     def _grant_task_role(self, data_bucket: s3.IBucket, key: kms.IKey) -> None:
         stack = cdk.Stack.of(self)
-        queues = f"arn:{stack.partition}:sqs:{stack.region}:{stack.account}:{self.queue_name_prefix}*"
+        where = f"{stack.region}:{stack.account}"
+        queues = f"arn:{stack.partition}:sqs:{where}:{self.queue_name_prefix}*"
+        # The SDK's completion proxy: setup() switches its function URL to AuthType AWS_IAM, so workers sign with
+        # SigV4 and need both actions (Lambda guide, "Control access to Lambda function URLs": URLs created since
+        # October 2025 also check lambda:InvokeFunction, with lambda:InvokedViaFunctionUrl).
+        proxy_name = f"{self.queue_name_prefix}*-{SDK_STACK_SUFFIX}-SageMaker-proxy"
+        proxies = f"arn:{stack.partition}:lambda:{where}:function:{proxy_name}"
         bucket_arn = data_bucket.bucket_arn
         producer = cdk.Stack.of(data_bucket)
         if producer is not stack:
@@ -206,6 +214,18 @@ class RewardWorkers(Construct):
                 ),
                 iam.PolicyStatement(sid="UseRunQueues", actions=_QUEUE_ACTIONS, resources=[queues]),
                 iam.PolicyStatement(
+                    sid="CallRunProxyUrl",
+                    actions=["lambda:InvokeFunctionUrl"],
+                    resources=[proxies],
+                    conditions={"StringEquals": {"lambda:FunctionUrlAuthType": "AWS_IAM"}},
+                ),
+                iam.PolicyStatement(
+                    sid="CallRunProxyThroughItsUrl",
+                    actions=["lambda:InvokeFunction"],
+                    resources=[proxies],
+                    conditions={"Bool": {"lambda:InvokedViaFunctionUrl": "true"}},
+                ),
+                iam.PolicyStatement(
                     sid="DecryptThroughS3AndSqsOnly",
                     actions=["kms:Decrypt", "kms:GenerateDataKey"],
                     resources=[key.key_arn],
@@ -221,5 +241,6 @@ class RewardWorkers(Construct):
         for resource, reason in (
             (packages, "Read of the environment-package prefix only (package names are chosen per run)."),
             (queues, "A run's queues are created per run; the name prefix limits the workers to run queues."),
+            (proxies, "Each run's Nova Forge stack creates its own proxy function; only through its IAM-auth URL."),
         ):
             acknowledge(policy, f"AwsSolutions-IAM5[Resource::{nag_resource(self, resource)}]", reason)

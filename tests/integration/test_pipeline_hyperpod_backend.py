@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,9 +140,11 @@ class HyperPodWorld:
         spec_uri = str(S3Uri.parse(run.output_uri).join("backend", "spec.json"))
         session = self.aws.session
         saved = dict(nova_runner.HANDLERS)
-        nova_runner.HANDLERS.update(setup=self._sdk_setup(session), submit=_sdk_submit)
+        nova_runner.HANDLERS.update(
+            setup=self._sdk_setup(session), submit=_sdk_submit, status=self._sdk_status, cancel=self._sdk_cancel
+        )
         try:
-            nova_runner.main([command, "--spec", spec_uri], session=session, cli=self._cli)
+            nova_runner.main([command, "--spec", spec_uri], session=session)
         finally:
             nova_runner.HANDLERS.clear()
             nova_runner.HANDLERS.update(saved)
@@ -152,21 +154,27 @@ class HyperPodWorld:
             ecs.stop_task(cluster=self.ecs_cluster, task=arn, reason="Essential container in task exited")
 
     def _sdk_setup(self, session: Any) -> Any:
-        def setup(spec: dict[str, Any], *, cloudformation: Any, cli: Any) -> dict[str, Any]:
+        def setup(spec: dict[str, Any], context: nova_runner.Context) -> dict[str, Any]:
             # RFTMultiturnInfrastructure.setup() deploys <stack_name>-NovaForgeSDK; the outputs are read back for real.
             session.client("cloudformation").create_stack(
                 StackName=f"{spec['stack_name']}-NovaForgeSDK", TemplateBody=json.dumps(SDK_STACK_TEMPLATE)
             )
-            return nova_runner.stack_outputs(cloudformation, spec["stack_name"])
+            return nova_runner.stack_outputs(context.cloudformation, spec["stack_name"])
 
         return setup
 
-    def _cli(self, args: Sequence[str]) -> str:
-        self.cli_calls.append(list(args))
-        if args[1] == "get-job":
-            state = self.job_states.pop(0) if len(self.job_states) > 1 else self.job_states[0]
-            return json.dumps({"Status": {"conditions": [{"type": "Created"}, {"type": state, "message": state}]}})
-        return "{}"
+    # The runner's status/cancel drive the SDK's SMHPStatusManager / SMHPRuntimeManager.cleanup, which run the
+    # HyperPod CLI (tests/contract/test_nova_runner_contract.py runs them for real); here they are simulated.
+    def _sdk_status(self, spec: dict[str, Any], context: nova_runner.Context) -> dict[str, Any]:
+        name = nova_runner.recorded_job_name(spec, context)
+        self.cli_calls.append(["hyperpod", "get-job", "--job-name", name])
+        state = self.job_states.pop(0) if len(self.job_states) > 1 else self.job_states[0]
+        return {"job_name": name, "state": state, "message": state}
+
+    def _sdk_cancel(self, spec: dict[str, Any], context: nova_runner.Context) -> dict[str, Any]:
+        name = nova_runner.recorded_job_name(spec, context)
+        self.cli_calls.append(["hyperpod", "cancel-job", "--job-name", name, "--namespace", spec["namespace"]])
+        return {"job_name": name, "cancelled": True}
 
     # -- what must be true after any terminal path ------------------------------------------------------------------
     def assert_released(self, pipeline: Harness, run_id: str) -> dict[str, Any]:
@@ -199,8 +207,8 @@ class RunnerSimulatingAdapter(HyperPodAdapter):
             self._world.run_container(run, settings, command)
 
 
-def _sdk_submit(spec: dict[str, Any], *, cloudformation: Any, cli: Any) -> dict[str, Any]:
-    del cloudformation, cli
+def _sdk_submit(spec: dict[str, Any], context: nova_runner.Context) -> dict[str, Any]:
+    del context
     return {"job_name": nova_runner.job_name(spec)}  # ForgeTrainer.train(job_name=…) names the job
 
 

@@ -109,7 +109,7 @@ def test_sdk_policy_has_the_exact_name_and_is_attached_to_runner_and_rft_role(
         if statement["Sid"] == "PerRunStacks":
             resources = [str(r) for r in statement["Resource"]]
             assert all(
-                "stack/mtrl-run-*/*" in r or "aws-sam-cli-managed-default" in r or "transform/Serverless" in r
+                "stack/mtrl-nf*/*" in r or "aws-sam-cli-managed-default" in r or "transform/Serverless" in r
                 for r in resources
             ), resources
 
@@ -127,7 +127,7 @@ def test_runner_role_has_no_iam_write_and_conditioned_pass_role(built: tuple[Bac
         "lambda.amazonaws.com",
     }
     (run_task,) = [s for s in runner if s.get("Sid") == "SamDeployTask"]
-    assert "task-definition/mtrl-run-*" in str(run_task["Resource"])
+    assert "task-definition/mtrl-nf*" in str(run_task["Resource"])
     assert run_task["Condition"] == {
         "ArnEquals": {"ecs:cluster": f"arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/mtrl-rewards"}
     }
@@ -143,7 +143,7 @@ def test_no_role_writes_iam_unless_sam_role_creation_is_opted_in(
     _, opted = apps["sam"]
     rft = statements_of(opted, "BackendRolesRftRole")
     (create,) = [s for s in rft if s.get("Sid") == "SamTemplateRoles"]
-    assert f":iam::{ACCOUNT}:role/mtrl-run-*" in str(create["Resource"])
+    assert f":iam::{ACCOUNT}:role/mtrl-nf*" in str(create["Resource"])
     (passing,) = [s for s in rft if s.get("Sid") == "PassSamTemplateRolesToFunctions"]
     assert passing["Condition"] == {"StringEquals": {"iam:PassedToService": "lambda.amazonaws.com"}}
 

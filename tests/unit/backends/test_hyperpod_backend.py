@@ -3,8 +3,10 @@ and the Nova Forge runner on moto ECS, runner results and the per-run stack on m
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,6 +37,8 @@ from mtrl.backends.hyperpod import (
     gpu_holds,
     group_spec,
     parse_settings,
+    run_name_pattern,
+    run_stack_base,
     sdk_stack_name,
 )
 from mtrl.cost import cost_for_run, load_price_book
@@ -297,12 +301,45 @@ def test_group_spec_uses_the_service_model() -> None:
 # -- Nova runner, workers, submit, status ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("prefix", ["mtrl", "abcdefg", "a-very-long-prefix20"])
+def test_sdk_stack_names_fit_the_sdk_limits_and_stay_in_the_iam_pattern(prefix: str) -> None:
+    # Defect 1 (issue 10): validate_stack_name (amzn_nova_forge.validation.rft_multiturn_validator) caps the base
+    # name and <base>-NovaForgeSDK at 32 characters; the old <prefix>-run-<run id> was 36+.
+    run_ids = ["r1", "2026-12-01T10-00-00-" + "x" * 60, str(uuid.uuid4())]
+    names = [run_stack_base(prefix, run_id) for run_id in run_ids]
+    for name in names:
+        assert len(name) <= 19
+        assert len(f"{name}-NovaForgeSDK") <= 32
+        assert re.fullmatch(r"[a-zA-Z][a-zA-Z0-9-]*", name)  # the SDK's character rule
+        assert fnmatch.fnmatchcase(name, run_name_pattern(prefix))
+        assert fnmatch.fnmatchcase(f"{name}-NovaForgeSDK-SageMaker-proxy", run_name_pattern(prefix))
+    assert len(set(names)) == len(names)  # distinct per run
+    assert names == [run_stack_base(prefix, run_id) for run_id in run_ids]  # stable per run
+    # The pattern never covers the deployment's own resources.
+    for own in ("rft", "reward-workers", "runs", "run-ended-abnormally", "nova-runner", "pipeline"):
+        assert not fnmatch.fnmatchcase(f"{prefix}-{own}", run_name_pattern(prefix))
+
+
+def test_the_stack_name_recorded_on_the_run_wins_over_the_current_scheme(world: World) -> None:
+    # A run recorded by an older release keeps its stack name: the spec and the cleanup both use the record.
+    world.recorder(CreatedResource(STACK_KIND, "mtrl-old-NovaForgeSDK", {"sdk_stack_name": "mtrl-old"}))
+    with pytest.raises(ProvisioningInProgress):
+        world.adapter.provision(world.run())
+    spec = json.loads(
+        world.aws.session.client("s3")
+        .get_object(Bucket=BUCKET, Key=f"runs/{world.run_id}/backend/spec.json")["Body"]
+        .read()
+    )
+    assert spec["stack_name"] == "mtrl-old"
+    assert [r.identifier for r in world.recorder.resources if r.kind == STACK_KIND] == ["mtrl-old-NovaForgeSDK"]
+
+
 def test_full_provision_starts_runner_then_workers_with_the_run_settings(world: World) -> None:
     held = world.provision_until_ready()
     assert {r.kind for r in held} >= {CAPACITY_KIND, TASKS_KIND, STACK_KIND}
     stack = next(r for r in world.recorder.resources if r.kind == STACK_KIND)
     assert stack.identifier == f"{sdk_stack_name(parse_settings(world.settings()), world.run_id)}-NovaForgeSDK"
-    assert stack.identifier.startswith("mtrl-run-")
+    assert fnmatch.fnmatchcase(stack.identifier, run_name_pattern("mtrl"))  # inside the runner's IAM scope
     spec = json.loads(
         world.aws.session.client("s3")
         .get_object(Bucket=BUCKET, Key=f"runs/{world.run_id}/backend/spec.json")["Body"]
@@ -541,5 +578,5 @@ def test_per_run_stack_names_are_valid_and_prefixed(run_id: str) -> None:
     )
     name = cloudformation_stack_name(settings, run_id)
     assert re.fullmatch(r"[a-zA-Z][a-zA-Z0-9-]*", name)  # what the SDK and CloudFormation accept
-    assert name.startswith("mtrl-run-")  # inside the runner role's CloudFormation scope
-    assert len(name) <= 128
+    assert fnmatch.fnmatchcase(name, run_name_pattern("mtrl"))  # inside the runner role's CloudFormation scope
+    assert len(name) <= 32  # the SDK's validate_stack_name limit

@@ -120,18 +120,25 @@ def test_task_role_is_the_weakest_role(deployment: Deployment, workers_json: dic
         "ReadEnvironmentPackages",
         "ListEnvironmentPackages",
         "UseRunQueues",
+        "CallRunProxyUrl",
+        "CallRunProxyThroughItsUrl",
         "DecryptThroughS3AndSqsOnly",
     }  # metrics are EMF log lines written through the execution role's log driver
     actions = {a for s in statements.values() for a in as_list(s["Action"])}
-    assert not any(
-        a.startswith(("iam:", "cloudformation:", "lambda:", "ecs:", "dynamodb:", "states:")) for a in actions
-    )
+    assert not any(a.startswith(("iam:", "cloudformation:", "ecs:", "dynamodb:", "states:")) for a in actions)
+    # Lambda only to call the run's Nova Forge proxy through its IAM-auth function URL (defect 6 of issue 10).
+    proxy = "arn:aws:lambda:us-east-1:123456789012:function:mtrl-nf*-NovaForgeSDK-SageMaker-proxy"
+    assert statements["CallRunProxyUrl"]["Resource"] == proxy
+    assert statements["CallRunProxyUrl"]["Condition"] == {"StringEquals": {"lambda:FunctionUrlAuthType": "AWS_IAM"}}
+    assert statements["CallRunProxyThroughItsUrl"]["Resource"] == proxy
+    assert statements["CallRunProxyThroughItsUrl"]["Condition"] == {"Bool": {"lambda:InvokedViaFunctionUrl": "true"}}
+    assert {a for a in actions if a.startswith("lambda:")} == {"lambda:InvokeFunctionUrl", "lambda:InvokeFunction"}
     assert {a for a in actions if a.startswith("s3:")} == {"s3:GetObject", "s3:ListBucket"}
 
     reads = json.dumps(statements["ReadEnvironmentPackages"]["Resource"])
     assert reads.endswith('/environments/*"]]}'), reads  # one prefix of the data bucket, never "bucket/*"
     assert statements["ListEnvironmentPackages"]["Condition"] == {"StringLike": {"s3:prefix": ["environments/*"]}}
-    assert statements["UseRunQueues"]["Resource"] == "arn:aws:sqs:us-east-1:123456789012:mtrl-run-*"
+    assert statements["UseRunQueues"]["Resource"] == "arn:aws:sqs:us-east-1:123456789012:mtrl-nf*"
     assert statements["DecryptThroughS3AndSqsOnly"]["Condition"] == {
         "StringEquals": {"kms:ViaService": ["s3.us-east-1.amazonaws.com", "sqs.us-east-1.amazonaws.com"]}
     }

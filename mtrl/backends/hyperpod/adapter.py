@@ -1,0 +1,274 @@
+"""The ``hyperpod`` adapter: preflight, provision (capacity, Nova Forge infra, workers), submit, status, cancel."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from botocore.exceptions import ClientError
+
+from mtrl.backends._aws import error_message
+from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
+from mtrl.backends.hyperpod.capacity import _CAPACITY_PATTERN, GpuCapacity, find_group, gpu_holds
+from mtrl.backends.hyperpod.cleanup import Cleanup
+from mtrl.backends.hyperpod.common import (
+    CAPACITY_KIND,
+    STACK_KIND,
+    TASK_DEFINITIONS_KIND,
+    TASKS_KIND,
+    HyperPodSettings,
+    ProvisioningInProgress,
+    now_iso,
+    parse_settings,
+)
+from mtrl.backends.hyperpod.reward_workers import RewardWorkers
+from mtrl.backends.hyperpod.runner_tasks import RunnerTasks
+from mtrl.cost import CostError, cost_for_run
+from mtrl.cost.calculator import load_price_book
+
+
+class HyperPodAdapter(RunnerTasks, RewardWorkers, Cleanup):
+    name = "hyperpod"
+
+    # -- preflight -------------------------------------------------------------------------------------------
+
+    def preflight(self, run: RunContext) -> list[Finding]:
+        try:
+            settings = parse_settings(run.settings)
+        except BackendError as error:
+            return [Finding("settings", False, str(error))]
+        findings = [Finding("settings", True, "hyperpod settings are complete")]
+        gpu = GpuCapacity(self._sm(settings), settings)
+        try:
+            cluster = gpu.describe()
+            _, details = find_group(cluster, gpu.group)
+        except BackendError as error:
+            return [*findings, Finding("cluster", False, str(error))]
+        if cluster["ClusterStatus"] in {"Failed", "Deleting"}:
+            findings.append(Finding("cluster", False, f"cluster {gpu.cluster_name} is {cluster['ClusterStatus']}"))
+        else:
+            findings.append(Finding("cluster", True, f"cluster {gpu.cluster_name} is {cluster['ClusterStatus']}"))
+        findings.append(self._check_task_definitions(settings))
+        idle = settings.hyperpod_idle_instance_count
+        target = details.get("TargetCount", 0)
+        findings.append(
+            Finding(
+                "gpu-group",
+                target == idle,
+                f"{gpu.group} ({details.get('InstanceType')}) is at its idle count {idle}"
+                if target == idle
+                else f"{gpu.group} targets {target} instances, not its idle count {idle}: another run holds it "
+                "(one training slot per GPU instance group)",
+            )
+        )
+        ceiling = settings.hyperpod_max_instance_count
+        if ceiling is not None and settings.instance_count > ceiling:
+            findings.append(
+                Finding(
+                    "instance-count",
+                    False,
+                    f"instance_count {settings.instance_count} is above the run_count {ceiling} configured for "
+                    f"{gpu.group}; ask for at most {ceiling} or raise the group's run_count and redeploy",
+                )
+            )
+        findings.append(_budget_check(run, str(details.get("InstanceType")), settings.region))
+        return findings
+
+    def _check_task_definitions(self, settings: HyperPodSettings) -> Finding:
+        ecs = self._ecs(settings)
+        for label, definition, container in (
+            ("reward worker", settings.reward_task_definition, settings.reward_container_name),
+            ("Nova Forge runner", settings.nova_runner_task_definition, settings.nova_runner_container_name),
+        ):
+            try:
+                described = ecs.describe_task_definition(taskDefinition=definition)["taskDefinition"]
+            except ClientError as error:
+                return Finding(
+                    "task-definitions", False, f"{label} task definition {definition}: {error_message(error)}"
+                )
+            names = [c["name"] for c in described.get("containerDefinitions", [])]
+            if container not in names:
+                return Finding(
+                    "task-definitions",
+                    False,
+                    f"{label} task definition {definition} has no container '{container}' ({names})",
+                )
+        return Finding("task-definitions", True, "reward-worker and runner task definitions exist")
+
+    # -- provision -------------------------------------------------------------------------------------------
+
+    def provision(self, run: RunContext) -> list[CreatedResource]:
+        """Advance GPU scale-up, per-run Nova infra and reward workers; ``ProvisioningInProgress`` until ready."""
+        settings = parse_settings(run.settings)
+        deadline = self._deadline(settings)
+        while True:
+            try:
+                return self._provision_step(run, settings)
+            except ProvisioningInProgress:
+                if self._clock() + self._poll_seconds > deadline:
+                    raise
+                self._sleep(self._poll_seconds)
+
+    def _provision_step(self, run: RunContext, settings: HyperPodSettings) -> list[CreatedResource]:
+        local: list[CreatedResource] = []
+        waiting: list[str] = []
+        capacity = self._ensure_capacity(run, settings, local, waiting)
+        outputs = self._ensure_nova_infra(run, settings, local, waiting)
+        if outputs is not None:
+            self._ensure_workers(run, settings, outputs, local, waiting)
+        if waiting:
+            raise ProvisioningInProgress(f"run {run.run_id}: " + "; ".join(waiting))
+        held = [*run.resources, *local]
+        return [r for r in held if r.kind in {CAPACITY_KIND, TASKS_KIND, STACK_KIND, TASK_DEFINITIONS_KIND}] or [
+            capacity
+        ]
+
+    def _ensure_capacity(
+        self, run: RunContext, settings: HyperPodSettings, local: list[CreatedResource], waiting: list[str]
+    ) -> CreatedResource:
+        gpu = GpuCapacity(self._sm(settings), settings)
+        identifier = f"{gpu.cluster_name}/{gpu.group}"
+        cluster = gpu.describe()
+        _, details = find_group(cluster, gpu.group)
+        target = max(settings.instance_count, settings.hyperpod_idle_instance_count)
+        resource = self._record(
+            run,
+            local,
+            CreatedResource(
+                CAPACITY_KIND,
+                identifier,
+                {
+                    "cluster": gpu.cluster_name,
+                    "group": gpu.group,
+                    "instance_type": details.get("InstanceType", ""),
+                    "idle_count": settings.hyperpod_idle_instance_count,
+                    "target_count": target,
+                    "requested_at": now_iso(self._clock),
+                },
+            ),
+        )
+        gpu.scale(target)
+        requested_at = datetime.fromisoformat(str(resource.details["requested_at"]))
+        running, failures = gpu.running()
+        current = find_group(gpu.describe(), gpu.group)[1]
+        if running >= target and current.get("CurrentCount", 0) >= target:
+            return resource
+        problems = gpu.capacity_problems(requested_at) + [f for f in failures if _CAPACITY_PATTERN.search(f)]
+        what = f"{target} × {resource.details.get('instance_type') or 'GPU'} in {gpu.group}"
+        if problems:
+            raise BackendError(
+                f"run {run.run_id}: GPU capacity for {what} is not available: {problems[0]} — request a quota "
+                "increase (SageMaker HyperPod instance quota), use a training plan, or retry later"
+            )
+        waited = self._clock() - requested_at.timestamp()
+        if waited > settings.hyperpod_capacity_timeout_minutes * 60:
+            detail = f"; failed nodes: {'; '.join(failures)}" if failures else ""
+            raise BackendError(
+                f"run {run.run_id}: GPU capacity for {what} did not arrive within "
+                f"{settings.hyperpod_capacity_timeout_minutes} minutes ({running}/{target} nodes Running{detail})"
+            )
+        waiting.append(f"GPU nodes {running}/{target} Running in {gpu.group}")
+        return resource
+
+    # -- Nova Forge runner -----------------------------------------------------------------------------------
+
+    # -- submit / status / cancel ----------------------------------------------------------------------------
+
+    def submit(self, run: RunContext) -> str:
+        """Start the runner's ``submit`` once; returns the HyperPod job name when the runner reports it."""
+        settings = parse_settings(run.settings)
+        deadline = self._deadline(settings)
+        while True:
+            result = self._runner_outcome(run, settings, "submit")
+            if result is not None:
+                if not result.get("job_name"):
+                    raise BackendError(f"run {run.run_id}: Nova Forge submit reported no job name: {result}")
+                return str(result["job_name"])
+            self.run_runner(run, settings, "submit")
+            if self._clock() + self._poll_seconds > deadline:
+                raise BackendError(f"run {run.run_id}: Nova Forge job submission in progress", transient=True)
+            self._sleep(self._poll_seconds)
+
+    def status(self, run: RunContext, job_id: str) -> JobStatus:
+        """The last status the runner reported; starts a fresh ``status`` task when that report is stale."""
+        settings = parse_settings(run.settings)
+        result = self.read_result(run, settings, "status")
+        report = dict(result.get("result") or {}) if result else {}
+        if result is not None and not result.get("ok"):
+            report = {"state": "UNKNOWN", "message": str(result.get("error", ""))}
+        fresh = result is not None and self._clock() - float(result.get("finished_at_epoch", 0)) < (
+            settings.hyperpod_status_refresh_seconds
+        )
+        state = _sdk_state(str(report.get("state", "")))
+        if not state.terminal and not fresh:
+            self.run_runner(run, settings, "status")
+        if report.get("job_name") not in {None, job_id}:
+            return JobStatus(JobState.PENDING, f"waiting for the first status report of {job_id}")
+        if not report:
+            return JobStatus(JobState.PENDING, f"waiting for the first status report of {job_id}")
+        metrics = {k: float(v) for k, v in (report.get("metrics") or {}).items() if isinstance(v, int | float)}
+        cost = self._cost_so_far(run, settings)
+        if cost is not None:
+            metrics["cost_usd"] = cost  # the pipeline's budget guard reads it
+        return JobStatus(
+            state=state,
+            message=str(report.get("message") or report.get("state", "")),
+            progress={k: v for k, v in report.items() if k in {"step", "total_steps", "started_at"}},
+            metrics=metrics,
+            outputs={k: str(v) for k, v in (report.get("outputs") or {}).items()},
+        )
+
+    def _cost_so_far(self, run: RunContext, settings: HyperPodSettings) -> float | None:
+        """GPU instance-hours held since the scale-up request, priced from prices.json (None when unpriced)."""
+        capacity = self._held(run, CAPACITY_KIND)
+        if capacity is None or not capacity.details.get("instance_type"):
+            return None
+        held = replace(capacity, details={**capacity.details, "released_at": now_iso(self._clock)})
+        try:
+            return float(
+                cost_for_run({"backend": "hyperpod", "region": settings.region, "gpu_holds": gpu_holds([held])}).total
+            )
+        except CostError:
+            return None
+
+    def cancel(self, run: RunContext, job_id: str) -> None:
+        """Cancel the HyperPod job through the runner; waits for its confirmation (a job left pending on the
+        cluster would grab the GPUs of the next run), transient while the runner is still working."""
+        settings = parse_settings(run.settings)
+        deadline = self._deadline(settings)
+        while self._runner_outcome(run, settings, "cancel") is None:
+            self.run_runner(run, settings, "cancel")
+            if self._clock() + self._poll_seconds > deadline:
+                raise BackendError(f"run {run.run_id}: cancelling HyperPod job {job_id} in progress", transient=True)
+            self._sleep(self._poll_seconds)
+
+
+def _sdk_state(state: str) -> JobState:
+    """The SDK's job status (``InProgress``/``Completed``/``Failed``, aliases ``Created``/``Running``/…)."""
+    normalized = state.strip().lower()
+    if normalized in {"completed", "succeeded", "complete"}:
+        return JobState.SUCCEEDED
+    if normalized in {"failed", "error"}:
+        return JobState.FAILED
+    if normalized in {"stopped", "cancelled", "canceled"}:
+        return JobState.STOPPED
+    if normalized in {"inprogress", "in_progress", "running"}:
+        return JobState.RUNNING
+    return JobState.PENDING
+
+
+def _budget_check(run: RunContext, instance_type: str, region: str) -> Finding:
+    """A run with ``max_budget_usd`` needs a price for its GPU instances, or the budget could never be enforced."""
+    budget = run.settings.get("max_budget_usd")
+    try:
+        price = load_price_book().instance_price(instance_type, region)
+    except CostError as error:
+        if budget is None:
+            return Finding("budget", True, f"no budget set; cost will not be reported: {error}")
+        return Finding(
+            "budget",
+            False,
+            f"max_budget_usd {budget} cannot be enforced: {error}; add the price to mtrl/cost/prices.json "
+            "or drop the budget from the manifest",
+        )
+    return Finding("budget", True, f"{instance_type} priced at {price.hourly} USD/instance-hour in {region}")

@@ -1,0 +1,1 @@
+"""Implementation of the IAM contract (tests/contract/iam_contract.py is the interface)."""

@@ -1,0 +1,192 @@
+"""The hyperpod adapter's AWS calls, recorded at botocore through a whole run (preflight → provision → submit →
+status → cancel → cleanup), must each be allowed for the pipeline's backend function role as synthesized.
+
+The fake environment is built from the synthesized app itself: the adapter's settings are the backend function's
+``MTRL_BACKEND_SETTINGS`` as deployed (data bucket, ECS cluster ARN, task families, HyperPod cluster name), moto
+runs in the model's account, and the fake HyperPod cluster's node role is the cluster stack's execution role.
+Only the subnets and security group are moto's own (RunTask needs existing ones; ECS checks no IAM on them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from mtrl.backends._aws import AwsClients
+from mtrl.backends.base import RunContext
+from mtrl.backends.hyperpod import HyperPodAdapter, ProvisioningInProgress, cloudformation_stack_name, parse_settings
+from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed, markdown_table
+from tests.unit.backends.aws_fakes import (
+    FakeAws,
+    FakeCluster,
+    Recorder,
+    create_task_network,
+    moto_ecs_tasks,
+    new_session,
+)
+
+BACKEND_FUNCTION = "mtrl-pipeline/Functions/Backend/Fn/Function"
+BACKEND_ROLE = "mtrl-pipeline/Functions/Backend/Role"
+STACK_TEMPLATE = {"Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}}
+
+
+class ModelCluster(FakeCluster):
+    """The fake HyperPod cluster with the synthesized cluster's ARN and node role."""
+
+    def __init__(self, aws: FakeAws, *, name: str, arn: str, node_role: str) -> None:
+        super().__init__(aws, name=name)
+        self._arn, self._node_role = arn, node_role
+
+    @property
+    def arn(self) -> str:
+        return self._arn
+
+    def _gpu_group(self) -> dict[str, Any]:
+        return {**super()._gpu_group(), "ExecutionRole": self._node_role}
+
+
+class Clock:
+    now = 1_795_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": app_model.region,
+        "MOTO_ACCOUNT_ID": app_model.account,
+    }.items():
+        monkeypatch.setenv(name, value)
+    deployed = json.loads(app_model.function_environment(BACKEND_FUNCTION)["MTRL_BACKEND_SETTINGS"])
+    with moto_ecs_tasks(), mock_aws():
+        aws = FakeAws(new_session())
+        bucket = deployed["data_bucket"]
+        aws.session.client("s3").create_bucket(Bucket=bucket)
+        cluster_name = deployed["ecs_cluster_arn"].rsplit("/", 1)[-1]
+        subnet, sg, ecs_cluster = create_task_network(
+            aws.session, cluster_name=cluster_name, worker_container=deployed["reward_container_name"]
+        )
+        assert ecs_cluster == deployed["ecs_cluster_arn"]  # moto in the model's account: the same ARN
+        cluster = ModelCluster(
+            aws,
+            name=deployed["hyperpod_cluster_name"],
+            arn=str(app_model.sagemaker_cluster_arn(deployed["hyperpod_cluster_name"])),
+            node_role=app_model.arn_of("mtrl-cluster/HyperPod/ExecutionRole"),
+        )
+        clock = Clock()
+
+        def sleep(seconds: float) -> None:
+            clock.now += seconds
+
+        adapter = HyperPodAdapter(AwsClients(aws.session), clock=clock, sleep=sleep, wait_seconds=0)
+        recorder, run_id = Recorder(), "wordle-20261201-contract"
+        settings = {
+            **deployed,
+            "run_id": run_id,
+            "instance_count": 1,
+            "worker_count": 2,
+            "environment": "wordle",
+            "task_subnet_ids": [subnet],
+            "task_security_group_ids": [sg],
+        }
+        ecs, s3 = aws.session.client("ecs"), aws.session.client("s3")
+
+        def run() -> RunContext:
+            return RunContext(
+                run_id=run_id,
+                settings=settings,
+                dataset_uri=f"s3://{bucket}/training-data/wordle.jsonl",
+                eval_dataset_uri=None,
+                output_uri=f"s3://{bucket}/runs/{run_id}/",
+                resources=tuple(recorder.resources),
+                record_resource=recorder,
+            )
+
+        def runner_finishes(command: str, result: dict[str, Any]) -> None:
+            """The runner container's side (not the backend role's calls): its result, and for setup the stack."""
+            if command == "setup":
+                aws.session.client("cloudformation").create_stack(
+                    StackName=cloudformation_stack_name(parse_settings(settings), run_id),
+                    TemplateBody=json.dumps(STACK_TEMPLATE),
+                )
+            document = {"command": command, "ok": True, "finished_at_epoch": clock.now, "result": result}
+            s3.put_object(
+                Bucket=bucket, Key=f"runs/{run_id}/backend/{command}.json", Body=json.dumps(document).encode()
+            )
+            for resource in recorder.resources:
+                if resource.details.get("role") == f"nova-runner-{command}":
+                    started_by = resource.identifier.split("|")[1]
+                    for arn in ecs.list_tasks(cluster=ecs_cluster, startedBy=started_by)["taskArns"]:
+                        ecs.stop_task(cluster=ecs_cluster, task=arn, reason="done")
+
+        calls: list[AwsCall] = []
+
+        def backend(step: Any, *args: Any) -> Any:
+            """One backend phase, as the backend function runs it: its calls are recorded."""
+            with CallRecorder() as recording:
+                try:
+                    return step(run(), *args)
+                finally:
+                    calls.extend(recording.calls)
+
+        findings = backend(adapter.preflight)
+        assert {f.check for f in findings if not f.ok} <= {"budget"}, findings
+        with pytest.raises(ProvisioningInProgress):
+            backend(adapter.provision)
+        cluster.arrive()
+        base = parse_settings(settings)
+        stack = cloudformation_stack_name(base, run_id)
+        runner_finishes(
+            "setup",
+            {
+                "rollout_request_queue_url": f"https://sqs.us-east-1.amazonaws.com/{app_model.account}/{stack}-Requests",
+                "rollout_response_sqs_url": f"https://sqs.us-east-1.amazonaws.com/{app_model.account}/{stack}-Results",
+                "proxy_function_url": "https://abc123.lambda-url.us-east-1.on.aws/",
+            },
+        )
+        backend(adapter.provision)
+        with pytest.raises(Exception, match="in progress"):
+            backend(adapter.submit)
+        runner_finishes("submit", {"job_name": "rft-wordle-abc"})
+        job = backend(adapter.submit)
+        backend(adapter.status, job)
+        runner_finishes("status", {"job_name": job, "state": "Running"})
+        backend(adapter.status, job)
+        with pytest.raises(Exception, match="in progress"):
+            backend(adapter.cancel, job)
+        runner_finishes("cancel", {"job_name": job})
+        backend(adapter.cancel, job)
+        cluster.status = "InService"
+        backend(adapter.cleanup)
+        yield calls
+
+
+def test_every_adapter_call_is_allowed_for_the_backend_role(recorded_run: list[AwsCall], app_model: AppModel) -> None:
+    operations = {str(c) for c in recorded_run}
+    # The run really went through each phase's calls (a contract over a short recording proves little).
+    assert operations >= {
+        "sagemaker.DescribeCluster",
+        "sagemaker.UpdateCluster",
+        "sagemaker.ListClusterNodes",
+        "ecs.DescribeTaskDefinition",
+        "ecs.ListTasks",
+        "ecs.RunTask",
+        "ecs.DescribeTasks",
+        "ecs.StopTask",
+        "s3.PutObject",
+        "s3.GetObject",
+        "cloudformation.DescribeStacks",
+        "cloudformation.DeleteStack",
+        "ecs.ListTaskDefinitions",
+    }, operations
+    decisions = assert_calls_allowed(recorded_run, BACKEND_ROLE, model=app_model)
+    print("\n" + markdown_table(decisions))  # the report's table (pytest -s)

@@ -1,0 +1,366 @@
+"""The Nova Forge runner against the real SDK (amzn-nova-forge, pinned in requirements/nova-runner.txt).
+
+Each command runs the runner's real entry point, ``python -m mtrl.backends.nova_runner <command> --spec s3://…``, in
+``.venv-nova`` (the image's Python environment, ``make nova``) as a subprocess, with AWS faked at botocore's level
+inside that process (tests/contract/nova/fakeenv: every call recorded, requests and responses validated against the
+service models, state kept between processes) and a fake ``hyperpod`` CLI first on PATH
+(tests/contract/nova/bin/hyperpod: argv recorded, output as the SDK's parsers read it). The assertions are on the
+recorded calls and argv; nothing of the SDK is mocked. Every recorded call must be allowed by the runner role's
+synthesized policy (the IAM contract, tests/contract/iam_contract.py). Names (bucket, roles, ECS cluster, HyperPod
+cluster) come from the synthesized app.
+
+In CI (CI=true) a missing .venv-nova fails these tests; elsewhere they are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mtrl.backends.base import CreatedResource, RunContext
+from mtrl.backends.hyperpod import CAPACITY_KIND, HyperPodAdapter, parse_settings, run_name_pattern, sdk_stack_name
+from tests.contract.iam_contract import AppModel, AwsCall, assert_calls_allowed
+
+ROOT = Path(__file__).resolve().parents[2]
+NOVA_PYTHON = ROOT / ".venv-nova" / "bin" / "python"
+NOVA_DIR = Path(__file__).resolve().parent / "nova"
+RUNNER_ROLE = "mtrl-backends/Roles/NovaRunnerRole"
+STARTER_KIT_BUCKET = "nova-rft-starter-kit-c7363-206080352451-us-east-1"  # rft_multiturn/constants.py STARTER_KIT_S3
+FORGE_RECIPES_BUCKET = "nova-forge-c7363-206080352451-us-east-1"  # RFTMultiturnInfrastructure.get_recipe_path
+FORGE_RECIPE_KEY = (
+    "v1/src/hyperpod_cli/sagemaker_hyperpod_recipes/recipes_collection/recipes/"
+    "fine-tuning/nova/forge/nova_2_0/nova_lite/RFT/nova_lite_2_0_p5_gpu_lora_rft_byoo.yaml"
+)
+JUMPSTART_BUCKET = "jumpstart-cache-prod-us-east-1"
+INSTANCE_TYPE = "ml.p5.48xlarge"
+RUN_ID = "wordle-2026-12-01T10-00-00Z-contract"
+
+if not NOVA_PYTHON.exists():
+    reason = ".venv-nova is missing: run `make nova` (needs Python >= 3.12)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}; CI never skips the contract tier", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+class _S3Capture:
+    """Stands in for AwsClients so the real adapter writes the spec the runner reads."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def client(self, service: str, region: str | None = None) -> _S3Capture:
+        assert service == "s3", service
+        return self
+
+    def put_object(self, *, Bucket: str, Key: str, Body: bytes) -> dict[str, Any]:
+        path = self.root / Bucket / Key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(Body)
+        return {}
+
+
+@dataclass
+class Sandbox:
+    """One fake account for a sequence of runner commands."""
+
+    root: Path
+    world: dict[str, Any]
+    settings: dict[str, Any]
+    spec_uri: str = ""
+    commands: list[str] = field(default_factory=list)
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    def put(self, bucket: str, key: str, body: bytes | str) -> None:
+        path = self.state / "s3" / bucket / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body.encode() if isinstance(body, str) else body)
+
+    def s3_json(self, bucket: str, key: str) -> dict[str, Any]:
+        return json.loads((self.state / "s3" / bucket / key).read_text())  # type: ignore[no-any-return]
+
+    def write_spec(self, **run_settings: Any) -> None:
+        run = RunContext(
+            run_id=RUN_ID,
+            settings={**self.settings, **run_settings},
+            dataset_uri=f"s3://{self.world['data_bucket']}/training-data/wordle.jsonl",
+            eval_dataset_uri=None,
+            output_uri=f"s3://{self.world['data_bucket']}/runs/{RUN_ID}/",
+            # The adapter's scale-up record, which the spec takes the instance type from.
+            resources=(CreatedResource(CAPACITY_KIND, "c/g", {"instance_type": INSTANCE_TYPE}),),
+            record_resource=lambda _r: None,
+        )
+        adapter = HyperPodAdapter(_S3Capture(self.state / "s3"))  # type: ignore[arg-type]
+        self.spec_uri = str(adapter._write_spec(run, parse_settings(run.settings)))
+
+    def run(self, command: str, **env: str) -> dict[str, Any]:
+        """Run the runner's entry point in .venv-nova; returns the result document it wrote."""
+        site = self.root / "site"
+        environ = {
+            "PATH": f"{NOVA_DIR / 'bin'}:{os.environ['PATH']}",
+            "PYTHONPATH": f"{NOVA_DIR / 'fakeenv'}:{site}",
+            "HOME": str(self.root / "home"),
+            "NOVA_FAKE_AWS": str(self.state),
+            "FAKE_HYPERPOD_RECIPES": str(
+                site / "hyperpod_cli" / "sagemaker_hyperpod_recipes/recipes_collection/recipes"
+            ),
+            "AWS_REGION": "us-east-1",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",  # the fake never checks it
+            "PYTHONDONTWRITEBYTECODE": "1",
+            **env,
+        }
+        completed = subprocess.run(
+            [str(NOVA_PYTHON), "-m", "mtrl.backends.nova_runner", command, "--spec", self.spec_uri],
+            cwd=self.root / "work",
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        self.commands.append(command)
+        bucket, key = self.spec_uri.removeprefix("s3://").split("/", 1)
+        result_path = self.state / "s3" / bucket / key.replace("spec.json", f"{command}.json")
+        assert result_path.exists(), f"{command} wrote no result:\n{completed.stdout}\n{completed.stderr[-4000:]}"
+        document: dict[str, Any] = json.loads(result_path.read_text())
+        document["_stderr"] = completed.stderr
+        document["_rc"] = completed.returncode
+        return document
+
+    def calls(self) -> list[dict[str, Any]]:
+        path = self.state / "calls.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def cli(self) -> list[list[str]]:
+        path = self.state / "hyperpod.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def http(self) -> list[dict[str, Any]]:
+        path = self.state / "http.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def set_job(self, name: str, *conditions: str) -> None:
+        path = self.state / "hyperpod.json"
+        state = json.loads(path.read_text())
+        state["jobs"][name]["conditions"] = [{"type": c} for c in conditions]
+        path.write_text(json.dumps(state))
+
+    def clear_records(self) -> None:
+        for name in ("calls.jsonl", "hyperpod.jsonl", "http.jsonl"):
+            (self.state / name).unlink(missing_ok=True)
+
+
+def _world(app_model: AppModel) -> tuple[dict[str, Any], dict[str, Any]]:
+    settings = json.loads(app_model.function_environment("mtrl-pipeline/Functions/Backend")["MTRL_BACKEND_SETTINGS"])
+    world = {
+        "account": "111122223333",
+        "caller_role_name": app_model.physical_name(RUNNER_ROLE),
+        "rft_role_name": settings["nova_rft_role_name"],
+        "data_bucket": settings["data_bucket"],
+        "ecs_cluster_arn": settings["ecs_cluster_arn"],
+        "hyperpod_cluster_name": settings["hyperpod_cluster_name"],
+        "hyperpod_cluster_arn": app_model.sagemaker_cluster_arn(settings["hyperpod_cluster_name"]),
+        "eks_cluster_arn": app_model.arn_of("mtrl-cluster/Eks/Cluster"),
+        "gpu_group": settings["hyperpod_gpu_instance_group"],
+        "instance_type": INSTANCE_TYPE,
+        "instance_count": 2,
+    }
+    # What a run adds at start (mtrl.runs: the manifest's instance count, environment, the run id).
+    run_settings = {**settings, "instance_count": 2, "environment": "wordle", "run_id": RUN_ID}
+    return world, run_settings
+
+
+FORGE_RECIPE = """\
+# Stand-in for the starter kit's multi-turn recipe (subscription-gated): the keys the SDK reads and overrides.
+run:
+  name: mtrl-rft
+  model_type: amazon.nova-2-lite-v1:0:256k
+  model_name_or_path: nova-lite-2/prod
+  replicas: 2
+  data_s3_path: ""
+  output_s3_path: ""
+  rollout_request_arn: ""
+  rollout_response_sqs_url: ""
+  rollout_request_queue_url: ""
+  generate_request_sqs_url: ""
+  generate_response_sqs_url: ""
+training_config:
+  max_steps: 10
+"""
+
+PAYLOAD_TEMPLATE = """\
+---
+# Source: sagemaker-hyperpod-recipes/templates/training-config.yaml
+apiVersion: v1
+kind: ConfigMap
+data:
+  config.yaml: |-
+    run:
+      name: rft
+---
+spec:
+  containers:
+    - name: pytorch
+      image: 708977205387.dkr.ecr.us-east-1.amazonaws.com/nova-fine-tune-repo:SM-HP-RFT-V2-latest
+"""
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, app_model: AppModel) -> Iterator[Sandbox]:
+    world, settings = _world(app_model)
+    box = Sandbox(tmp_path, world, settings)
+    for name in ("state", "home", "work"):
+        (tmp_path / name).mkdir()
+    (box.state / "world.json").write_text(json.dumps(world))
+    # The installed HyperPod CLI package's recipe folder (RecipeBuilder writes recipes inside it).
+    recipes = tmp_path / "site/hyperpod_cli/sagemaker_hyperpod_recipes/recipes_collection/recipes"
+    recipes.mkdir(parents=True)
+    (tmp_path / "site/hyperpod_cli/__init__.py").write_text('"""Stand-in for the HyperPod CLI package."""\n')
+    box.put(STARTER_KIT_BUCKET, "v1/HEAD", "ref: refs/heads/master\n")
+    box.put(FORGE_RECIPES_BUCKET, FORGE_RECIPE_KEY, FORGE_RECIPE)
+    box.put(JUMPSTART_BUCKET, "recipes/nova_lite_v2_hp_lora_rft_payload.yaml", PAYLOAD_TEMPLATE)
+    box.put(JUMPSTART_BUCKET, "recipes/nova_lite_v2_hp_lora_rft_override.json", "{}")
+    box.put(world["data_bucket"], "training-data/wordle.jsonl", '{"prompt": "guess"}\n')
+    (box.state / "hub_content_document.json").write_text(
+        json.dumps(
+            {
+                "RecipeCollection": [
+                    {
+                        "Name": "nova_lite_v2_hp_p5_gpu_lora_rft",
+                        "CustomizationTechnique": "RLVR",
+                        "Peft": "LORA",
+                        "InstanceCount": 2,
+                        "SupportedInstanceTypes": ["ml.p5.48xlarge"],
+                        "HpEksPayloadTemplateS3Uri": f"s3://{JUMPSTART_BUCKET}/recipes/nova_lite_v2_hp_lora_rft_payload.yaml",
+                        "HpEksOverrideParamsS3Uri": f"s3://{JUMPSTART_BUCKET}/recipes/nova_lite_v2_hp_lora_rft_override.json",
+                    }
+                ]
+            }
+        )
+    )
+    box.write_spec()
+    yield box
+    shutil.rmtree(tmp_path / "work", ignore_errors=True)
+
+
+def _ops(calls: list[dict[str, Any]]) -> list[str]:
+    return [f"{c['service']}.{c['operation']}" for c in calls]
+
+
+def test_setup_submit_status_cancel_teardown_with_the_real_sdk(sandbox: Sandbox, app_model: AppModel) -> None:
+    base = sdk_stack_name(parse_settings(sandbox.settings), RUN_ID)
+    stack = f"{base}-NovaForgeSDK"
+    all_calls: list[dict[str, Any]] = []
+
+    setup = sandbox.run("setup")
+    assert setup["ok"], setup
+    assert setup["result"]["proxy_function_url"].startswith("https://")
+    calls = sandbox.calls()
+    all_calls += calls
+    assert "ecs.RunTask" in _ops(calls)  # the SDK's SAM deploy task on the reward cluster
+    run_task = next(c for c in calls if c["operation"] == "RunTask")
+    assert run_task["params"]["cluster"] == sandbox.world["ecs_cluster_arn"]
+    assert {"lambda.UpdateFunctionUrlConfig"} <= set(_ops(calls))
+    assert not any(c["service"] == "iam" and c["operation"] in {"CreatePolicy", "AttachRolePolicy"} for c in calls)
+    assert sandbox.http() == []  # telemetry is off by default (TELEMETRY_OPT_OUT)
+
+    sandbox.clear_records()
+    submit = sandbox.run("submit")
+    assert submit["ok"], submit.get("error", submit)
+    calls = sandbox.calls()
+    all_calls += calls
+    assert "iam.SimulatePrincipalPolicy" not in _ops(calls)  # IAM pre-validation off (ValidationConfig(iam=False))
+    cli = sandbox.cli()
+    assert cli[0][:3] == ["connect-cluster", "--cluster-name", sandbox.world["hyperpod_cluster_name"]]
+    (start,) = [argv for argv in cli if argv[0] == "start-job"]
+    job = submit["result"]["job_name"]
+    assert job == Path(start[start.index("--recipe") + 1]).name  # the name start-job printed after NAME:
+    assert job.startswith("mtrl-")
+
+    sandbox.clear_records()
+    retried = sandbox.run("submit")
+    assert retried["ok"]
+    assert retried["result"]["job_name"] == job
+    assert not [argv for argv in sandbox.cli() if argv[0] == "start-job"]  # idempotent: no second job
+
+    sandbox.clear_records()
+    sandbox.set_job(job, "Created", "Running")
+    running = sandbox.run("status")
+    assert running["result"]["state"] == "Running"
+    assert ["get-job", "--job-name", job] in sandbox.cli()
+    sandbox.set_job(job, "Created", "Running", "Succeeded")
+    done = sandbox.run("status")
+    assert done["result"]["state"] == "Succeeded"
+    all_calls += sandbox.calls()
+
+    sandbox.clear_records()
+    cancelled = sandbox.run("cancel")
+    assert cancelled["ok"], cancelled
+    assert ["cancel-job", "--job-name", job, "--namespace", sandbox.settings.get("hyperpod_namespace", "kubeflow")] in (
+        sandbox.cli()
+    )
+    all_calls += sandbox.calls()
+
+    sandbox.clear_records()
+    teardown = sandbox.run("teardown")  # a fresh process: setup() never ran in it
+    assert teardown["ok"], teardown
+    calls = sandbox.calls()
+    all_calls += calls
+    assert {"service": "cloudformation", "operation": "DeleteStack", "params": {"StackName": stack}} in [
+        {k: c[k] for k in ("service", "operation", "params")} for c in calls
+    ]
+    assert fnmatch.fnmatchcase(stack, run_name_pattern("mtrl"))
+
+    (sandbox.state / "recorded-calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in all_calls))
+    assert_calls_allowed([AwsCall.from_record(c) for c in all_calls], RUNNER_ROLE, model=app_model)
+    _record_sdk_version()
+
+
+def _record_sdk_version() -> None:
+    """The flow passed against this SDK: record its version (tests/unit/backends/test_nova_runner.py compares it
+    with the pin, so a pin change without a contract run fails there, and a contract run shows up in the diff)."""
+    version = subprocess.run(
+        [str(NOVA_PYTHON), "-c", "import importlib.metadata as m; print(m.version('amzn-nova-forge'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    path = NOVA_DIR / "sdk_version.json"
+    if json.loads(path.read_text()).get("amzn-nova-forge") != version:
+        path.write_text(json.dumps({"amzn-nova-forge": version}) + "\n")
+
+
+def _edit_spec(sandbox: Sandbox, **changes: Any) -> None:
+    bucket, key = sandbox.spec_uri.removeprefix("s3://").split("/", 1)
+    spec = sandbox.s3_json(bucket, key)
+    sandbox.put(bucket, key, json.dumps({**spec, **changes}))
+
+
+def test_the_old_stack_name_scheme_is_refused_by_the_sdk(sandbox: Sandbox) -> None:
+    # Defect 1 (issue 10): <prefix>-run-<run id> is what the adapter used to send; the SDK refuses it before any
+    # AWS call that creates something. The current name (the other test) passes.
+    _edit_spec(sandbox, stack_name=f"mtrl-run-{RUN_ID}")
+    document = sandbox.run("setup")
+    assert not document["ok"]
+    assert "too long" in document["error"]
+    assert "ecs.RunTask" not in _ops(sandbox.calls())
+
+
+def test_telemetry_is_sent_only_when_the_deployment_opts_in(sandbox: Sandbox) -> None:
+    # Defect 9: the SDK's telemetry_logging sends an anonymous GET to nfsdk-t-<region> unless TELEMETRY_OPT_OUT=true.
+    sandbox.write_spec(nova_forge_telemetry=True)
+    assert sandbox.run("setup")["ok"]
+    assert any("nfsdk-t-us-east-1" in request["url"] for request in sandbox.http())
