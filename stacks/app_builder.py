@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import aws_cdk as cdk
 
-from mtrl.envs import check_custom_environment
+from mtrl.envs import custom_environment_problems
 from mtrl.settings import DeploySettings, SettingsError, load_settings
 from stacks.backends_stack import BackendsStack
 from stacks.cluster_stack import ClusterStack
@@ -42,13 +42,9 @@ def settings_from_app(app: cdk.App, environ: Mapping[str, str] | None = None) ->
 def check_environment_package(settings: DeploySettings) -> None:
     """With ``use_custom_env``, synth fails unless the package imports, has ``load_environment`` and plays one
     smoke episode (the same code reaches the workers' image and the Lambdas' code staging)."""
-    if not settings.use_custom_env or settings.custom_env_id is None:
-        return
-    problems = check_custom_environment(settings.custom_env_id)
+    problems = custom_environment_problems(settings.use_custom_env, settings.custom_env_id)
     if problems:
-        raise SettingsError(
-            [f"custom environment '{settings.custom_env_id}' (custom-environments/): {p}" for p in problems]
-        )
+        raise SettingsError(problems)
 
 
 def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:

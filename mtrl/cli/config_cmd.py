@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from mtrl.cli.output import console, fail, print_json
+from mtrl.envs import custom_environment_problems
 from mtrl.settings import SettingsError, load_settings, parse_overrides, read_cdk_json_context
 from mtrl.settings.deploy import DeploySettings, settings_keys_from_context
 from mtrl.settings.docs import render_configuration_reference
@@ -33,6 +34,10 @@ def show(
         base = read_cdk_json_context(cdk_json)
         overrides = parse_overrides(context or [])
         settings = load_settings({**base, **overrides}, environ=os.environ)
+        # The same package check synth runs, so a bad custom_env_id is refused here too, not first at synth.
+        problems = custom_environment_problems(settings.use_custom_env, settings.custom_env_id)
+        if problems:
+            raise SettingsError(problems)
     except SettingsError as error:
         fail(str(error), as_json=as_json)
     values = settings.model_dump(mode="json")

@@ -6,6 +6,7 @@ from mtrl.envs.registry import (
     EnvironmentSpec,
     InvalidEnvironmentError,
     check_custom_environment,
+    custom_environment_problems,
     list_environments,
     load_spec,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "StepResult",
     "TaskError",
     "check_custom_environment",
+    "custom_environment_problems",
     "list_environments",
     "load_spec",
     "run_episode",

@@ -220,6 +220,17 @@ def _guarded(env_id: str, load: Callable[[], ModuleType]) -> ModuleType:
         raise InvalidEnvironmentError(env_id, [f"import failed: {type(error).__name__}: {error}"]) from error
 
 
+def custom_environment_problems(use_custom_env: bool, custom_env_id: str | None) -> list[str]:
+    """The deployment's custom environment, checked as synth checks it (``mtrl config show`` runs the same check):
+    one problem per line, each naming the environment; empty without ``use_custom_env``."""
+    if not use_custom_env or custom_env_id is None:
+        return []
+    return [
+        f"custom environment '{custom_env_id}' (custom-environments/): {problem}"
+        for problem in check_custom_environment(custom_env_id)
+    ]
+
+
 def check_custom_environment(env_id: str, *, root: Path | None = None) -> list[str]:
     """Synth-time check for ``use_custom_env``: importable, contract complete, one smoke episode passes."""
     try:

@@ -66,6 +66,18 @@ def test_config_show_prints_effective_settings_with_overrides(monkeypatch: objec
     assert "pass availability_zones" in refused.output
 
 
+def test_config_show_refuses_a_custom_environment_synth_would_refuse() -> None:
+    # Issue 14: a bad custom_env_id used to pass `mtrl config show` and fail only at synth.
+    base = ["config", "show", "--cdk-json", str(REPO_ROOT / "cdk.json"), "-c", "use_custom_env=true"]
+    missing = runner.invoke(cli, [*base, "-c", "custom_env_id=no_such_env"])
+    assert missing.exit_code == 2, missing.output
+    assert "custom environment 'no_such_env' (custom-environments/)" in missing.output
+    assert "Traceback" not in missing.output
+    good = runner.invoke(cli, [*base, "-c", "custom_env_id=template", "--json"])
+    assert good.exit_code == 0, good.output
+    assert json.loads(good.stdout)["custom_env_id"] == "template"
+
+
 def test_config_show_table_names_the_source_of_each_value() -> None:
     result = runner.invoke(
         cli, ["config", "show", "--cdk-json", str(REPO_ROOT / "cdk.json"), "-c", "nat_gateways=per_az"]
