@@ -323,7 +323,9 @@ class ServerlessAdapter:
         self, run: RunContext, settings: ServerlessSettings, job_name: str, category: str, document: dict[str, Any]
     ) -> str:
         sagemaker = self._clients.client("sagemaker", settings.region)
-        run.record_resource(CreatedResource(JOB_KIND, job_name, {"category": category, "region": settings.region}))
+        # The base model is deploy-time, not in the run's manifest: record it so `mtrl cost` prices the right one.
+        details = {"category": category, "region": settings.region, "base_model": settings.serverless_base_model}
+        run.record_resource(CreatedResource(JOB_KIND, job_name, details))
         try:
             response = sagemaker.create_job(
                 JobName=job_name,

@@ -11,9 +11,10 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from mtrl.backends.hyperpod import CAPACITY_KIND, gpu_holds
-from mtrl.backends.serverless import ServerlessSettings
+from mtrl.backends.serverless import JOB_KIND as SERVERLESS_JOB_KIND
+from mtrl.backends.serverless_settings import TRAINING_CATEGORY
 from mtrl.client.deployment import Deployment, error_code, execution_arn
-from mtrl.cost import CostEstimate, cost_for_run
+from mtrl.cost import CostError, CostEstimate, cost_for_run
 from mtrl.runs.registry import RunNotFound, RunRegistry, RunStatus, decode_item
 
 LISTING_INDEX = "by_kind"  # stacks.constructs.data_store.RUN_TABLE_LISTING_INDEX (not imported: it pulls in CDK)
@@ -220,9 +221,7 @@ def run_cost(record: Mapping[str, Any], *, region: str, now: datetime | None = N
     backend = settings.get("backend")
     usage: dict[str, Any] = {"backend": backend, "region": region}
     if backend == "serverless":
-        options = settings.get("backend_options") or {}
-        default_model = ServerlessSettings.model_fields["serverless_base_model"].default
-        usage["model"] = options.get("serverless_base_model") or default_model
+        usage["model"] = _serverless_base_model(record)
         usage["billable_token_usage"] = (record.get("progress") or {}).get("billable_token_usage") or {}
     elif backend == "hyperpod":
         # Capacity still held is priced up to now ("cost so far"); released capacity up to its release.
@@ -233,6 +232,24 @@ def run_cost(record: Mapping[str, Any], *, region: str, now: datetime | None = N
         ]
         usage["gpu_holds"] = gpu_holds(resources)
     return cost_for_run(usage)
+
+
+def _serverless_base_model(record: Mapping[str, Any]) -> str:
+    """The base model the run's training job was created with, as the serverless backend recorded it.
+
+    The model is a deploy-time setting (never in the manifest), so the run record's job resource is the only
+    place that says which one this run used; guessing the default would misprice a deployment that changed it.
+    """
+    for resource in record.get("resources") or []:
+        details = resource.get("details") or {}
+        if (
+            resource.get("kind") == SERVERLESS_JOB_KIND
+            and details.get("category", TRAINING_CATEGORY) == TRAINING_CATEGORY
+        ):
+            model = details.get("base_model")
+            if isinstance(model, str) and model:
+                return model
+    raise CostError("the run record names no base model for its training job (no training job recorded yet)")
 
 
 # -- which execution did an upload start? -------------------------------------------------------------------

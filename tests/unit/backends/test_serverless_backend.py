@@ -36,6 +36,7 @@ from mtrl.backends.serverless import (
     parse_settings,
     to_service_row,
 )
+from mtrl.backends.serverless_settings import DEFAULT_BASE_MODEL
 from mtrl.cost import cost_for_run
 
 SCHEMA = json.loads((Path(serverless.__file__).parent / "agent_rft_job_config.schema.json").read_text())
@@ -258,7 +259,7 @@ def test_submit_records_then_creates_a_valid_agent_rft_job(world: FakeAws) -> No
     (params,) = world.called("CreateJob")
     assert seen_before_create == [1]
     assert recorder.resources[0] == CreatedResource(
-        "sagemaker-job", params["JobName"], {"category": "AgentRFT", "region": REGION}
+        "sagemaker-job", params["JobName"], {"category": "AgentRFT", "region": REGION, "base_model": DEFAULT_BASE_MODEL}
     )
     assert params["JobCategory"] == "AgentRFT"
     assert params["JobConfigSchemaVersion"] == "1.0.0"
