@@ -74,7 +74,8 @@ class NovaEnvironmentPackages(Construct):
         role = self.deployment.handler_role  # of CDK's singleton handler function (one per stack and memory size)
         handler = role.node.scope
         policy = role.node.find_child("DefaultPolicy")
-        assert handler is not None and isinstance(policy, iam.Policy)
+        assert handler is not None
+        assert isinstance(policy, iam.Policy)
         self.handler_policy = policy
         self._narrow_handler_grant(policy, data_bucket)
         self._acknowledge_handler(handler, policy, data_bucket)
