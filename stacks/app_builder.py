@@ -190,6 +190,11 @@ def _wire_backends(
         "nova_model": settings.nova_model,
         "nova_training_method": settings.nova_training_method,
         "nova_forge_telemetry": "true" if settings.nova_forge_telemetry else "false",
+        # The content-addressed package of each environment (BackendsStack.env_packages deploys them).
+        "nova_env_package_uris": [
+            f"{env_id}={package.uri(data.store.data_bucket.bucket_name)}"
+            for env_id, package in backends.env_packages.packages.items()
+        ],
         # serverless (mtrl.backends.serverless.ServerlessSettings)
         "serverless_job_role_arn": roles.serverless_job_role.role_arn,
         "serverless_agent_lambda_arns": [

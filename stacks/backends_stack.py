@@ -24,17 +24,19 @@ from stacks.cluster_stack import ClusterStack
 from stacks.constructs.agent_function import AgentFunction
 from stacks.constructs.backend_roles import BackendRoles
 from stacks.constructs.eks_cluster import EDIT_POLICY, JOB_NAMESPACES, VIEW_POLICY
+from stacks.constructs.nova_env_packages import NovaEnvironmentPackages
 from stacks.constructs.nova_runner_task import NovaRunnerTask
 from stacks.nag import acknowledge, nag_resource
 
 MLFLOW_PREFIX = "mlflow/"
 
 
-def agent_environments(settings: DeploySettings) -> list[str]:
-    """The environments that get a serverless agent: every built-in one, plus the custom one when enabled."""
-    environments = [env_id for env_id, source in list_environments() if source == "builtin"]
-    if settings.use_custom_env and settings.custom_env_id and settings.custom_env_id not in environments:
-        environments.append(settings.custom_env_id)
+def enabled_environments(settings: DeploySettings) -> list[tuple[str, bool]]:
+    """(environment id, is custom) of every environment a run may use: every built-in one in the registry, plus the
+    custom one when enabled. Each gets a serverless agent and a Nova Forge package."""
+    environments = [(env_id, False) for env_id, source in list_environments() if source == "builtin"]
+    if settings.use_custom_env and settings.custom_env_id and (settings.custom_env_id, False) not in environments:
+        environments.append((settings.custom_env_id, True))
     return environments
 
 
@@ -43,8 +45,8 @@ def _construct_id(env_id: str) -> str:
 
 
 class BackendsStack(cdk.Stack):
-    """Attributes: ``roles`` (BackendRoles), ``agents`` (environment id → AgentFunction), ``runner``
-    (NovaRunnerTask), ``mlflow_app_arn``, ``model_package_group_arn``."""
+    """Attributes: ``roles`` (BackendRoles), ``agents`` (environment id → AgentFunction), ``env_packages``
+    (NovaEnvironmentPackages), ``runner`` (NovaRunnerTask), ``mlflow_app_arn``, ``model_package_group_arn``."""
 
     def __init__(
         self,
@@ -107,8 +109,14 @@ class BackendsStack(cdk.Stack):
                 encryption_key=encryption_key,
                 log_retention_days=settings.log_retention_days,
             )
-            for env_id in agent_environments(settings)
+            for env_id, _ in enabled_environments(settings)
         }
+        # Every environment a hyperpod run may use, as the SDK's CustomEnvironment(env_id, s3_uri=…) package, wordle
+        # included: VFEnvId.WORDLE would install the starter kit's own wordle (the amzn-agi-verifiers fork's
+        # environments/wordle), not the code mtrl validates datasets with and scores episodes with (docs/pipeline.md).
+        self.env_packages = NovaEnvironmentPackages(
+            self, "NovaEnvironmentPackages", environments=enabled_environments(settings), data_bucket=data_bucket
+        )
         self.runner = NovaRunnerTask(
             self,
             "NovaRunner",

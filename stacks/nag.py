@@ -29,6 +29,21 @@ def nag_resource(scope: IConstruct, value: str) -> str:
     return _flatten(cdk.Stack.of(scope).resolve(value))
 
 
+def asset_bucket_objects(stack: cdk.Stack) -> str:
+    """Objects of the CDK bootstrap asset bucket (where staged assets are uploaded)."""
+    synthesizer = stack.synthesizer
+    if not isinstance(synthesizer, cdk.DefaultStackSynthesizer):
+        raise TypeError("BucketDeployment grants expect the default stack synthesizer")
+    name = (
+        cdk.DefaultStackSynthesizer.DEFAULT_FILE_ASSETS_BUCKET_NAME.replace(
+            "${Qualifier}", synthesizer.bootstrap_qualifier or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
+        )
+        .replace("${AWS::AccountId}", stack.account)
+        .replace("${AWS::Region}", stack.region)
+    )
+    return f"arn:{stack.partition}:s3:::{name}/*"
+
+
 def _flatten(value: object) -> str:
     if isinstance(value, str):
         return value

@@ -9,7 +9,7 @@ imports the SDK** (``_sdk()``, lazily, so importing the module never needs it). 
 What each command calls (the SDK's public names, v1.4.10; the calls each makes are listed in docs/pipeline.md):
 
 - ``setup``: ``RFTMultiturnInfrastructure(stack_name, region, infrastructure_arn=<ECS cluster>,
-  vf_env_id=VFEnvId(...) | custom_env=CustomEnvironment(env_id, s3_uri=…), rft_role_name, vpc_config).setup()``
+  custom_env=CustomEnvironment(env_id, s3_uri=<the environment's package>), rft_role_name, vpc_config).setup()``
   — the SDK deploys ``<stack_name>-NovaForgeSDK`` (queues, proxy/rollout Lambdas, table). Because CDK pre-attached
   ``<rft_role_name>Policy`` to this task's role, ``ensure_rft_policy_on_current_role`` returns early and never
   writes IAM. Endpoints are then read from the stack's outputs.
@@ -81,7 +81,6 @@ def _sdk() -> types.SimpleNamespace:
         ValidationConfig=sdk_types.ValidationConfig,
         CustomEnvironment=rft_multiturn.CustomEnvironment,
         RFTMultiturnInfrastructure=rft_multiturn.RFTMultiturnInfrastructure,
-        VFEnvId=rft_multiturn.VFEnvId,
     )
 
 
@@ -99,28 +98,24 @@ def apply_telemetry_choice(spec: Mapping[str, Any], environ: dict[str, str] | No
 
 def _infrastructure(spec: Mapping[str, Any]) -> Any:
     sdk = _sdk()
-    environment: dict[str, Any] = {}
-    if spec.get("custom_env_s3_uri"):
-        # Our packages are multi-turn verifiers environments (mtrl.envs.nova_package builds them).
-        environment["custom_env"] = sdk.CustomEnvironment(
-            env_id=spec["environment"], s3_uri=spec["custom_env_s3_uri"], env_type="multi_turn"
+    if not spec.get("custom_env_s3_uri"):
+        raise ValueError(
+            f"run {spec.get('run_id')}: environment '{spec.get('environment')}' has no Nova Forge package "
+            "(custom_env_s3_uri); the deployment packages every environment it serves"
         )
-    else:
-        try:
-            environment["vf_env_id"] = sdk.VFEnvId(spec["environment"])
-        except ValueError as error:
-            builtins = ", ".join(member.value for member in sdk.VFEnvId)
-            raise ValueError(
-                f"environment '{spec['environment']}' is not a Nova Forge built-in ({builtins}) and the run has no "
-                "packaged custom environment (custom_env_s3_uri)"
-            ) from error
+    # Every mtrl environment, wordle included, is our own package (mtrl.envs.nova_package, uploaded by the stack):
+    # VFEnvId.WORDLE would make the SDK install the starter kit's wordle, not the code mtrl validated the dataset
+    # with. Multi-turn verifiers environments, so env_type="multi_turn".
+    environment = sdk.CustomEnvironment(
+        env_id=spec["environment"], s3_uri=spec["custom_env_s3_uri"], env_type="multi_turn"
+    )
     return sdk.RFTMultiturnInfrastructure(
         stack_name=spec["stack_name"],
         region=spec["region"],
         infrastructure_arn=spec["ecs_cluster_arn"],
         rft_role_name=spec["rft_role_name"],
         vpc_config=spec.get("vpc_config"),
-        **environment,
+        custom_env=environment,
     )
 
 

@@ -22,6 +22,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from mtrl.envs.registry import BUILTIN_DIR, CUSTOM_DIR
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The parts of mtrl an environment's code imports (environments/*: mtrl.envs.contract, verifiers_adapter, sandbox).
 MTRL_MODULES = ("mtrl/envs/contract.py", "mtrl/envs/verifiers_adapter.py", "mtrl/sandbox")
@@ -88,21 +90,26 @@ def _files(root: Path, relative: str) -> list[tuple[str, bytes]]:
     return [(str(p.relative_to(root)), p.read_bytes()) for p in paths]
 
 
-def build_package(env_id: str, *, root: Path = REPO_ROOT) -> NovaPackage:
-    """The ``.tar.gz`` for ``environments/<env_id>`` (no network, no Docker: built at synth time)."""
+def build_package(env_id: str, *, root: Path = REPO_ROOT, custom: bool = False) -> NovaPackage:
+    """The ``.tar.gz`` for ``environments/<env_id>`` (``custom``: ``custom-environments/<env_id>``, packaged as
+    ``environments/<env_id>`` so the entry module imports both alike); no network, no Docker: built at synth time."""
     if not _ENV_ID.match(env_id):
         raise ValueError(f"environment id '{env_id}': only letters, digits, '-' and '_' (the SDK's rule)")
     module = env_id.replace("-", "_")
-    source = root / "environments" / module
+    folder = CUSTOM_DIR if custom else BUILTIN_DIR
+    source = root / folder / module
     if not (source / "__init__.py").is_file():
-        raise ValueError(f"environment '{env_id}' has no package environments/{module}/")
+        raise ValueError(f"environment '{env_id}' has no package {folder}/{module}/")
     if "def load_environment" not in (source / "__init__.py").read_text():
-        raise ValueError(f"environments/{module}/__init__.py defines no load_environment()")
+        raise ValueError(f"{folder}/{module}/__init__.py defines no load_environment()")
     files: list[tuple[str, bytes]] = [
         ("pyproject.toml", _pyproject(env_id, module).encode()),
         (f"{module}.py", _shim(module).encode()),
         ("environments/__init__.py", (root / "environments/__init__.py").read_bytes()),
-        *_files(root, f"environments/{module}"),
+        *(
+            (f"environments/{module}/{name.split('/', 2)[2]}", data)
+            for name, data in _files(root, f"{folder}/{module}")
+        ),
         ("mtrl/__init__.py", b'"""The parts of mtrl an environment imports."""\n'),
         ("mtrl/envs/__init__.py", b'"""Environment contract and verifiers adapter."""\n'),
     ]
@@ -110,7 +117,7 @@ def build_package(env_id: str, *, root: Path = REPO_ROOT) -> NovaPackage:
         files.extend(_files(root, relative))
     # Sample data an environment reads (e.g. ask_to_code/sample) travels too.
     files.extend(
-        (str(p.relative_to(root)), p.read_bytes())
+        (f"environments/{module}/{p.relative_to(source)}", p.read_bytes())
         for p in sorted(source.rglob("*"))
         if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts
     )

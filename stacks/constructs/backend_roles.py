@@ -17,6 +17,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from mtrl.backends.hyperpod.naming import run_name_pattern
+from mtrl.envs.nova_package import S3_PREFIX as NOVA_ENV_PREFIX
 from stacks.nag import acknowledge, nag_resource
 
 JOB_PRINCIPAL = "job.sagemaker.amazonaws.com"
@@ -98,13 +99,24 @@ class BackendRoles(Construct):
             eks_cluster_arn=eks_cluster_arn,
         )
         data_bucket.grant_read_write(self.rft_role, "runs/*")
-        data_key.grant_encrypt_decrypt(self.rft_role)
+        data_key.grant_encrypt_decrypt(self.rft_role)  # includes kms:Decrypt, which S3 calls for SSE-KMS reads
+        # The SDK's environment tasks run with the RFT role as task role (ECSRFTInfrastructure.get_or_create_ecs_roles)
+        # and install a CustomEnvironment with `aws s3 cp <s3_uri>` (CommonInfraCommands._build_setup_commands): the
+        # environment packages (stacks/constructs/nova_env_packages.py), read-only, nothing else under nova-envs/.
+        self.rft_role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ReadEnvironmentPackages",
+                actions=["s3:GetObject"],
+                resources=[data_bucket.arn_for_objects(f"{NOVA_ENV_PREFIX}/*")],
+            )
+        )
         if allow_sam_role_creation:
             self._sam_role_creation(stack, run_scoped)
         self._wildcard_reasons.setdefault(
             self.rft_role.node.id,
             "CDK grants for the run prefix runs/* of the data bucket (object-level s3:*Object* actions) and the "
-            "data key's GenerateDataKey*/ReEncrypt*; with allow_sam_role_creation, roles named <stem>-nf*.",
+            "data key's GenerateDataKey*/ReEncrypt*; s3:GetObject of the content-addressed environment packages "
+            "nova-envs/*; with allow_sam_role_creation, roles named <stem>-nf*.",
         )
         self._acknowledge_wildcards()
 

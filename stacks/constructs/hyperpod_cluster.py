@@ -16,7 +16,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IDependable
 
 from mtrl.settings.cluster import ClusterSettings, InstanceGroupSettings, RestrictedInstanceGroupSettings
-from stacks.nag import acknowledge, nag_resource
+from stacks.nag import acknowledge, asset_bucket_objects, nag_resource
 
 Cfn = sagemaker.CfnCluster
 
@@ -302,7 +302,7 @@ class HyperPodCluster(Construct):
                 f"AwsSolutions-IAM5[Action::{action}]",
                 "CDK's BucketDeployment grant: copy the staged asset into the lifecycle bucket (deploy time only).",
             )
-        for resource in (_asset_objects(stack), self.lifecycle_bucket.arn_for_objects("*")):
+        for resource in (asset_bucket_objects(stack), self.lifecycle_bucket.arn_for_objects("*")):
             acknowledge(
                 handler,
                 f"AwsSolutions-IAM5[Resource::{nag_resource(self, resource)}]",
@@ -394,18 +394,3 @@ class HyperPodCluster(Construct):
                 )
             ),
         )
-
-
-def _asset_objects(stack: cdk.Stack) -> str:
-    """Objects of the CDK bootstrap asset bucket (where staged assets are uploaded)."""
-    synthesizer = stack.synthesizer
-    if not isinstance(synthesizer, cdk.DefaultStackSynthesizer):
-        raise TypeError("the lifecycle deployment expects the default stack synthesizer")
-    name = (
-        cdk.DefaultStackSynthesizer.DEFAULT_FILE_ASSETS_BUCKET_NAME.replace(
-            "${Qualifier}", synthesizer.bootstrap_qualifier or cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
-        )
-        .replace("${AWS::AccountId}", stack.account)
-        .replace("${AWS::Region}", stack.region)
-    )
-    return f"arn:{stack.partition}:s3:::{name}/*"

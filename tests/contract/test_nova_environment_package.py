@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mtrl.envs.nova_package import build_package
+from mtrl.envs.registry import list_environments
 
 ROOT = Path(__file__).resolve().parents[2]
 NOVA_PYTHON = ROOT / ".venv-nova" / "bin" / "python"
@@ -29,14 +30,18 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("env_id", ["ask_to_code", "wordle"])
-def test_the_package_is_what_the_sdk_installs(env_id: str, tmp_path: Path) -> None:
+# Every built-in the stack packages (stacks/backends_stack.enabled_environments), plus the custom template.
+PACKAGED = [(env_id, False) for env_id, source in list_environments() if source == "builtin"] + [("template", True)]
+
+
+@pytest.mark.parametrize(("env_id", "custom"), PACKAGED)
+def test_the_package_is_what_the_sdk_installs(env_id: str, custom: bool, tmp_path: Path) -> None:
     if not NOVA_PYTHON.exists():
         if os.environ.get("CI") == "true":
             pytest.fail(".venv-nova is missing; CI never skips the contract tier")
         pytest.skip(".venv-nova is missing: make nova")
-    package = build_package(env_id)
-    assert package == build_package(env_id)  # deterministic: the content address is stable
+    package = build_package(env_id, custom=custom)
+    assert package == build_package(env_id, custom=custom)  # deterministic: the content address is stable
     assert package.key == f"nova-envs/{env_id}/{package.sha256}.tar.gz"
     with tarfile.open(fileobj=io.BytesIO(package.archive), mode="r:gz") as tar:
         names = tar.getnames()

@@ -28,12 +28,14 @@ import pytest
 
 from mtrl.backends.base import CreatedResource, RunContext
 from mtrl.backends.hyperpod import CAPACITY_KIND, HyperPodAdapter, parse_settings, run_name_pattern, sdk_stack_name
+from mtrl.envs.nova_package import build_package
 from tests.contract.iam_contract import AppModel, AwsCall, assert_calls_allowed
 
 ROOT = Path(__file__).resolve().parents[2]
 NOVA_PYTHON = ROOT / ".venv-nova" / "bin" / "python"
 NOVA_DIR = Path(__file__).resolve().parent / "nova"
 RUNNER_ROLE = "mtrl-backends/Roles/NovaRunnerRole"
+RFT_ROLE = "mtrl-backends/Roles/RftRole"
 STARTER_KIT_BUCKET = "nova-rft-starter-kit-c7363-206080352451-us-east-1"  # rft_multiturn/constants.py STARTER_KIT_S3
 FORGE_RECIPES_BUCKET = "nova-forge-c7363-206080352451-us-east-1"  # RFTMultiturnInfrastructure.get_recipe_path
 FORGE_RECIPE_KEY = (
@@ -104,10 +106,9 @@ class Sandbox:
         adapter = HyperPodAdapter(_S3Capture(self.state / "s3"))  # type: ignore[arg-type]
         self.spec_uri = str(adapter._write_spec(run, parse_settings(run.settings)))
 
-    def run(self, command: str, **env: str) -> dict[str, Any]:
-        """Run the runner's entry point in .venv-nova; returns the result document it wrote."""
+    def environ(self, **env: str) -> dict[str, str]:
         site = self.root / "site"
-        environ = {
+        return {
             "PATH": f"{NOVA_DIR / 'bin'}:{os.environ['PATH']}",
             "PYTHONPATH": f"{NOVA_DIR / 'fakeenv'}:{site}",
             "HOME": str(self.root / "home"),
@@ -122,10 +123,13 @@ class Sandbox:
             "PYTHONDONTWRITEBYTECODE": "1",
             **env,
         }
+
+    def run(self, command: str, **env: str) -> dict[str, Any]:
+        """Run the runner's entry point in .venv-nova; returns the result document it wrote."""
         completed = subprocess.run(
             [str(NOVA_PYTHON), "-m", "mtrl.backends.nova_runner", command, "--spec", self.spec_uri],
             cwd=self.root / "work",
-            env=environ,
+            env=self.environ(**env),
             capture_output=True,
             text=True,
             timeout=600,
@@ -364,3 +368,80 @@ def test_telemetry_is_sent_only_when_the_deployment_opts_in(sandbox: Sandbox) ->
     sandbox.write_spec(nova_forge_telemetry=True)
     assert sandbox.run("setup")["ok"]
     assert any("nfsdk-t-us-east-1" in request["url"] for request in sandbox.http())
+
+
+# Runs in .venv-nova under the fake AWS: the runner's own _infrastructure(spec), then what the real SDK made of it.
+ENVIRONMENT_PROBE = """
+import json, sys
+import boto3
+from mtrl.backends import nova_runner
+bucket, key = sys.argv[1].removeprefix("s3://").split("/", 1)
+spec = json.loads(boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read())
+infra = nova_runner._infrastructure(spec)
+env = infra.infra.custom_env  # what RFTMultiturnInfrastructure hands its ECS platform
+print(json.dumps({
+    "class": f"{type(env).__module__}.{type(env).__qualname__}",
+    "env_id": env.env_id,
+    "s3_uri": env.s3_uri,
+    "env_type": env.env_type,
+    "is_custom_env": infra.is_custom_env,
+    "task_role_arn": infra.infra.get_or_create_ecs_roles()["task_role_arn"],
+    "setup_commands": infra.infra._build_setup_commands(infra.env_id),
+}))
+"""
+
+
+@pytest.mark.parametrize("env_id", ["wordle", "ask_to_code"])
+def test_the_runner_hands_the_sdk_the_runs_own_environment_package(
+    sandbox: Sandbox, app_model: AppModel, env_id: str
+) -> None:
+    # Defect 7: the spec carries the package the stack deployed for the run's environment (wordle included: mtrl's
+    # own, not the starter kit's VFEnvId.WORDLE), and the real SDK builds CustomEnvironment(env_id, s3_uri=…) with it.
+    sandbox.write_spec(environment=env_id)
+    bucket = sandbox.world["data_bucket"]
+    uri = f"s3://{bucket}/{build_package(env_id).key}"
+    assert parse_settings({**sandbox.settings, "environment": env_id}).package_uri(RUN_ID) == uri
+    probe = subprocess.run(
+        [str(NOVA_PYTHON), "-W", "ignore", "-c", ENVIRONMENT_PROBE, sandbox.spec_uri],
+        cwd=sandbox.root / "work",
+        env=sandbox.environ(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert probe.returncode == 0, probe.stderr[-4000:]
+    seen = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert seen["class"] == "amzn_nova_forge.rft_multiturn.custom_environment.custom_environment.CustomEnvironment"
+    assert (seen["env_id"], seen["s3_uri"], seen["env_type"], seen["is_custom_env"]) == (
+        env_id,
+        uri,
+        "multi_turn",
+        True,
+    )
+    # The SDK's environment task (task role = the RFT role) downloads exactly this object and installs it.
+    assert seen["task_role_arn"] == app_model.arn_of(RFT_ROLE)
+    assert f"aws s3 cp {uri} /tmp/{env_id}.tar.gz" in seen["setup_commands"]
+    assert not any("amzn-agi-verifiers" in command and "environments/" in command for command in seen["setup_commands"])
+    # …which the RFT role may do (s3:GetObject on nova-envs/*, kms:Decrypt via S3 of the data key).
+    key = uri.removeprefix(f"s3://{bucket}/")
+    assert_calls_allowed(
+        [AwsCall("s3", "GetObject", {"Bucket": bucket, "Key": key}, "us-east-1")], RFT_ROLE, model=app_model
+    )
+
+    # The runner's submit goes through with the CustomEnvironment and never reads the package itself (only the
+    # SDK's environment tasks do), so the runner role needs no access to nova-envs/.
+    sandbox.clear_records()
+    submitted = sandbox.run("submit")
+    assert submitted["ok"], submitted.get("error", submitted)
+    calls = sandbox.calls()
+    assert not [c for c in calls if c["service"] == "s3" and "nova-envs/" in str(c["params"].get("Key", ""))]
+    assert_calls_allowed([AwsCall.from_record(c) for c in calls], RUNNER_ROLE, model=app_model)
+
+
+def test_a_spec_without_a_package_is_refused_by_the_runner(sandbox: Sandbox) -> None:
+    _edit_spec(sandbox, custom_env_s3_uri=None)
+    document = sandbox.run("setup")
+    assert not document["ok"]
+    assert f"run {RUN_ID}: environment 'wordle' has no Nova Forge package" in document["error"]
+    assert "ecs.RunTask" not in _ops(sandbox.calls())

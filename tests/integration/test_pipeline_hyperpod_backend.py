@@ -23,6 +23,7 @@ from mtrl.backends import nova_runner
 from mtrl.backends._aws import AwsClients, S3Uri
 from mtrl.backends.base import RunContext
 from mtrl.backends.hyperpod import CAPACITY_KIND, STACK_KIND, TASKS_KIND, HyperPodAdapter, HyperPodSettings
+from mtrl.envs.nova_package import build_package
 from tests.integration.pipeline_support import Harness, jsonl, pipeline_context, wordle_rows
 from tests.unit.backends.aws_fakes import (
     FakeAws,
@@ -131,6 +132,10 @@ class HyperPodWorld:
             "nova_runner_task_definition": "mtrl-nova-runner",
             "nova_runner_container_name": "runner",
             "nova_rft_role_name": "mtrl-rft",
+            "nova_env_package_uris": [
+                f"{env_id}=s3://mtrl-data-111122223333/{build_package(env_id).key}"
+                for env_id in ("wordle", "ask_to_code")
+            ],
         }
 
     # -- the Nova Forge runner container ----------------------------------------------------------------------------

@@ -49,6 +49,10 @@ class HyperPodAdapter(RunnerTasks, RewardWorkers, Cleanup):
         else:
             findings.append(Finding("cluster", True, f"cluster {gpu.cluster_name} is {cluster['ClusterStatus']}"))
         findings.append(self._check_task_definitions(settings))
+        try:
+            findings.append(Finding("environment-package", True, settings.package_uri(run.run_id)))
+        except BackendError as error:
+            findings.append(Finding("environment-package", False, str(error)))
         idle = settings.hyperpod_idle_instance_count
         target = details.get("TargetCount", 0)
         findings.append(
@@ -100,6 +104,7 @@ class HyperPodAdapter(RunnerTasks, RewardWorkers, Cleanup):
     def provision(self, run: RunContext) -> list[CreatedResource]:
         """Advance GPU scale-up, per-run Nova infra and reward workers; ``ProvisioningInProgress`` until ready."""
         settings = parse_settings(run.settings)
+        settings.package_uri(run.run_id)  # an environment without a package fails before any GPU is requested
         deadline = self._deadline(settings)
         while True:
             try:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mtrl.backends.base import BackendError
 
@@ -49,7 +49,9 @@ class HyperPodSettings(BaseModel):
     nova_runner_task_definition: str = Field(min_length=1)
     nova_runner_container_name: str = "runner"
     nova_rft_role_name: str = Field(min_length=1)
-    nova_custom_env_s3_uri: str | None = None  # packaged custom environment; None = a Nova Forge built-in env id
+    # "<env_id>=s3://<data bucket>/nova-envs/<env_id>/<sha256>.tar.gz", one per packaged environment (the stack
+    # builds and uploads them: stacks/constructs/nova_env_packages.py); the runner's CustomEnvironment(s3_uri=…).
+    nova_env_package_uris: list[str] = []
     nova_model: str = "NOVA_LITE_2"
     nova_training_method: Literal["RFT_MULTITURN_LORA", "RFT_MULTITURN_FULL"] = "RFT_MULTITURN_LORA"
     hyperparameters: dict[str, str | int | float | bool] = {}
@@ -60,6 +62,30 @@ class HyperPodSettings(BaseModel):
     # How long one provision/submit/cancel/cleanup call may wait in-process before handing back a transient
     # "still in progress" (sized for the 15-minute backend Lambda, which the pipeline retries).
     hyperpod_wait_seconds: int = Field(600, ge=0, le=840)
+
+    @field_validator("nova_env_package_uris")
+    @classmethod
+    def _package_entries(cls, value: list[str]) -> list[str]:
+        seen: set[str] = set()
+        for entry in value:
+            env_id, _, uri = entry.partition("=")
+            if not env_id or not uri.startswith("s3://") or not uri.endswith(".tar.gz"):
+                raise ValueError(f"entries are '<env_id>=s3://<bucket>/<key>.tar.gz' (got {entry!r})")
+            if env_id in seen:
+                raise ValueError(f"environment '{env_id}' has more than one package")
+            seen.add(env_id)
+        return value
+
+    def package_uri(self, run_id: str) -> str:
+        """The Nova Forge package of the run's environment; a clear error when the deployment has none."""
+        packages = dict(entry.partition("=")[::2] for entry in self.nova_env_package_uris)
+        if self.environment not in packages:
+            available = ", ".join(sorted(packages)) or "none"
+            raise BackendError(
+                f"run {run_id}: environment '{self.environment}' has no Nova Forge package in this deployment "
+                f"(packaged: {available}); enable it (use_custom_env + custom_env_id) and redeploy"
+            )
+        return packages[self.environment]
 
 
 def parse_settings(settings: Mapping[str, Any]) -> HyperPodSettings:

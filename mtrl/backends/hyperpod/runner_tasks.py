@@ -45,7 +45,7 @@ class RunnerTasks(AdapterBase):
             },
             "environment": settings.environment,
             "environment_args": settings.environment_args,
-            "custom_env_s3_uri": settings.nova_custom_env_s3_uri,
+            "custom_env_s3_uri": settings.package_uri(run.run_id),
             "hyperpod_cluster_name": settings.hyperpod_cluster_name,
             "namespace": settings.hyperpod_namespace,
             "instance_type": "",  # filled from the capacity record below

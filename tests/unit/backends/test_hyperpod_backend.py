@@ -46,6 +46,11 @@ from mtrl.worker import contract
 from mtrl.worker.__main__ import config_from_env
 
 BUCKET = "mtrl-data-123456789012"
+# What the stack passes (stacks/app_builder.py, nova_env_package_uris): one content-addressed package per environment.
+PACKAGE_URIS = {
+    "wordle": f"s3://{BUCKET}/nova-envs/wordle/{'a' * 64}.tar.gz",
+    "ask_to_code": f"s3://{BUCKET}/nova-envs/ask_to_code/{'b' * 64}.tar.gz",
+}
 STACK_TEMPLATE = {
     "Resources": {"RolloutQueue": {"Type": "AWS::SQS::Queue"}},
     "Outputs": {
@@ -127,6 +132,7 @@ class World:
             "environment_args": {"max_turns": 6},
             "nova_runner_task_definition": "mtrl-nova-runner",
             "nova_rft_role_name": "mtrl-rft",
+            "nova_env_package_uris": [f"{env_id}={uri}" for env_id, uri in PACKAGE_URIS.items()],
             "hyperparameters": {"max_steps": 10},
             **overrides,
         }
@@ -377,6 +383,45 @@ def test_full_provision_starts_runner_then_workers_with_the_run_settings(world: 
     assert len(world.tasks("reward-workers")) == 2
     assert len(world.recorder.resources) == count
     assert len(world.cluster.updates) == 1
+
+
+def _spec(world: World) -> dict[str, Any]:
+    key = f"runs/{world.run_id}/backend/spec.json"
+    return json.loads(world.aws.session.client("s3").get_object(Bucket=BUCKET, Key=key)["Body"].read())  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("env_id", sorted(PACKAGE_URIS))
+def test_the_runner_spec_carries_the_package_of_the_runs_environment(world: World, env_id: str) -> None:
+    # Issue 10 defect 7: the runner builds CustomEnvironment(env_id, s3_uri=…) from custom_env_s3_uri, so each run
+    # gets its own environment's package, never one deployment-wide URI.
+    with pytest.raises(ProvisioningInProgress):
+        world.adapter.provision(world.run(environment=env_id))  # starts the runner's setup with the spec
+    spec = _spec(world)
+    assert spec["environment"] == env_id
+    assert spec["custom_env_s3_uri"] == PACKAGE_URIS[env_id]
+
+
+def test_an_environment_without_a_package_fails_before_any_capacity_is_requested(world: World) -> None:
+    run = world.run(environment="terminalbench_env")
+    expected = (
+        rf"run {world.run_id}: environment 'terminalbench_env' has no Nova Forge package in this deployment "
+        r"\(packaged: ask_to_code, wordle\)"
+    )
+    with pytest.raises(BackendError, match=expected) as raised:
+        world.adapter.provision(run)
+    assert not raised.value.transient
+    assert world.cluster.updates == []  # no UpdateCluster: no GPU was asked for
+    assert world.recorder.resources == []  # nothing recorded, nothing started
+    finding = {f.check: f for f in world.adapter.preflight(run)}["environment-package"]
+    assert not finding.ok
+    assert "terminalbench_env" in finding.message
+
+
+def test_package_entries_are_checked(world: World) -> None:
+    with pytest.raises(BackendError, match="entries are '<env_id>=s3://"):
+        parse_settings(world.settings(nova_env_package_uris=["wordle=https://x/y.tar.gz"]))
+    with pytest.raises(BackendError, match="more than one package"):
+        parse_settings(world.settings(nova_env_package_uris=["w=s3://b/a.tar.gz", "w=s3://b/c.tar.gz"]))
 
 
 def test_runner_reported_failure_stops_provisioning(world: World) -> None:
