@@ -13,6 +13,7 @@ from mtrl import signal_health
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, error_console, fail, print_json
 from mtrl.envs.contract import TaskError
 from mtrl.envs.registry import EnvironmentNotFoundError, EnvironmentSpec, InvalidEnvironmentError, load_spec
+from mtrl.evaluation import label as evaluation_label
 from mtrl.llm import LLMUnavailableError
 from mtrl.llm.policies import PolicyError, Sampling, parse_policy
 from mtrl.llm.tryout import TryOptions, run_try  # torch itself is imported only when a run starts
@@ -153,16 +154,18 @@ def print_summary(summary: dict[str, Any]) -> None:
     for callout in summary["callouts"]:
         console.print(f"[yellow]•[/] {callout}", highlight=False)
     console.print(
-        f"held-out success ({heldout['tasks']} tasks from {heldout.get('source', 'the evaluation set')}, "
-        f"the environment's own criterion): [bold]{heldout['success_rate']:.0%}[/]",
+        f"held-out ({heldout['tasks']} tasks from {heldout.get('source', 'the evaluation set')}): "
+        f"{evaluation_label(heldout.get('evaluation_measure'))} [bold]{heldout['evaluation_mean']:.0%}[/], "
+        f"success {heldout['success_rate']:.0%}, reward {heldout['reward_mean']:+.3f} (training signal, not the score)",
         highlight=False,
     )
     training = summary.get("training")
     if training:
         console.print(
             f"GRPO ({training['steps']} steps, TRL + LoRA rank {training['lora_rank']}, "
-            f"{training['seconds']:.1f} s): held-out success [bold]{training['heldout_success_before']:.0%} → "
-            f"{training['heldout_success_after']:.0%}[/]; adapter weights moved by "
+            f"{training['seconds']:.1f} s): held-out evaluation [bold]{training['heldout_evaluation_before']:.0%} → "
+            f"{training['heldout_evaluation_after']:.0%}[/], success {training['heldout_success_before']:.0%} → "
+            f"{training['heldout_success_after']:.0%}; adapter weights moved by "
             f"{training['adapter_change_l2']:.3g} (L2)",
             highlight=False,
         )

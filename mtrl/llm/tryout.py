@@ -140,6 +140,8 @@ def run_try(
             "evaluations": trained.evaluations,
             "heldout_success_before": before["success_rate"],
             "heldout_success_after": after["success_rate"],
+            "heldout_evaluation_before": before["evaluation_mean"],
+            "heldout_evaluation_after": after["evaluation_mean"],
             "adapter_parameters": trained.adapter_parameters,
             "adapter_change_l2": trained.adapter_change,
             "seconds": round(trained.seconds, 2),

@@ -93,6 +93,13 @@ def test_lifecycle_trains_across_polls_and_writes_results(s3: Any) -> None:
     assert evaluation["heldout_tasks"] == 12
     assert evaluation["heldout_success_after"] == final.metrics["heldout_success_after"]
     assert evaluation["heldout_success_before"] == summary["heldout"]["success_before"]
+    # The external evaluation is reported on its own, before (the baseline) and after, next to the reward.
+    assert summary["heldout"]["evaluation_measure"] == "evaluation"  # wordle declares EVALUATION
+    assert evaluation["heldout_evaluation_before"] == summary["heldout"]["evaluation_before"]
+    assert evaluation["heldout_evaluation_after"] == final.metrics["heldout_evaluation_after"]
+    assert 0.0 <= evaluation["heldout_evaluation_after"] <= 1.0
+    assert evaluation["heldout_reward_after"] != evaluation["heldout_evaluation_after"]  # a different figure
+    assert adapter.evaluation_settings(run) == {"evaluation_measure": "evaluation"}
     assert adapter.cleanup(run) == []
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
     assert not any(k.startswith("training-data/") and k != "training-data/words.jsonl" for k in keys)
