@@ -88,24 +88,24 @@ def _load_tasks(
     if eval_dataset is not None and not eval_dataset.is_file():
         fail(f"no evaluation dataset: {eval_dataset} does not exist", as_json=as_json)
     try:
-        train_rows = parse_jsonl(train_path.read_text(encoding="utf-8"), source=str(train_path))
-        eval_rows = (
-            parse_jsonl(eval_path.read_text(encoding="utf-8"), source=str(eval_path))
-            if eval_path is not None and eval_path.is_file()
-            else None
-        )
-        problems = [
-            f"task {index + 1}: {problem}"
-            for index, task in enumerate([*train_rows, *(eval_rows or [])])
-            for problem in spec.validate_task(task)
-        ]
-        if problems:
-            raise TrainingError("invalid tasks: " + "; ".join(problems[:5]))
+        train_rows = read_tasks(spec, train_path)
+        eval_rows = read_tasks(spec, eval_path) if eval_path is not None and eval_path.is_file() else None
         split = TaskSplit.from_rows(train_rows, eval_rows, holdout_fraction=HOLDOUT_FRACTION, seed=seed)
     except TrainingError as error:
         fail(str(error), code=EXIT_INVALID, as_json=as_json)
     source = str(eval_path) if eval_rows else f"a seeded {HOLDOUT_FRACTION:.0%} of {train_path}"
     return split, source
+
+
+def read_tasks(spec: EnvironmentSpec, path: Path) -> list[dict[str, Any]]:
+    """The tasks (rows' metadata) of a JSONL file, each checked by the environment (raises TrainingError)."""
+    rows = parse_jsonl(path.read_text(encoding="utf-8"), source=str(path))
+    problems = [
+        f"{path} task {index + 1}: {problem}" for index, task in enumerate(rows) for problem in spec.validate_task(task)
+    ]
+    if problems:
+        raise TrainingError("invalid tasks: " + "; ".join(problems[:5]))
+    return rows
 
 
 def print_summary(summary: dict[str, Any]) -> None:

@@ -147,15 +147,19 @@ class Trainer:
             turns += 1
         return Rollout(result=env.result(), grad_log_prob=grad, turns=turns)
 
+    def heldout_rollouts(self, policy: LogLinearPolicy, *, config: TrainConfig) -> list[Rollout]:
+        """One rollout of each of the first ``eval_tasks`` held-out tasks, from the fixed evaluation seed."""
+        rng = np.random.default_rng([config.seed, 1])
+        tasks = list(self.tasks.holdout)[: config.eval_tasks]
+        return [self.rollout(policy, task, rng, greedy=config.greedy_eval) for task in tasks]
+
     def evaluate(self, policy: LogLinearPolicy, *, step: int, config: TrainConfig) -> dict[str, Any]:
         """Held-out external evaluation (``mtrl.evaluation``), success, reward and component means at ``step``.
 
         The evaluation is reported next to the reward, never mixed into it. The evaluation generator is
         re-seeded identically every time, so before/after differ only by policy.
         """
-        rng = np.random.default_rng([config.seed, 1])
-        tasks = list(self.tasks.holdout)[: config.eval_tasks]
-        results = [self.rollout(policy, task, rng, greedy=config.greedy_eval) for task in tasks]
+        results = self.heldout_rollouts(policy, config=config)
         return {
             "step": step,
             "tasks": len(results),
