@@ -273,7 +273,8 @@ class ServerlessAdapter:
             settings,
             job_name=job_name,
             evaluation=run_input_prefix(run).join("evaluation/"),
-            output=S3Uri.parse(run.output_uri).join("baseline/" if baseline else "evaluation/"),
+            # Under evaluation/ either way: the job role may write runs/*/evaluation/* (backend_roles.py), nothing else.
+            output=S3Uri.parse(run.output_uri).join("evaluation/baseline/" if baseline else "evaluation/"),
             model_package_arn=model_package_arn,
         )
         purpose = {"purpose": BASELINE_PURPOSE} if baseline else {}

@@ -329,7 +329,9 @@ def test_a_baseline_evaluation_of_the_base_model_runs_before_training_and_is_rep
         assert after_doc["ModelPackageConfig"] == {"InputModelPackageArn": PACKAGE_ARN}
         # The same held-out channel and scoring for both; separate output folders.
         assert base_doc["InputDataConfig"] == after_doc["InputDataConfig"]
-        assert base_doc["OutputDataConfig"]["S3OutputPath"].endswith(f"runs/{run_id}/baseline/")
+        # Inside the job role's write grant (runs/*/evaluation/*), apart from the after-training output.
+        assert base_doc["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/runs/{run_id}/evaluation/baseline/"
+        assert after_doc["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/runs/{run_id}/evaluation/"
         # Waited for in its own bounded loop, before Submit.
         entered = pipeline.entered_states(pipeline.executions()[0]["executionArn"])
         assert entered.index("Baseline") < entered.index("Submit")
