@@ -8,9 +8,12 @@ trainer, ``mtrl env try``, ``mtrl eval``, the run summary) uses these functions,
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable, Sequence
-from typing import Any
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TextIO
 
 from mtrl.envs.contract import EpisodeResult
 from mtrl.envs.registry import EnvironmentSpec
@@ -18,6 +21,7 @@ from mtrl.envs.registry import EnvironmentSpec
 EVALUATION = "evaluation"
 SUCCESS = "success"
 SUCCESS_FALLBACK = "success (the environment declares no EVALUATION)"
+EMF_NAMESPACE = "mtrl/Evaluation"
 
 
 def score(result: EpisodeResult) -> float:
@@ -53,3 +57,44 @@ def figures(results: Sequence[EpisodeResult]) -> dict[str, Any]:
 def label(measure: str | None) -> str:
     """How a report names a held-out score: the external evaluation, or success as the labelled fallback."""
     return "evaluation" if measure == EVALUATION else "evaluation (= success: no EVALUATION declared)"
+
+
+def emit_emf(
+    results: Sequence[EpisodeResult],
+    *,
+    dimensions: Mapping[str, str],
+    stream: TextIO | None = None,
+    timestamp_ms: int | None = None,
+) -> bool:
+    """One CloudWatch EMF line: the external evaluation mean of these episodes (``EvaluationMean``, dimension
+    ``Measure`` = evaluation | success) next to their reward mean — the pair that shows a reward rising while the
+    task success falls (seed 001's anti-pattern). Nothing is written for no episodes; returns whether it wrote."""
+    if not results:
+        return False
+    found = figures(results)
+    keys = [*dimensions, "Measure"]
+    document = {
+        "_aws": {
+            "Timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": EMF_NAMESPACE,
+                    "Dimensions": [keys],
+                    "Metrics": [
+                        {"Name": "EvaluationMean", "Unit": "None"},
+                        {"Name": "RewardMean", "Unit": "None"},
+                        {"Name": "Episodes", "Unit": "Count"},
+                    ],
+                }
+            ],
+        },
+        **dict(dimensions),
+        "Measure": found["evaluation_measure"],
+        "EvaluationMean": found["evaluation_mean"],
+        "RewardMean": sum(r.reward for r in results) / len(results),
+        "Episodes": len(results),
+    }
+    out = stream or sys.stdout
+    out.write(json.dumps(document, separators=(",", ":")) + "\n")
+    out.flush()
+    return True
