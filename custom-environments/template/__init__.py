@@ -21,6 +21,7 @@ from mtrl.envs.verifiers_adapter import to_verifiers_environment
 
 ENV_ID = "template"
 DESCRIPTION = "Template: say the secret word; 'hint' reveals one more letter (copy me)."
+EVALUATION = "the reply is exactly the secret word (1) or not (0); closeness and hint cost are reward only"
 EXAMPLE_TASK: dict[str, Any] = {"prompt": "Say the secret word. Reply 'hint' for a letter.", "answer": "otter"}
 EXAMPLE_ACTIONS = ["hint", "otter"]
 
@@ -95,6 +96,7 @@ class SecretWordEnv:
             components={"correct": correct, "closeness": near, "hint_cost": hint_cost},
             metrics={"turns": float(self._turns), "hints": float(self._hints)},
             success=self._solved,
+            evaluation=1.0 if self._solved else 0.0,
         )
 
 

@@ -14,6 +14,7 @@ from mtrl.envs.verifiers_adapter import to_verifiers_environment
 
 ENV_ID = "ask_to_code"
 DESCRIPTION = "Underspecified coding tasks: ask the user first, then submit code scored by hidden tests."
+EVALUATION = "all hidden tests pass (1) or not (0); the asking and penalty terms are reward shaping only"
 EXAMPLE_TASK: dict[str, Any] = {"prompt": TASKS[0].prompt, "info": {"task_id": TASKS[0].task_id}}
 SYSTEM_PROMPT = (
     "You are a careful programmer helping a user. The request may leave out details that matter. Each turn, "
@@ -29,6 +30,7 @@ EXAMPLE_ACTIONS = [
 __all__ = [
     "DESCRIPTION",
     "ENV_ID",
+    "EVALUATION",
     "EXAMPLE_ACTIONS",
     "EXAMPLE_TASK",
     "SYSTEM_PROMPT",

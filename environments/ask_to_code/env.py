@@ -170,4 +170,6 @@ class AskToCodeEnv:
                 "submitted": 1.0 if self.submission is not None else 0.0,
             },
             success=self.submission is not None and self.submission.status == "passed",
+            # External evaluation: every hidden test passed (the reward's shaping terms play no part).
+            evaluation=1.0 if self.submission is not None and self.submission.status == "passed" else 0.0,
         )

@@ -14,6 +14,7 @@ from mtrl.envs.verifiers_adapter import to_verifiers_environment
 
 ENV_ID = "wordle"
 DESCRIPTION = "Wordle: 6 guesses, G/Y/X feedback; solve fast > solve slow > loss > no play."
+EVALUATION = "the secret word is guessed within the allowed turns (1) or not (0)"
 EXAMPLE_TASK: dict[str, Any] = {"prompt": "Guess the 5-letter word", "answer": "beach"}
 EXAMPLE_ACTIONS = ["raise", "beach"]
 SYSTEM_PROMPT = (
@@ -25,6 +26,7 @@ SYSTEM_PROMPT = (
 __all__ = [
     "DESCRIPTION",
     "ENV_ID",
+    "EVALUATION",
     "EXAMPLE_ACTIONS",
     "EXAMPLE_TASK",
     "SYSTEM_PROMPT",

@@ -399,4 +399,5 @@ class WordleEnv:
                 "candidates_left": float(self.candidates.bit_count()),
             },
             success=self.solved,
+            evaluation=1.0 if self.solved else 0.0,
         )

@@ -12,6 +12,11 @@ bodies, forwarded unchanged to the model); the result is reported with ``Complet
 never an error status: the service fails the whole job on a returned error. The fake-job-ARN smoke test
 (``Could not find job`` from the service) is recognised and returned as a diagnosis.
 
+In an evaluation job (``AgentRFTEvaluation`` in the job ARN) the score reported is the environment's external
+evaluation (``mtrl.evaluation.score``: its ``EVALUATION``, or success 1/0 when it declares none), not the training
+reward: the service's pass@k then measures what the task owner accepts as solved (seed 001: evaluate separately
+from the reward). Training jobs get the reward.
+
 Per-run agent options travel inside the task JSON under ``mtrl_agent`` (the serverless adapter writes them when it
 converts the dataset): ``reasoning_effort`` (low|medium|high) is sent with every Sample request.
 
@@ -39,10 +44,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from mtrl.envs.contract import Environment, EpisodeResult
 from mtrl.envs.registry import EnvironmentSpec, load_spec
+from mtrl.evaluation import score as evaluation_score
 
 log = logging.getLogger("mtrl.serverless_agent")
 log.setLevel(logging.INFO)
 
+EVALUATION_JOB_CATEGORY = "AgentRFTEvaluation"  # mtrl.backends.serverless_settings.EVALUATION_CATEGORY
 DEFAULT_SYSTEM_PROMPT = "You are solving an interactive task. Reply with your next action only, no explanation."
 _CLIENTS: dict[str, Any] = {}
 _SPECS: dict[str, EnvironmentSpec] = {}
@@ -206,6 +213,9 @@ def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> di
     region = _first(metadata, "region") or os.environ.get("AWS_REGION")
     env_id = os.environ.get("MTRL_ENV_ID", "wordle")
     context = {"job_arn": job_arn, "trajectory_id": trajectory_id, "env_id": env_id}
+    evaluating = isinstance(job_arn, str) and is_evaluation_job(job_arn)
+    if evaluating:
+        low_reward = 0.0  # an evaluation scores in [0, 1]: an episode that could not be played is not solved
     if not isinstance(job_arn, str) or not isinstance(trajectory_id, str):
         log.error("payload without job ARN or rollout id; nothing to report to: %s", json.dumps(context))
         return {"reward": low_reward, "diagnosis": "missing jobArn or rolloutId in metadata"}
@@ -240,29 +250,36 @@ def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> di
             "Sample: job not found (%s) — wiring is OK if this is the smoke test: %s", json.dumps(context), error
         )
         return {
-            "reward": _score(env, low_reward),
+            "reward": _score(env, low_reward, evaluating=evaluating),
             "diagnosis": "job not found (expected for the fake-job-ARN smoke test)",
         }
     except AccessDeniedError as error:
         log.error("Sample: access denied (%s): %s", json.dumps(context), error)
         return {
-            "reward": _score(env, low_reward),
+            "reward": _score(env, low_reward, evaluating=evaluating),
             "diagnosis": "access denied: the job ARN names another account, or the role lacks "
             "AmazonSageMakerJobRuntimeAccess",
         }
     except (ClientError, BotoCoreError, ValueError, KeyError, IndexError, TypeError) as error:
         log.error("episode failed (%s): %s: %s", json.dumps(context), type(error).__name__, error)
-        reward = _score(env, low_reward)
+        reward = _score(env, low_reward, evaluating=evaluating)
         return _finish(
             job_arn, trajectory_id, region, reward, metrics={}, ended=f"episode failed: {type(error).__name__}"
         )
     components = {entry["name"]: entry["value"] for entry in result.metrics_list()}
-    return _finish(job_arn, trajectory_id, region, result.reward, metrics=components, ended=ended)
+    scored = evaluation_score(result) if evaluating else result.reward
+    return _finish(job_arn, trajectory_id, region, scored, metrics=components, ended=ended)
 
 
-def _score(env: Environment, fallback: float) -> float:
+def is_evaluation_job(job_arn: str) -> bool:
+    """``arn:…:job/AgentRFTEvaluation/<name>``: the held-out evaluation, scored by the external evaluation."""
+    return f":job/{EVALUATION_JOB_CATEGORY}/" in job_arn
+
+
+def _score(env: Environment, fallback: float, *, evaluating: bool) -> float:
     try:
-        return float(env.result().reward)
+        result = env.result()
+        return evaluation_score(result) if evaluating else float(result.reward)
     except Exception:  # the environment itself broke: still a reward, never an error
         return fallback
 

@@ -82,6 +82,14 @@ def train_config(settings: Mapping[str, Any]) -> TrainConfig:
     return TrainConfig.from_mapping(env_id, hyperparameters, env_args=env_args)
 
 
+def _heldout_figures(evaluation: Mapping[str, Any], when: str) -> dict[str, float]:
+    """``heldout_success_<when>`` and, when recorded, ``heldout_evaluation_<when>`` of one held-out evaluation."""
+    figures = {f"heldout_success_{when}": float(evaluation["success_rate"])}
+    if evaluation.get("evaluation_mean") is not None:
+        figures[f"heldout_evaluation_{when}"] = float(evaluation["evaluation_mean"])
+    return figures
+
+
 class LocalAdapter:
     """``BackendAdapter`` for ``local``: see the module docstring for how training is driven by ``status``."""
 
@@ -181,9 +189,9 @@ class LocalAdapter:
             metrics["reward_mean"] = float(last["reward_mean"])
             metrics["success_rate"] = float(last["success_rate"])
         if state.evaluations:
-            metrics["heldout_success_before"] = float(state.evaluations[0]["success_rate"])
+            metrics.update(_heldout_figures(state.evaluations[0], "before"))
         if state.done and len(state.evaluations) > 1:
-            metrics["heldout_success_after"] = float(state.evaluations[-1]["success_rate"])
+            metrics.update(_heldout_figures(state.evaluations[-1], "after"))
         outputs: dict[str, str] = {}
         if state.done:
             outputs = {"summary_uri": str(store.prefix.join(SUMMARY)), "plot_uri": str(store.prefix.join(PLOT))}
@@ -199,10 +207,13 @@ class LocalAdapter:
         )
 
     def evaluate(self, run: RunContext) -> dict[str, float]:
-        """The held-out evaluation the run ended with (the environment's success criterion, before vs after).
+        """The held-out evaluation the run ended with, before vs after training: the external evaluation
+        (``heldout_evaluation_*``, the environment's EVALUATION or its success as the labelled fallback — the
+        record's ``evaluation_measure``), success and reward, each reported separately.
 
-        Training already evaluated the untrained and the trained policy on the same held-out tasks with the
-        same random stream, so this reports those figures rather than playing the episodes again.
+        The before figures are the untrained policy on the same tasks: the run's baseline. Training already
+        evaluated the untrained and the trained policy on the same held-out tasks with the same random stream,
+        so this reports those figures rather than playing the episodes again.
         """
         try:
             summary = read_summary(self._store(run))
@@ -211,13 +222,28 @@ class LocalAdapter:
         if summary is None or summary.get("heldout", {}).get("success_after") is None:
             raise BackendError(f"run {run.run_id}: the local training run has no completed held-out evaluation")
         heldout = summary["heldout"]
+        evaluation = {
+            f"heldout_evaluation_{when}": float(heldout[f"evaluation_{when}"])
+            for when in ("before", "after")
+            if heldout.get(f"evaluation_{when}") is not None
+        }
         return {
             "heldout_tasks": float(heldout["tasks"]),
+            **evaluation,
             "heldout_success_before": float(heldout["success_before"]),
             "heldout_success_after": float(heldout["success_after"]),
             "heldout_reward_before": float(heldout["reward_before"]),
             "heldout_reward_after": float(heldout["reward_after"]),
         }
+
+    def evaluation_settings(self, run: RunContext) -> dict[str, str]:
+        """What ``heldout_evaluation_*`` measures (the environment's EVALUATION, or success as the fallback)."""
+        try:
+            summary = read_summary(self._store(run))
+        except (ClientError, BotoCoreError) as error:
+            raise backend_error("reading the local training summary", error) from error
+        measure = ((summary or {}).get("heldout") or {}).get("evaluation_measure")
+        return {"evaluation_measure": str(measure)} if measure else {}
 
     def cancel(self, run: RunContext, job_id: str) -> None:
         try:

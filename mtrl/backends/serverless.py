@@ -61,6 +61,8 @@ from mtrl.backends.serverless_status import (
     usage_for_cost,
 )
 from mtrl.cost import CostError, cost_for_run
+from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
+from mtrl.evaluation import describe
 
 __all__ = [
     "DEFAULT_BASE_MODEL",
@@ -89,6 +91,7 @@ __all__ = [
 ]
 
 JOB_KIND = "sagemaker-job"
+BASELINE_PURPOSE = "baseline"  # a CreatedResource detail: the evaluation job of the base model, before training
 
 
 class ServerlessAdapter:
@@ -254,20 +257,34 @@ class ServerlessAdapter:
         )
         return self._create_job(run, settings, job_name, TRAINING_CATEGORY, document)
 
-    def submit_evaluation(self, run: RunContext, model_package_arn: str | None = None) -> str:
-        """Held-out evaluation (``AgentRFTEvaluation``, pass@k); the base model when no package is given."""
+    def submit_evaluation(
+        self, run: RunContext, model_package_arn: str | None = None, *, baseline: bool = False
+    ) -> str:
+        """Held-out evaluation (``AgentRFTEvaluation``, pass@k); the base model when no package is given.
+
+        ``baseline``: the run's baseline evaluation before training (its own job name, output folder and
+        ``purpose`` detail, so the after-training evaluation never mistakes it for its own job).
+        """
         settings = parse_settings(run.settings)
         if not run.eval_dataset_uri:
             raise BackendError(f"run {run.run_id}: evaluation needs an eval split")
-        job_name = job_name_for(run.run_id, evaluation=True)
+        job_name = job_name_for(run.run_id, evaluation=True, baseline=baseline)
         document = build_evaluation_config(
             settings,
             job_name=job_name,
             evaluation=run_input_prefix(run).join("evaluation/"),
-            output=S3Uri.parse(run.output_uri).join("evaluation/"),
+            # Under evaluation/ either way: the job role may write runs/*/evaluation/* (backend_roles.py), nothing else.
+            output=S3Uri.parse(run.output_uri).join("evaluation/baseline/" if baseline else "evaluation/"),
             model_package_arn=model_package_arn,
         )
-        return self._create_job(run, settings, job_name, EVALUATION_CATEGORY, document)
+        purpose = {"purpose": BASELINE_PURPOSE} if baseline else {}
+        return self._create_job(run, settings, job_name, EVALUATION_CATEGORY, document, details=purpose)
+
+    def baseline(self, run: RunContext) -> dict[str, float]:
+        """The base model on the held-out split before training (the run's ``baseline_evaluation``): the same
+        ``AgentRFTEvaluation`` job and scoring as the after-training evaluation, with no model package. One step of
+        a wait loop, like ``evaluate``."""
+        return self._evaluation_step(run, baseline=True)
 
     def evaluate(self, run: RunContext) -> dict[str, float]:
         """Evaluate the trained model on the held-out split (pass@k). One step of a wait loop: raises a transient
@@ -276,13 +293,26 @@ class ServerlessAdapter:
         The first call submits the ``AgentRFTEvaluation`` job (on the training job's output model package); later
         calls return its metrics once it completes. Only one evaluation job may run per account at a time.
         """
+        return self._evaluation_step(run, baseline=False)
+
+    def _evaluation_step(self, run: RunContext, *, baseline: bool) -> dict[str, float]:
         settings = parse_settings(run.settings)
+        wanted = BASELINE_PURPOSE if baseline else None
         eval_job = next(
-            (r for r in run.resources if r.kind == JOB_KIND and r.details.get("category") == EVALUATION_CATEGORY), None
+            (
+                r
+                for r in run.resources
+                if r.kind == JOB_KIND
+                and r.details.get("category") == EVALUATION_CATEGORY
+                and r.details.get("purpose") == wanted
+            ),
+            None,
         )
         if eval_job is None:
-            self.submit_evaluation(run, self._trained_model_package(run, settings))
-            raise BackendError(f"run {run.run_id}: evaluation job submitted, waiting for it", transient=True)
+            package = None if baseline else self._trained_model_package(run, settings)
+            self.submit_evaluation(run, package, baseline=baseline)
+            what = "baseline evaluation job (the base model)" if baseline else "evaluation job"
+            raise BackendError(f"run {run.run_id}: {what} submitted, waiting for it", transient=True)
         sagemaker = self._clients.client("sagemaker", settings.region)
         try:
             job = sagemaker.describe_job(JobName=eval_job.identifier, JobCategory=EVALUATION_CATEGORY)
@@ -300,8 +330,18 @@ class ServerlessAdapter:
         )
 
     def evaluation_settings(self, run: RunContext) -> dict[str, str]:
-        """What the evaluation sampled with (the run's values or the service defaults), for the run summary."""
-        return evaluation_sampling(parse_settings(run.settings))
+        """What the evaluation sampled with (the run's values or the service defaults) and what its score measures
+        (the agent reports the environment's external evaluation in evaluation jobs), for the run summary."""
+        described = evaluation_sampling(parse_settings(run.settings))
+        try:
+            measure = describe(load_spec(str(run.settings.get("environment"))))
+        except (EnvironmentNotFoundError, InvalidEnvironmentError):
+            return described
+        return {
+            **described,
+            "evaluation_measure": measure["measure"],
+            "evaluation_description": measure["description"],
+        }
 
     def _trained_model_package(self, run: RunContext, settings: ServerlessSettings) -> str | None:
         training = next(
@@ -320,12 +360,24 @@ class ServerlessAdapter:
         return job_status_from_description(job).outputs.get("model_package_arn")
 
     def _create_job(
-        self, run: RunContext, settings: ServerlessSettings, job_name: str, category: str, document: dict[str, Any]
+        self,
+        run: RunContext,
+        settings: ServerlessSettings,
+        job_name: str,
+        category: str,
+        document: dict[str, Any],
+        *,
+        details: Mapping[str, str] | None = None,
     ) -> str:
         sagemaker = self._clients.client("sagemaker", settings.region)
         # The base model is deploy-time, not in the run's manifest: record it so `mtrl cost` prices the right one.
-        details = {"category": category, "region": settings.region, "base_model": settings.serverless_base_model}
-        run.record_resource(CreatedResource(JOB_KIND, job_name, details))
+        recorded = {
+            "category": category,
+            "region": settings.region,
+            "base_model": settings.serverless_base_model,
+            **(details or {}),
+        }
+        run.record_resource(CreatedResource(JOB_KIND, job_name, recorded))
         try:
             response = sagemaker.create_job(
                 JobName=job_name,

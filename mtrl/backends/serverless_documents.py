@@ -204,8 +204,10 @@ def build_evaluation_config(
     return document
 
 
-def job_name_for(run_id: str, *, evaluation: bool = False) -> str:
-    return safe_name(run_id, max_length=63, prefix="mtrl-eval-" if evaluation else "mtrl-")
+def job_name_for(run_id: str, *, evaluation: bool = False, baseline: bool = False) -> str:
+    """The run's training job, its evaluation job, or its baseline evaluation job (the base model, before training)."""
+    prefix = "mtrl-base-" if baseline else "mtrl-eval-" if evaluation else "mtrl-"
+    return safe_name(run_id, max_length=63, prefix=prefix)
 
 
 def run_input_prefix(run: RunContext) -> S3Uri:

@@ -8,7 +8,18 @@ import typer
 import typer.core
 
 from mtrl import __version__
-from mtrl.cli import config_cmd, cost_cmd, demo_cmd, env_cmd, env_try, runs_cmd, sandbox_cmd, submit_cmd, validate_cmd
+from mtrl.cli import (
+    config_cmd,
+    cost_cmd,
+    demo_cmd,
+    env_cmd,
+    env_try,
+    eval_cmd,
+    runs_cmd,
+    sandbox_cmd,
+    submit_cmd,
+    validate_cmd,
+)
 
 _display_type_rich = typer.core.TyperOption.display_type_rich
 
@@ -31,6 +42,7 @@ app.add_typer(config_cmd.app, name="config")
 app.command("cost")(cost_cmd.cost)
 app.add_typer(env_cmd.app, name="env")
 env_try.register(env_cmd.app)
+app.command("eval")(eval_cmd.evaluate)
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("validate")(validate_cmd.validate)
 app.command("submit")(submit_cmd.submit)

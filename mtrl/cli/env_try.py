@@ -8,7 +8,8 @@ Two kinds of policy:
   environment through its contract alone (``mtrl.llm``), groups of rollouts per task, optionally
   ``--train-steps N`` of GRPO with TRL + LoRA.
 
-Both report held-out success by the environment's own criterion (the evaluation set, never the training reward) and
+Both report the held-out external evaluation (``mtrl.evaluation``: the environment's EVALUATION, or its success as
+the labelled fallback) and success on the evaluation set — never the training reward, reported beside them — and
 per-component signal health with the one verdict rule of ``mtrl.signal_health``. Exit code 0 when the reward
 carries signal, 1 when it is flat (or training failed), 2 for usage errors.
 """
@@ -27,6 +28,7 @@ from mtrl import signal_health
 from mtrl.cli.env_try_llm import try_with_language_model
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, fail, print_json
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
+from mtrl.evaluation import label as evaluation_label
 from mtrl.local.agents import AGENTS, NoAgentError
 from mtrl.local.config import ConfigError, TrainConfig
 from mtrl.local.run import DirectoryStore, advance_run, create_run, parse_jsonl, read_summary
@@ -204,9 +206,10 @@ def _print_summary(summary: dict[str, Any]) -> None:
     )
     console.print(
         f"\n[bold]{summary['env_id']}[/]: {summary['steps']} GRPO steps in {summary['wall_seconds']:.1f} s; "
-        f"held-out success ({heldout['tasks']} tasks, the environment's own criterion): "
-        f"[bold]{_pct(heldout['success_before'])} → {_pct(heldout['success_after'])}[/]; "
-        f"reward {_num(heldout['reward_before'])} → {_num(heldout['reward_after'])}"
+        f"held-out ({heldout['tasks']} tasks): {evaluation_label(heldout.get('evaluation_measure'))} "
+        f"[bold]{_pct(heldout.get('evaluation_before'))} → {_pct(heldout.get('evaluation_after'))}[/]; "
+        f"success {_pct(heldout['success_before'])} → {_pct(heldout['success_after'])}; "
+        f"reward {_num(heldout['reward_before'])} → {_num(heldout['reward_after'])} (training signal, not the score)"
     )
     table = Table(title="signal health per reward component (GRPO learns only from spread inside a group)")
     for column in ("component", "spread, step 1", "flat groups, step 1", "flat groups, all steps", "verdict"):

@@ -13,6 +13,7 @@ from mtrl import signal_health
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, error_console, fail, print_json
 from mtrl.envs.contract import TaskError
 from mtrl.envs.registry import EnvironmentNotFoundError, EnvironmentSpec, InvalidEnvironmentError, load_spec
+from mtrl.evaluation import label as evaluation_label
 from mtrl.llm import LLMUnavailableError
 from mtrl.llm.policies import PolicyError, Sampling, parse_policy
 from mtrl.llm.tryout import TryOptions, run_try  # torch itself is imported only when a run starts
@@ -87,24 +88,24 @@ def _load_tasks(
     if eval_dataset is not None and not eval_dataset.is_file():
         fail(f"no evaluation dataset: {eval_dataset} does not exist", as_json=as_json)
     try:
-        train_rows = parse_jsonl(train_path.read_text(encoding="utf-8"), source=str(train_path))
-        eval_rows = (
-            parse_jsonl(eval_path.read_text(encoding="utf-8"), source=str(eval_path))
-            if eval_path is not None and eval_path.is_file()
-            else None
-        )
-        problems = [
-            f"task {index + 1}: {problem}"
-            for index, task in enumerate([*train_rows, *(eval_rows or [])])
-            for problem in spec.validate_task(task)
-        ]
-        if problems:
-            raise TrainingError("invalid tasks: " + "; ".join(problems[:5]))
+        train_rows = read_tasks(spec, train_path)
+        eval_rows = read_tasks(spec, eval_path) if eval_path is not None and eval_path.is_file() else None
         split = TaskSplit.from_rows(train_rows, eval_rows, holdout_fraction=HOLDOUT_FRACTION, seed=seed)
     except TrainingError as error:
         fail(str(error), code=EXIT_INVALID, as_json=as_json)
     source = str(eval_path) if eval_rows else f"a seeded {HOLDOUT_FRACTION:.0%} of {train_path}"
     return split, source
+
+
+def read_tasks(spec: EnvironmentSpec, path: Path) -> list[dict[str, Any]]:
+    """The tasks (rows' metadata) of a JSONL file, each checked by the environment (raises TrainingError)."""
+    rows = parse_jsonl(path.read_text(encoding="utf-8"), source=str(path))
+    problems = [
+        f"{path} task {index + 1}: {problem}" for index, task in enumerate(rows) for problem in spec.validate_task(task)
+    ]
+    if problems:
+        raise TrainingError("invalid tasks: " + "; ".join(problems[:5]))
+    return rows
 
 
 def print_summary(summary: dict[str, Any]) -> None:
@@ -153,16 +154,18 @@ def print_summary(summary: dict[str, Any]) -> None:
     for callout in summary["callouts"]:
         console.print(f"[yellow]•[/] {callout}", highlight=False)
     console.print(
-        f"held-out success ({heldout['tasks']} tasks from {heldout.get('source', 'the evaluation set')}, "
-        f"the environment's own criterion): [bold]{heldout['success_rate']:.0%}[/]",
+        f"held-out ({heldout['tasks']} tasks from {heldout.get('source', 'the evaluation set')}): "
+        f"{evaluation_label(heldout.get('evaluation_measure'))} [bold]{heldout['evaluation_mean']:.0%}[/], "
+        f"success {heldout['success_rate']:.0%}, reward {heldout['reward_mean']:+.3f} (training signal, not the score)",
         highlight=False,
     )
     training = summary.get("training")
     if training:
         console.print(
             f"GRPO ({training['steps']} steps, TRL + LoRA rank {training['lora_rank']}, "
-            f"{training['seconds']:.1f} s): held-out success [bold]{training['heldout_success_before']:.0%} → "
-            f"{training['heldout_success_after']:.0%}[/]; adapter weights moved by "
+            f"{training['seconds']:.1f} s): held-out evaluation [bold]{training['heldout_evaluation_before']:.0%} → "
+            f"{training['heldout_evaluation_after']:.0%}[/], success {training['heldout_success_before']:.0%} → "
+            f"{training['heldout_success_after']:.0%}; adapter weights moved by "
             f"{training['adapter_change_l2']:.3g} (L2)",
             highlight=False,
         )

@@ -24,6 +24,7 @@ from mtrl.cli.remote import (
     remote_errors,
 )
 from mtrl.client import runs as client_runs
+from mtrl.evaluation import label as evaluation_label
 from mtrl.runs.registry import RunStatus
 
 GENERIC_ERROR_NAMES = {"Runtime.HandlerError", "Runtime.UnhandledError", "Lambda.Unknown", "States.TaskFailed"}
@@ -61,6 +62,10 @@ def _progress_text(progress: dict[str, Any]) -> str:
     if step is not None and total:
         return f"{step}/{total}"
     return "-" if step is None else str(step)
+
+
+def _figure(value: float | None) -> str:
+    return "not measured" if value is None else f"{value:.4g}"
 
 
 # -- mtrl runs --------------------------------------------------------------------------------------------
@@ -123,8 +128,15 @@ def status_renderable(view: dict[str, Any]) -> RenderableType:
     summary.add_row("progress", _progress_text(view["progress"]))
     if view["reward_mean"] is not None:
         summary.add_row("reward mean", f"{view['reward_mean']:.4f}")
+    if view.get("evaluation_measure"):
+        summary.add_row("eval measures", evaluation_label(view["evaluation_measure"]))
     for name, value in sorted(view["evaluation"].items()):
         summary.add_row(f"eval {name}", str(value))
+    baseline = view.get("baseline")
+    if baseline:
+        for name, pair in baseline["metrics"].items():
+            before, after = _figure(pair["baseline"]), _figure(pair["after_training"])
+            summary.add_row(f"baseline {name}", f"{before} before training → {after} after")
     summary.add_row("cost so far", _money(view["cost_usd"]))
     if view["error"]:
         error = view["error"]

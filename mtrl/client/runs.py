@@ -16,12 +16,24 @@ from mtrl.backends.serverless_settings import TRAINING_CATEGORY
 from mtrl.client.deployment import Deployment, error_code, execution_arn
 from mtrl.cost import CostError, CostEstimate, cost_for_run
 from mtrl.runs.registry import RunNotFound, RunRegistry, RunStatus, decode_item
+from mtrl.runs.report import baseline_comparison
 
 LISTING_INDEX = "by_kind"  # stacks.constructs.data_store.RUN_TABLE_LISTING_INDEX (not imported: it pulls in CDK)
 RUN_KIND = "run"
 CANCEL_ERROR = "mtrl.Cancelled"
 # The order phases happen in (the record's ``phases`` map is unordered once stored).
-PHASE_ORDER = ("register", "slot", "validate", "preflight", "provision", "submit", "train", "evaluate", "teardown")
+PHASE_ORDER = (
+    "register",
+    "slot",
+    "validate",
+    "preflight",
+    "provision",
+    "baseline",
+    "submit",
+    "train",
+    "evaluate",
+    "teardown",
+)
 
 __all__ = ["RunNotFound", "RunStatus"]
 
@@ -112,6 +124,8 @@ def run_view(record: Mapping[str, Any], *, now: datetime | None = None) -> dict[
         "reward_mean": metrics.get("reward_mean"),
         "metrics": metrics,
         "evaluation": record.get("evaluation") or {},
+        "evaluation_measure": (record.get("evaluation_settings") or {}).get("evaluation_measure"),
+        "baseline": baseline_comparison(record),
         "cost_usd": (record.get("cost") or {}).get("usd"),
         "validation": record.get("validation"),
         "error": record.get("error"),

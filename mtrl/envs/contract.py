@@ -11,7 +11,10 @@ dependency-free core and exposes, at module level:
 - ``EXAMPLE_TASK: dict`` and ``EXAMPLE_ACTIONS: list[str]`` — one episode the registry plays as a
   smoke test (at synth for custom environments, and in tests);
 - ``load_environment(**kwargs)`` — the ``verifiers``-style entry point for the Nova Forge path; it is
-  the only place allowed to import ``verifiers``.
+  the only place allowed to import ``verifiers``;
+- ``EVALUATION: str`` (optional) — one line naming the environment's external evaluation (for example
+  "exact match of the final JSON answer"); an environment that declares it must set
+  ``EpisodeResult.evaluation`` on every result.
 
 An ``Environment`` is driven as ``reset(task) -> observation``, then ``step(action)`` until
 ``done``, then ``result()``. ``task`` is a dataset row's ``metadata`` object
@@ -43,12 +46,17 @@ class EpisodeResult:
     ``reward`` is the aggregate used for training; ``components`` are the named, already weighted or
     unweighted parts the environment wants watched (each one is reported separately so a component
     that never varies inside a group can be spotted); ``metrics`` are diagnostics that are not reward.
+
+    ``evaluation`` is the external evaluation of the episode, in [0, 1] (seed 001: evaluate first, and
+    separately from the reward — the reward may be shaped or dense, the evaluation is what the task
+    owner would accept as solved). ``None`` when the environment declares no evaluation.
     """
 
     reward: float
     components: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     success: bool = False
+    evaluation: float | None = None
 
     def metrics_list(self) -> list[dict[str, Any]]:
         """Nova Forge ``metrics_list`` entries: the aggregate, each component, then each metric."""
@@ -56,6 +64,8 @@ class EpisodeResult:
         entries += [{"name": name, "value": value, "type": "Reward"} for name, value in self.components.items()]
         entries += [{"name": name, "value": value, "type": "Metric"} for name, value in self.metrics.items()]
         entries.append({"name": "success", "value": 1.0 if self.success else 0.0, "type": "Metric"})
+        if self.evaluation is not None:
+            entries.append({"name": "evaluation", "value": float(self.evaluation), "type": "Metric"})
         return entries
 
     def to_dict(self) -> dict[str, Any]:
@@ -64,6 +74,7 @@ class EpisodeResult:
             "components": dict(self.components),
             "metrics": dict(self.metrics),
             "success": self.success,
+            "evaluation": self.evaluation,
             "metrics_list": self.metrics_list(),
         }
 
@@ -72,6 +83,13 @@ class EpisodeResult:
         found: list[str] = []
         if not isinstance(self.reward, int | float) or not math.isfinite(self.reward):
             found.append(f"reward must be a finite number (got {self.reward!r})")
+        if self.evaluation is not None and (
+            not isinstance(self.evaluation, int | float)
+            or isinstance(self.evaluation, bool)
+            or not math.isfinite(self.evaluation)
+            or not 0.0 <= self.evaluation <= 1.0
+        ):
+            found.append(f"evaluation must be a number in [0, 1] or None (got {self.evaluation!r})")
         for kind, values in (("component", self.components), ("metric", self.metrics)):
             for name, value in values.items():
                 if not isinstance(name, str) or not name:

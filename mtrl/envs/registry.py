@@ -66,6 +66,12 @@ class EnvironmentSpec:
         return str(self.module.DESCRIPTION)
 
     @property
+    def evaluation(self) -> str | None:
+        """The environment's external evaluation, one line (``None`` when it declares none)."""
+        declared = getattr(self.module, "EVALUATION", None)
+        return str(declared) if declared is not None else None
+
+    @property
     def example_task(self) -> dict[str, Any]:
         return dict(self.module.EXAMPLE_TASK)
 
@@ -117,6 +123,8 @@ class EnvironmentSpec:
         problems += result.problems()
         if not result.problems() and not result.components:
             problems.append("result() reports no reward components (report at least one)")
+        if self.evaluation is not None and result.evaluation is None:
+            problems.append("the environment declares EVALUATION but result() sets no evaluation")
         return problems
 
 

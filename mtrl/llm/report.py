@@ -1,7 +1,8 @@
 """What a chat policy's rollouts say about a reward: per-group and overall figures, a PNG, and the learning curve.
 
-Signal health comes from ``mtrl.signal_health`` (the same threshold and verdict as everywhere else). Held-out success
-is the environment's own ``success`` on the evaluation tasks — an external criterion, never the training reward.
+Signal health comes from ``mtrl.signal_health`` (the same threshold and verdict as everywhere else). Held-out figures
+are the external evaluation (``mtrl.evaluation``) and the environment's own ``success`` on the evaluation tasks,
+reported apart from the training reward.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ matplotlib.use("Agg")  # headless
 import matplotlib.pyplot as plt
 
 from mtrl import signal_health
+from mtrl.evaluation import figures as evaluation_figures
 from mtrl.llm.rollout import Episode
 
 TRANSCRIPT_GROUPS = 3  # groups whose best and worst transcripts are kept
@@ -51,6 +53,7 @@ def _health(groups: Sequence[Sequence[Episode]]) -> dict[str, dict[str, Any]]:
 
 def episode_figures(episodes: Sequence[Episode]) -> dict[str, float]:
     return {
+        **evaluation_figures([e.result for e in episodes]),
         "success_rate": _mean([1.0 if e.result.success else 0.0 for e in episodes]),
         "reward_mean": _mean([e.result.reward for e in episodes]),
         "tokens_per_episode": _mean([float(e.prompt_tokens + e.completion_tokens) for e in episodes]),

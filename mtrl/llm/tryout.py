@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from mtrl.envs.registry import EnvironmentSpec
-from mtrl.llm.policies import HFPolicy, PolicyError, PolicySpec, Sampling, load_policy
+from mtrl.llm.policies import ChatPolicy, HFPolicy, PolicyError, PolicySpec, Sampling, load_policy
 from mtrl.llm.report import curve_png, episode_figures, rollouts_png, summarize_rollouts
-from mtrl.llm.rollout import play, play_groups
+from mtrl.llm.rollout import Episode, play, play_groups
 from mtrl.llm.train import GRPOSettings, train_grpo
 
 Task = Mapping[str, Any]
@@ -59,6 +59,24 @@ class TryOptions:
             raise PolicyError("--train-steps needs a local model: --policy hf:MODEL or hf:tiny-random")
 
 
+def play_heldout(
+    spec: EnvironmentSpec,
+    policy: ChatPolicy,
+    tasks: Sequence[Task],
+    *,
+    seed: int,
+    sampling: Sampling,
+    max_turns: int,
+    env_args: Mapping[str, Any] | None = None,
+) -> list[Episode]:
+    """One episode of each held-out task from the fixed evaluation seed (``seed + 1``): the same sampling noise
+    for every evaluation of a run (before/after training) and of ``mtrl eval``, so only the policy differs."""
+    import torch
+
+    torch.manual_seed(seed + 1)
+    return play(spec, policy, tasks, sampling=sampling, max_turns=max_turns, env_args=env_args)
+
+
 def run_try(
     spec: EnvironmentSpec,
     train_tasks: Sequence[Task],
@@ -79,12 +97,10 @@ def run_try(
     groups = play_groups(spec, policy, measured, group_size=options.group_size, **common)
 
     def evaluate(acting: Any, step: int) -> dict[str, Any]:
-        torch.manual_seed(options.seed + 1)  # the same sampling noise before and after: only the weights differ
-        episodes = play(spec, acting, heldout, **common)
+        episodes = play_heldout(spec, acting, heldout, seed=options.seed, **common)
         return {"step": step, "tasks": len(episodes), **episode_figures(episodes)}
 
-    torch.manual_seed(options.seed + 1)
-    heldout_episodes = play(spec, policy, heldout, **common)
+    heldout_episodes = play_heldout(spec, policy, heldout, seed=options.seed, **common)
     summary = summarize_rollouts(groups, heldout_episodes, group_size=options.group_size)
     summary.update(
         {
@@ -140,6 +156,8 @@ def run_try(
             "evaluations": trained.evaluations,
             "heldout_success_before": before["success_rate"],
             "heldout_success_after": after["success_rate"],
+            "heldout_evaluation_before": before["evaluation_mean"],
+            "heldout_evaluation_after": after["evaluation_mean"],
             "adapter_parameters": trained.adapter_parameters,
             "adapter_change_l2": trained.adapter_change,
             "seconds": round(trained.seconds, 2),

@@ -18,7 +18,12 @@ from mtrl.local.trainer import TrainingState
 
 
 def summarize(state: TrainingState, *, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Before/after held-out success (the environment's own success criterion), signal health and weights."""
+    """Before/after held-out evaluation and success (the environment's own criteria), signal health and weights.
+
+    ``evaluation_before``/``evaluation_after`` are the external evaluation (``mtrl.evaluation``; its
+    ``evaluation_measure`` says whether it is the declared EVALUATION or the success fallback), reported apart
+    from ``reward_before``/``reward_after``. The before figure is the untrained policy: the run's baseline.
+    """
     evaluations = state.evaluations
     before = evaluations[0] if evaluations else None
     after = evaluations[-1] if state.done and len(evaluations) > 1 else None
@@ -31,6 +36,9 @@ def summarize(state: TrainingState, *, extra: dict[str, Any] | None = None) -> d
         "train_seconds": round(state.train_seconds, 2),
         "heldout": {
             "tasks": before["tasks"] if before else 0,
+            "evaluation_measure": _measure(before),
+            "evaluation_before": before.get("evaluation_mean") if before else None,
+            "evaluation_after": after.get("evaluation_mean") if after else None,
             "success_before": before["success_rate"] if before else None,
             "success_after": after["success_rate"] if after else None,
             "reward_before": before["reward_mean"] if before else None,
@@ -47,6 +55,11 @@ def summarize(state: TrainingState, *, extra: dict[str, Any] | None = None) -> d
     }
     summary.update(extra or {})
     return summary
+
+
+def _measure(evaluation: dict[str, Any] | None) -> str | None:
+    """The measure of a held-out evaluation (states saved before evaluations were recorded have none)."""
+    return str(evaluation["evaluation_measure"]) if evaluation and "evaluation_measure" in evaluation else None
 
 
 def _health_over_run(history: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

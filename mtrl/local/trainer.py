@@ -17,6 +17,7 @@ import numpy as np
 
 from mtrl.envs.contract import EpisodeResult
 from mtrl.envs.registry import EnvironmentSpec
+from mtrl.evaluation import figures as evaluation_figures
 from mtrl.local.agents import Agent
 from mtrl.local.config import TrainConfig
 from mtrl.local.policy import Adam, FloatArray, LogLinearPolicy
@@ -146,17 +147,23 @@ class Trainer:
             turns += 1
         return Rollout(result=env.result(), grad_log_prob=grad, turns=turns)
 
-    def evaluate(self, policy: LogLinearPolicy, *, step: int, config: TrainConfig) -> dict[str, Any]:
-        """Held-out success (the environment's own criterion), reward and component means at ``step``.
-
-        The evaluation generator is re-seeded identically every time, so before/after differ only by policy.
-        """
+    def heldout_rollouts(self, policy: LogLinearPolicy, *, config: TrainConfig) -> list[Rollout]:
+        """One rollout of each of the first ``eval_tasks`` held-out tasks, from the fixed evaluation seed."""
         rng = np.random.default_rng([config.seed, 1])
         tasks = list(self.tasks.holdout)[: config.eval_tasks]
-        results = [self.rollout(policy, task, rng, greedy=config.greedy_eval) for task in tasks]
+        return [self.rollout(policy, task, rng, greedy=config.greedy_eval) for task in tasks]
+
+    def evaluate(self, policy: LogLinearPolicy, *, step: int, config: TrainConfig) -> dict[str, Any]:
+        """Held-out external evaluation (``mtrl.evaluation``), success, reward and component means at ``step``.
+
+        The evaluation is reported next to the reward, never mixed into it. The evaluation generator is
+        re-seeded identically every time, so before/after differ only by policy.
+        """
+        results = self.heldout_rollouts(policy, config=config)
         return {
             "step": step,
             "tasks": len(results),
+            **evaluation_figures([r.result for r in results]),
             "success_rate": _mean([1.0 if r.result.success else 0.0 for r in results]),
             "reward_mean": _mean([r.result.reward for r in results]),
             "components": _component_means([r.result for r in results]),

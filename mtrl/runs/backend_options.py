@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -155,3 +156,51 @@ def effective_settings(
             for name in superseded:
                 merged.pop(name, None)
     return merged
+
+
+# -- the baseline evaluation before training (seed 001: know the starting point before spending on training) --------
+@dataclass(frozen=True)
+class BaselineSupport:
+    """How a backend measures a run's ``baseline_evaluation`` (the base model on the held-out split).
+
+    ``phase``: True — the pipeline's Baseline phase runs before Submit (the adapter's ``baseline(run)``, a wait loop
+    like Evaluate's); False — training itself evaluates the untrained policy first, and the Evaluate phase reports it.
+    """
+
+    phase: bool
+    how: str
+    needs_eval_dataset: bool = False
+
+
+BASELINE_SUPPORT: dict[str, BaselineSupport] = {
+    "local": BaselineSupport(
+        phase=False,
+        how="the untrained policy's held-out evaluation at step 0 (same tasks and seed as the after-training one)",
+    ),
+    "serverless": BaselineSupport(
+        phase=True,
+        how="an AgentRFTEvaluation job of the base model on the evaluation dataset, before the training job",
+        needs_eval_dataset=True,
+    ),
+}
+BASELINE_UNSUPPORTED: dict[str, str] = {
+    "hyperpod": (
+        "Nova Forge on HyperPod has no evaluation path in mtrl (its Evaluate phase is skipped), so there is no "
+        "evaluation to run before training nor an after-training score to compare it with; measure the base model "
+        "with `mtrl eval ENV --policy hf:MODEL` (or openai:URL), or use the serverless or local backend"
+    ),
+}
+
+
+def baseline_problem(backend: str, *, eval_dataset: str | None) -> str | None:
+    """Why ``baseline_evaluation: true`` cannot be honoured for this run (None when it can)."""
+    support = BASELINE_SUPPORT.get(backend)
+    if support is None:
+        reason = BASELINE_UNSUPPORTED.get(backend, "the backend declares no baseline evaluation")
+        return f"key 'baseline_evaluation': not available on backend '{backend}': {reason}"
+    if support.needs_eval_dataset and not eval_dataset:
+        return (
+            f"key 'baseline_evaluation': backend '{backend}' evaluates the base model on a separate evaluation "
+            "dataset; set 'eval_dataset' (a key under eval-data/)"
+        )
+    return None

@@ -14,7 +14,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mtrl.backends.serverless_options import TRAINING_HYPERPARAMETERS, hyperparameter_problems
-from mtrl.runs.backend_options import validate_backend_options
+from mtrl.runs.backend_options import baseline_problem, validate_backend_options
 from mtrl.runs.errors import ConfigurationError
 from mtrl.settings.base import problems_from_validation_error
 from mtrl.settings.deploy import DeploySettings
@@ -56,6 +56,11 @@ class RunSettings(BaseModel):
     max_budget_usd: float | None = Field(
         None, gt=0, allow_inf_nan=False, description="Cost limit; the job is cancelled above it."
     )
+    baseline_evaluation: bool = Field(
+        False,
+        description="Evaluate the base model on the held-out split before training and report it in the run "
+        "summary next to the after-training score (local and serverless backends; not hyperpod).",
+    )
     backend_options: dict[str, Any] = Field(
         default_factory=dict,
         description="The backend's per-run options (mtrl.runs.backend_options: one strict model per backend).",
@@ -89,7 +94,8 @@ class RunSettings(BaseModel):
 
     @property
     def evaluate(self) -> bool:
-        return self.eval_split > 0 or self.eval_dataset is not None
+        """The Evaluate phase runs: a held-out split, or a baseline that needs the after-training score beside it."""
+        return self.eval_split > 0 or self.eval_dataset is not None or self.baseline_evaluation
 
 
 def defaults_from(settings: PipelineSettings) -> dict[str, Any]:
@@ -202,8 +208,12 @@ def resolve_run_settings(
             problems += hyperparameter_problems(
                 settings.hyperparameters, TRAINING_HYPERPARAMETERS, where="hyperparameter"
             )
+        if settings.baseline_evaluation:
+            problem = baseline_problem(settings.backend, eval_dataset=settings.eval_dataset)
+            if problem:
+                problems.append(problem)
         problems += _ceiling_problems(defaults, manifest, settings)
-        budget = poll_budget_problem(defaults, settings.run_timeout_minutes)
+        budget = poll_budget_problem(defaults, settings.run_timeout_minutes, baseline=settings.baseline_evaluation)
         if budget:
             problems.append(f"key 'run_timeout_minutes': {budget}")
     if problems or settings is None:

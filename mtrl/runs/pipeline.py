@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 
 from mtrl.backends.base import BackendAdapter, BackendError, CreatedResource, JobState, RunContext
 from mtrl.runs.adapters import adapter_for
-from mtrl.runs.backend_options import effective_settings
+from mtrl.runs.backend_options import BASELINE_SUPPORT, effective_settings
 from mtrl.runs.errors import (
     BackendFailed,
     BudgetExceeded,
@@ -161,7 +161,14 @@ def register(runtime: Runtime, event: Event) -> dict[str, Any]:
         "provision_poll_seconds": runtime.settings.provision_poll_seconds,
         "evaluation_poll_seconds": runtime.settings.evaluation_poll_seconds,
         "evaluate": settings.evaluate,
+        "baseline": _baseline_phase_wanted(settings),
     }
+
+
+def _baseline_phase_wanted(settings: RunSettings) -> bool:
+    """The Baseline phase runs before Submit when the run asks for a baseline its backend measures in a phase."""
+    support = BASELINE_SUPPORT.get(settings.backend)
+    return settings.baseline_evaluation and support is not None and support.phase
 
 
 def acquire_slot(runtime: Runtime, event: Event) -> dict[str, Any]:
@@ -402,6 +409,70 @@ def check_status(runtime: Runtime, event: Event) -> dict[str, Any]:
     return {"done": False, "state": status.state.value}
 
 
+def _evaluation_step(
+    runtime: Runtime, run_id: str, phase: str, what: str, call: Callable[[], Mapping[str, float]]
+) -> dict[str, float] | None:
+    """One step of an evaluation wait loop: the metrics, or None while the evaluation job still runs (a transient
+    BackendError), bounded by ``evaluation_max_wait_minutes`` from the phase's start."""
+    registry = runtime.registry
+    try:
+        return dict(call() or {})
+    except PipelineError:
+        raise
+    except BackendError as error:
+        if not error.transient:
+            registry.end_phase(run_id, phase, "failed")
+            raise BackendFailed(f"run {run_id}: {what}: {error}") from error
+        # An evaluation job takes minutes: wait in the state machine (bounded), not in a giant Retry.
+        started = _parse_time(registry.get(run_id)["phases"][phase]["started_at"]).timestamp()
+        limit = runtime.settings.evaluation_max_wait_minutes
+        if runtime.clock() - started > limit * 60:
+            registry.end_phase(run_id, phase, "timed out", waiting_for=str(error))
+            raise BackendFailed(
+                f"run {run_id}: the {what} did not finish within {limit} minutes (evaluation_max_wait_minutes); "
+                f"last state: {error}"
+            ) from error
+        registry.set_fields(run_id, evaluation_waiting_for=str(error))
+        return None
+
+
+def _evaluation_settings(runtime: Runtime, adapter: BackendAdapter, record: Mapping[str, Any]) -> dict[str, Any]:
+    """What was scored (sampling settings, the evaluation measure), so the summary's metrics can be read correctly."""
+    described = getattr(adapter, "evaluation_settings", None)
+    if not callable(described):
+        return {}
+    return {
+        "evaluation_settings": _backend_call(
+            record["run_id"], "evaluation settings", lambda: described(run_context(runtime, record))
+        )
+    }
+
+
+def baseline(runtime: Runtime, event: Event) -> dict[str, Any]:
+    """One step of the baseline evaluation before training (the base model on the held-out split; the run asked
+    for it with ``baseline_evaluation``). ``done`` False: the job still runs; the state machine waits
+    ``evaluation_poll_seconds`` and calls again, until ``evaluation_max_wait_minutes``."""
+    run_id = _run_id(event)
+    registry = runtime.registry
+    record = registry.set_status(run_id, RunStatus.EVALUATING_BASELINE, phase="baseline")
+    runtime.slots.renew(run_id)
+    adapter = _adapter(record)
+    measure = getattr(adapter, "baseline", None)
+    if not callable(measure):  # manifest validation refuses this; a record from elsewhere must not pass silently
+        registry.end_phase(run_id, "baseline", "failed")
+        raise ConfigurationError(f"run {run_id}: backend '{adapter.name}' cannot evaluate a baseline before training")
+    metrics = _evaluation_step(
+        runtime, run_id, "baseline", "baseline evaluation", lambda: measure(run_context(runtime, record))
+    )
+    if metrics is None:
+        return {"done": False}
+    registry.set_fields(
+        run_id, baseline=metrics, evaluation_waiting_for=None, **_evaluation_settings(runtime, adapter, record)
+    )
+    registry.end_phase(run_id, "baseline")
+    return {"done": True}
+
+
 def evaluate(runtime: Runtime, event: Event) -> dict[str, Any]:
     """One evaluation step. ``done`` False: the evaluation job is still running; the state machine waits
     ``evaluation_poll_seconds`` and calls again, until ``evaluation_max_wait_minutes``."""
@@ -414,32 +485,13 @@ def evaluate(runtime: Runtime, event: Event) -> dict[str, Any]:
     if not callable(evaluator):
         registry.end_phase(run_id, "evaluate", "skipped", reason=f"backend '{adapter.name}' has no evaluator")
         return {"done": True, "evaluated": False}
-    try:
-        metrics = evaluator(run_context(runtime, record))
-    except PipelineError:
-        raise
-    except BackendError as error:
-        if not error.transient:
-            registry.end_phase(run_id, "evaluate", "failed")
-            raise BackendFailed(f"run {run_id}: evaluation: {error}") from error
-        # An evaluation job takes minutes: wait in the state machine (bounded), not in a giant Retry.
-        started = _parse_time(registry.get(run_id)["phases"]["evaluate"]["started_at"]).timestamp()
-        limit = runtime.settings.evaluation_max_wait_minutes
-        if runtime.clock() - started > limit * 60:
-            registry.end_phase(run_id, "evaluate", "timed out", waiting_for=str(error))
-            raise BackendFailed(
-                f"run {run_id}: the evaluation did not finish within {limit} minutes (evaluation_max_wait_minutes); "
-                f"last state: {error}"
-            ) from error
-        registry.set_fields(run_id, evaluation_waiting_for=str(error))
+    metrics = _evaluation_step(
+        runtime, run_id, "evaluate", "evaluation", lambda: evaluator(run_context(runtime, record))
+    )
+    if metrics is None:
         return {"done": False, "evaluated": False}
-    described = getattr(adapter, "evaluation_settings", None)
-    fields: dict[str, Any] = {"evaluation": dict(metrics or {}), "evaluation_waiting_for": None}
-    if callable(described):
-        # What was scored (sampling settings), so the summary's metrics can be read correctly.
-        fields["evaluation_settings"] = _backend_call(
-            run_id, "evaluation settings", lambda: described(run_context(runtime, record))
-        )
+    fields: dict[str, Any] = {"evaluation": metrics, "evaluation_waiting_for": None}
+    fields.update(_evaluation_settings(runtime, adapter, record))
     registry.set_fields(run_id, **fields)
     registry.end_phase(run_id, "evaluate")
     return {"done": True, "evaluated": True}
@@ -625,6 +677,7 @@ STEP_OF_PHASE = {
     "provision": "Provision",
     "submit": "Submit",
     "train": "Train",
+    "baseline": "Baseline",
     "evaluate": "Evaluate",
     "teardown": "Teardown",
 }
@@ -634,6 +687,7 @@ BACKEND_ACTIONS: dict[str, Phase] = {
     "provision": provision,
     "submit": submit,
     "status": check_status,
+    "baseline": baseline,
     "evaluate": evaluate,
     "teardown": teardown,
 }

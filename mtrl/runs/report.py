@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
+from mtrl.runs.backend_options import BASELINE_SUPPORT
 from mtrl.runs.errors import in_plain_words
 
 MAX_CAUSE_CHARS = 1500
@@ -36,6 +38,40 @@ def _seconds_between(start: str | None, end: str | None) -> float | None:
     return round((finish - begin).total_seconds(), 3)
 
 
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float | Decimal) and not isinstance(value, bool) else None
+
+
+def baseline_comparison(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The run's baseline evaluation (the base model before training) next to the after-training score, per
+    metric; None when the run did not ask for one (``baseline_evaluation``).
+
+    A backend with a Baseline phase (serverless) records ``baseline`` with the same metric names as its
+    ``evaluation``; one that measures the untrained policy inside training (local) reports ``<name>_before`` and
+    ``<name>_after`` in its ``evaluation``. A figure not measured (the run failed first) is None.
+    """
+    settings = record.get("settings") or {}
+    if not settings.get("baseline_evaluation"):
+        return None
+    evaluation = dict(record.get("evaluation") or {})
+    if record.get("baseline") is not None:
+        before = dict(record["baseline"])
+        after = evaluation
+    else:
+        before = {name.removesuffix("_before"): v for name, v in evaluation.items() if name.endswith("_before")}
+        after = {name.removesuffix("_after"): v for name, v in evaluation.items() if name.endswith("_after")}
+    support = BASELINE_SUPPORT.get(str(settings.get("backend")))
+    measure = (record.get("evaluation_settings") or {}).get("evaluation_measure")
+    return {
+        "how": support.how if support else None,
+        "measure": measure,
+        "metrics": {
+            name: {"baseline": _number(before.get(name)), "after_training": _number(after.get(name))}
+            for name in sorted(set(before) | set(after))
+        },
+    }
+
+
 def build_summary(record: Mapping[str, Any], *, bucket: str) -> dict[str, Any]:
     phases = {
         name: {**entry, "seconds": _seconds_between(entry.get("started_at"), entry.get("ended_at"))}
@@ -56,6 +92,7 @@ def build_summary(record: Mapping[str, Any], *, bucket: str) -> dict[str, Any]:
         "metrics": record.get("metrics") or {},
         "evaluation": record.get("evaluation") or {},
         "evaluation_settings": record.get("evaluation_settings") or {},
+        "baseline": baseline_comparison(record),
         "cost": record.get("cost") or {},
         "outputs": record.get("outputs") or {},
         "resources": record.get("resources") or [],
@@ -64,6 +101,22 @@ def build_summary(record: Mapping[str, Any], *, bucket: str) -> dict[str, Any]:
         "error": record.get("error"),
         "summary_uri": f"s3://{bucket}/runs/{record['run_id']}/summary.json",
     }
+
+
+def baseline_lines(comparison: Mapping[str, Any] | None) -> list[str]:
+    """``Baseline → after training: name b → a`` per metric, for the notification."""
+    if not comparison:
+        return []
+
+    def shown(value: float | None) -> str:
+        return "not measured" if value is None else f"{value:.4g}"
+
+    measure = f" ({comparison['measure']})" if comparison.get("measure") else ""
+    pairs = ", ".join(
+        f"{name} {shown(pair['baseline'])} → {shown(pair['after_training'])}"
+        for name, pair in comparison["metrics"].items()
+    )
+    return [f"Baseline before training → after training{measure}: {pairs or 'not measured'}"]
 
 
 def notification(summary: Mapping[str, Any]) -> tuple[str, str]:
@@ -81,6 +134,7 @@ def notification(summary: Mapping[str, Any]) -> tuple[str, str]:
             lines.append(f"Metrics: {metrics}")
         if summary.get("outputs"):
             lines += [f"Output {name}: {uri}" for name, uri in sorted(summary["outputs"].items())]
+        lines += baseline_lines(summary.get("baseline"))
     else:
         step = error.get("step") or "unknown step"
         subject = f"mtrl run {status.lower().replace('_', ' ')} at {step}: {run_id}"

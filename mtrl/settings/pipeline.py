@@ -186,19 +186,22 @@ class PipelineSettings(SettingsGroup):
 MAX_POLLS_PER_RUN = 2500
 
 
-def poll_budget_problem(settings: PipelineSettings, run_timeout_minutes: int) -> str | None:
-    """Why the longest slot wait, provisioning wait, job and evaluation would overflow one execution's history."""
+def poll_budget_problem(settings: PipelineSettings, run_timeout_minutes: int, *, baseline: bool = False) -> str | None:
+    """Why the longest slot wait, provisioning wait, job and evaluation (twice with a baseline evaluation before
+    training: the same bounded wait loop) would overflow one execution's history."""
     slot_polls = settings.slot_max_wait_minutes * 60 // max(settings.slot_poll_seconds, 1)
     provision_polls = settings.provision_max_wait_minutes * 60 // max(settings.provision_poll_seconds, 1)
     status_polls = run_timeout_minutes * 60 // max(settings.status_poll_seconds, 1)
     evaluation_polls = settings.evaluation_max_wait_minutes * 60 // max(settings.evaluation_poll_seconds, 1)
-    total = slot_polls + provision_polls + status_polls + evaluation_polls
+    evaluations = 2 if baseline else 1
+    total = slot_polls + provision_polls + status_polls + evaluations * evaluation_polls
     if total <= MAX_POLLS_PER_RUN:
         return None
     return (
         f"waiting up to {settings.slot_max_wait_minutes} min for a slot every {settings.slot_poll_seconds} s, up to "
         f"{settings.provision_max_wait_minutes} min for provisioning every {settings.provision_poll_seconds} s and "
-        f"running up to {run_timeout_minutes} min polled every {settings.status_poll_seconds} s and evaluating up to "
+        f"running up to {run_timeout_minutes} min polled every {settings.status_poll_seconds} s and evaluating "
+        f"{'twice (baseline and after training) ' if baseline else ''}up to "
         f"{settings.evaluation_max_wait_minutes} min polled every {settings.evaluation_poll_seconds} s takes "
         f"{total} polls; one execution allows {MAX_POLLS_PER_RUN} (poll less often or shorten the limits)"
     )

@@ -15,7 +15,8 @@ Guarantees:
   abandon the rest: they are released back to the queue unpublished. Each result is published as one
   message before its request is acknowledged, so nothing is ever half-written and an abandoned rollout is
   replayed elsewhere;
-- signal health: per group of rollouts of the same task, published as CloudWatch EMF log lines.
+- signal health: per group of rollouts of the same task, published as CloudWatch EMF log lines, with the
+  episodes' external evaluation mean beside their reward mean (``mtrl.evaluation.emit_emf``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Literal, Protocol, TextIO
 
-from mtrl import signal_health
+from mtrl import evaluation, signal_health
 from mtrl.envs.contract import EpisodeResult
 from mtrl.envs.registry import EnvironmentSpec
 
@@ -288,5 +289,6 @@ class WorkerRuntime:
         report = signal_health.compute(scored)
         dimensions = {"Environment": self.spec.env_id, **dict(self.config.health_dimensions)}
         signal_health.emit_emf(report, dimensions=dimensions, stream=self.health_stream)
+        evaluation.emit_emf([r for group in scored for r in group], dimensions=dimensions, stream=self.health_stream)
         for warning in report.warnings:
             log.warning("signal health: %s", warning)

@@ -82,7 +82,7 @@ class BackendPermissions(Construct):
             f"{arn}:lambda:{where}:event-source-mapping:*": "Event source mappings have generated ids; conditioned on "
             "per-run functions (lambda:FunctionArn).",
             f"{arn}:sagemaker:{where}:job/*/mtrl-*": "Serverless job names are derived from run ids (mtrl-<run>, "
-            "mtrl-eval-<run>) in either job category.",
+            "mtrl-eval-<run>, the baseline mtrl-base-<run>) in either job category.",
             f"{arn}:bedrock-agentcore:{where}:runtime/*": "A run may name an existing AgentCore runtime (manifest "
             "agent_runtime_arn); runtime ids are generated at deploy time. Smoke test only, this account and region.",
             f"{arn}:logs:{where}:log-group:/aws/bedrock-agentcore/runtimes/*": "The smoke test reads the named "

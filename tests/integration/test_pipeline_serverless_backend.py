@@ -192,7 +192,9 @@ class ServerlessWorld:
                 "TrainingTokenCount": 8_000_000,
             },
         }
-        if evaluation:
+        if evaluation and params["JobName"].startswith("mtrl-base-"):  # the base model scores lower
+            output["EvaluationMetrics"] = {"eval/reward/pass_at_1": 0.125, "eval/reward/mean": 0.0625}
+        elif evaluation:
             output["EvaluationMetrics"] = {"eval/reward/pass_at_1": 0.5, "eval/reward/mean": 0.25}
         else:
             output["ProgressInfo"] = {"CurrentStep": job["polls"], "MaxSteps": 3}
@@ -306,6 +308,60 @@ def test_serverless_run_trains_evaluates_over_many_polls_and_finishes() -> None:
         assert world.invoked == [(agent_arn("wordle"), "wordle")]
         assert pipeline.notifications() == []  # notifications=failures: a success publishes nothing
         world.assert_calls_are_the_documented_ones()
+
+
+def test_a_baseline_evaluation_of_the_base_model_runs_before_training_and_is_reported_beside_the_score() -> None:
+    world = ServerlessWorld(eval_states=[("InProgress", "Evaluating")] * 3 + [("Completed", "Completed")])
+    with _pipeline(world) as pipeline:
+        pipeline.put("eval-data/held-out.jsonl", jsonl(wordle_rows(4, start=100)))
+        manifest = {"eval_dataset": "eval-data/held-out.jsonl", "baseline_evaluation": True}
+        run_id, execution = _run(pipeline, "sl-base", DATA, manifest)
+        assert execution["status"] == "SUCCEEDED", execution
+        record = _assert_finished(pipeline, run_id, "SUCCEEDED")
+        # Order of the jobs: the base model's evaluation, then training, then the trained model's evaluation.
+        created = [(p["JobCategory"], p["JobName"]) for p in world.aws.called("CreateJob")]
+        assert [category for category, _ in created] == ["AgentRFTEvaluation", "AgentRFT", "AgentRFTEvaluation"]
+        assert created[0][1].startswith("mtrl-base-")
+        assert created[2][1].startswith("mtrl-eval-")
+        base_doc, _, after_doc = (json.loads(p["JobConfigDocument"]) for p in world.aws.called("CreateJob"))
+        assert "ModelPackageConfig" not in base_doc  # the base model itself, no trained package
+        assert base_doc["EvaluationConfig"]["BaseModelArn"] == after_doc["EvaluationConfig"]["BaseModelArn"]
+        assert after_doc["ModelPackageConfig"] == {"InputModelPackageArn": PACKAGE_ARN}
+        # The same held-out channel and scoring for both; separate output folders.
+        assert base_doc["InputDataConfig"] == after_doc["InputDataConfig"]
+        # Inside the job role's write grant (runs/*/evaluation/*), apart from the after-training output.
+        assert base_doc["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/runs/{run_id}/evaluation/baseline/"
+        assert after_doc["OutputDataConfig"]["S3OutputPath"] == f"s3://{BUCKET}/runs/{run_id}/evaluation/"
+        # Waited for in its own bounded loop, before Submit.
+        entered = pipeline.entered_states(pipeline.executions()[0]["executionArn"])
+        assert entered.index("Baseline") < entered.index("Submit")
+        assert entered.count("WaitForBaseline") == 4  # after the submit, then once per InProgress poll
+        assert record["phases"]["baseline"]["ended_at"] <= record["phases"]["submit"]["started_at"]
+        assert record["baseline"] == {"eval/reward/pass_at_1": 0.125, "eval/reward/mean": 0.0625}
+        summary = pipeline.object_json(f"runs/{run_id}/summary.json")
+        assert summary["baseline"]["metrics"]["eval/reward/pass_at_1"] == {"baseline": 0.125, "after_training": 0.5}
+        assert summary["baseline"]["measure"] == "evaluation"  # wordle's EVALUATION is what the agent reports
+        assert "before the training job" in summary["baseline"]["how"]
+        (note,) = pipeline.notifications()
+        assert (
+            "Baseline before training → after training (evaluation): eval/reward/mean 0.0625 → 0.25"
+            in (note["message"])
+        )
+        world.assert_calls_are_the_documented_ones()
+
+
+def test_a_failed_baseline_evaluation_fails_the_run_before_any_training() -> None:
+    world = ServerlessWorld(eval_states=[("InProgress", "Evaluating"), ("Failed", "Failed")])
+    with _pipeline(world) as pipeline:
+        pipeline.put("eval-data/held-out.jsonl", jsonl(wordle_rows(4, start=100)))
+        manifest = {"eval_dataset": "eval-data/held-out.jsonl", "baseline_evaluation": True}
+        run_id, execution = _run(pipeline, "sl-basefail", DATA, manifest)
+        assert execution["status"] == "FAILED"
+        record = _assert_finished(pipeline, run_id, "FAILED")
+        assert record["error"]["step"] == "Baseline"
+        assert "baseline evaluation" in record["error"]["cause"]
+        assert world.created("AgentRFT") == []  # nothing was spent on training
+        assert record["phases"]["baseline"]["outcome"] == "failed"
 
 
 def test_evaluation_failure_fails_the_run_at_evaluate() -> None:

@@ -28,6 +28,9 @@ def test_a_fresh_template_made_environment_runs_at_once_with_tiny_random(made_en
     assert summary["policy"] == "hf:tiny-random"
     assert summary["heldout"]["source"].endswith(f"{MADE_ENV}/sample/eval.jsonl")  # the sample's own eval set
     assert summary["heldout"]["tasks"] == 2
+    # The template declares EVALUATION (exact match): the held-out evaluation is its own figure, beside the reward.
+    assert summary["heldout"]["evaluation_measure"] == "evaluation"
+    assert 0 <= summary["heldout"]["evaluation_mean"] <= 1
     assert [group["task"] for group in summary["groups"]] == ["otter", "apple"]  # the sample's first tasks
     assert summary["overall"]["episodes"] == 6
     assert set(summary["overall"]["components"]) == {"correct", "closeness", "hint_cost"}
@@ -55,7 +58,11 @@ def test_wordle_with_tiny_random_and_the_human_report(tmp_path: Path) -> None:
     # Exit 1 is allowed: a random model may give wordle a flat reward; the report must say so either way.
     assert result.exit_code in (0, 1), result.output
     assert "per task group" in result.stdout
-    assert "held-out success" in result.stdout
+    # The held-out external evaluation, success and the reward, each named: the reward is not the score.
+    assert "held-out (2 tasks" in result.stdout
+    assert "evaluation" in result.stdout
+    assert "success" in result.stdout
+    assert "(training signal, not the score)" in result.stdout
     assert "signal health" in result.stdout
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert (result.exit_code == 1) == (summary["signal_health"]["reward"]["verdict"] == "flat")
@@ -72,6 +79,8 @@ def _check_training(summary: dict[str, Any]) -> None:
     assert training["adapter_parameters"] > 0
     assert training["adapter_change_l2"] > 0  # the LoRA weights moved: gradients flowed through TRL's loss
     assert [entry["step"] for entry in training["evaluations"]] == [0, 2]
+    assert training["heldout_evaluation_before"] == training["evaluations"][0]["evaluation_mean"]
+    assert training["heldout_evaluation_after"] == training["evaluations"][-1]["evaluation_mean"]
     assert Path(summary["plots"]["training"]).read_bytes().startswith(b"\x89PNG")
 
 

@@ -14,6 +14,7 @@ from moto import mock_aws
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.base import BackendError, JobState, RunContext
 from mtrl.backends.local import LocalAdapter
+from mtrl.runs.report import baseline_comparison
 from tests.unit.local.conftest import FAST_ENV_ARGS, SMALL, sample_path
 
 REGION = "us-east-1"
@@ -93,6 +94,26 @@ def test_lifecycle_trains_across_polls_and_writes_results(s3: Any) -> None:
     assert evaluation["heldout_tasks"] == 12
     assert evaluation["heldout_success_after"] == final.metrics["heldout_success_after"]
     assert evaluation["heldout_success_before"] == summary["heldout"]["success_before"]
+    # The external evaluation is reported on its own, before (the baseline) and after, next to the reward.
+    assert summary["heldout"]["evaluation_measure"] == "evaluation"  # wordle declares EVALUATION
+    assert evaluation["heldout_evaluation_before"] == summary["heldout"]["evaluation_before"]
+    assert evaluation["heldout_evaluation_after"] == final.metrics["heldout_evaluation_after"]
+    assert 0.0 <= evaluation["heldout_evaluation_after"] <= 1.0
+    assert evaluation["heldout_reward_after"] != evaluation["heldout_evaluation_after"]  # a different figure
+    assert adapter.evaluation_settings(run) == {"evaluation_measure": "evaluation"}
+    # baseline_evaluation on the local backend: the untrained policy's figures are the baseline in the summary.
+    record = {
+        "settings": {"backend": "local", "baseline_evaluation": True},
+        "evaluation": evaluation,
+        "evaluation_settings": adapter.evaluation_settings(run),
+    }
+    comparison = baseline_comparison(record)
+    assert comparison is not None
+    assert comparison["measure"] == "evaluation"
+    assert comparison["metrics"]["heldout_evaluation"] == {
+        "baseline": summary["heldout"]["evaluation_before"],
+        "after_training": summary["heldout"]["evaluation_after"],
+    }
     assert adapter.cleanup(run) == []
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
     assert not any(k.startswith("training-data/") and k != "training-data/words.jsonl" for k in keys)

@@ -60,6 +60,10 @@ def test_json_summary_reports_before_after_and_signal_health(tmp_path: Path) -> 
     assert summary["heldout"]["tasks"] == 8
     assert 0 <= summary["heldout"]["success_before"] <= 1
     assert summary["heldout"]["success_after"] is not None
+    # The external evaluation is its own figure (wordle's EVALUATION: solved or not), beside the reward.
+    assert summary["heldout"]["evaluation_measure"] == "evaluation"
+    assert summary["heldout"]["evaluation_before"] == summary["heldout"]["success_before"]  # wordle: solved = success
+    assert 0 <= summary["heldout"]["evaluation_after"] <= 1
     assert set(summary["signal_health"]) == {"reward", "outcome", "shaping"}
     assert Path(summary["plot"]).is_file()
     assert (tmp_path / "out" / "summary.json").is_file()
@@ -70,7 +74,11 @@ def test_human_output_and_refusing_to_overwrite(tmp_path: Path) -> None:
     args = ["try", "wordle", "--steps", "1", "--dataset", str(train), "--output", str(tmp_path / "o")]
     first = CliRunner().invoke(_app(), args)
     assert first.exit_code == 0, first.output
-    assert "held-out success" in first.stdout
+    # The held-out external evaluation before → after, next to success and the reward (not the score).
+    assert "held-out (" in first.stdout
+    assert "evaluation" in first.stdout
+    assert "success" in first.stdout
+    assert "(training signal, not the score)" in first.stdout
     assert "not a language model" in first.stdout  # the features policy says what it is
     assert "signal health" in first.stdout
     again = CliRunner().invoke(_app(), args)

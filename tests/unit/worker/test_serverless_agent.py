@@ -189,3 +189,47 @@ def test_the_runs_reasoning_effort_reaches_every_sample_request(monkeypatch: pyt
     assert seen["params"]["reasoning_effort"] == "high"
     assert "mtrl_agent" not in seen["task"]
     assert agent.agent_options(json.dumps({**task, "mtrl_agent": {"reasoning_effort": "max"}})) == {}
+
+
+EVAL_JOB_ARN = "arn:aws:sagemaker:us-east-1:111122223333:job/AgentRFTEvaluation/mtrl-eval-run"
+
+
+def _expect_eval_episode(stubber: Stubber, guesses: list[str], reward: float) -> None:
+    for guess in guesses:
+        stubber.add_response("sample", reply(guess), {"JobArn": EVAL_JOB_ARN, "TrajectoryId": "r1", "Body": ANY})
+    stubber.add_response(
+        "complete_rollout", {}, {"JobArn": EVAL_JOB_ARN, "TrajectoryId": "r1", "Status": "ready", "ClientToken": ANY}
+    )
+    stubber.add_response(
+        "update_reward", {}, {"JobArn": EVAL_JOB_ARN, "TrajectoryId": "r1", "Rewards": [reward], "ClientToken": ANY}
+    )
+
+
+def test_an_evaluation_job_is_scored_by_the_external_evaluation_not_the_reward(stub: Stubber) -> None:
+    # wordle's reward for a second-guess solve is ~1.45 plus shaping; its EVALUATION is solved → 1.0 exactly.
+    _expect_eval_episode(stub, ["raise", "beach"], 1.0)
+    result = agent.handler(
+        {
+            "prompt": json.dumps({"prompt": "Guess", "answer": "beach"}),
+            "metadata": {"jobArn": EVAL_JOB_ARN, "rolloutId": "r1"},
+        }
+    )
+    assert result["reward"] == 1.0
+    assert result["metrics"]["reward"] > 1.0  # the training reward is still reported among the metrics
+    assert result["metrics"]["evaluation"] == 1.0
+
+
+def test_an_unplayable_episode_of_an_evaluation_job_scores_zero_not_the_low_reward(stub: Stubber) -> None:
+    stub.add_response(
+        "complete_rollout", {}, {"JobArn": EVAL_JOB_ARN, "TrajectoryId": "r1", "Status": "ready", "ClientToken": ANY}
+    )
+    stub.add_response(
+        "update_reward", {}, {"JobArn": EVAL_JOB_ARN, "TrajectoryId": "r1", "Rewards": [0.0], "ClientToken": ANY}
+    )
+    result = agent.handler(
+        {
+            "prompt": json.dumps({"prompt": "Guess", "answer": "zzzzz"}),
+            "metadata": {"jobArn": EVAL_JOB_ARN, "rolloutId": "r1"},
+        }
+    )
+    assert result["reward"] == 0.0  # in [0, 1]: the -1.5 low reward would drag pass@k below any real score

@@ -113,9 +113,17 @@ def test_episodes_are_played_published_and_acknowledged_with_bounded_concurrency
         for o in sink.outcomes
         if o.result
     )
-    emf = [json.loads(line) for line in health.getvalue().splitlines()]
+    documents = [json.loads(line) for line in health.getvalue().splitlines()]
+    emf = [doc for doc in documents if doc["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "mtrl/RewardSignal"]
     assert {doc["Component"] for doc in emf} == {"reward", "outcome", "shaping"}
-    assert all(doc["RunId"] == "r" and doc["Environment"] == "wordle" for doc in emf)
+    assert all(doc["RunId"] == "r" and doc["Environment"] == "wordle" for doc in documents)
+    # The external evaluation beside the reward: every scripted episode solves on guess 2 (evaluation 1.0),
+    # while the reward is 1.45 plus shaping — two different figures, published apart.
+    evaluations = [doc for doc in documents if doc["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "mtrl/Evaluation"]
+    assert evaluations
+    assert sum(doc["Episodes"] for doc in evaluations) == 12
+    assert all(doc["Measure"] == "evaluation" and doc["EvaluationMean"] == 1.0 for doc in evaluations)
+    assert all(doc["RewardMean"] > 1.4 for doc in evaluations)
 
 
 def test_timeout_and_bad_episodes_are_low_rewards_not_crashes() -> None:

@@ -1,0 +1,100 @@
+"""The external evaluation of episodes, reported next to — never mixed into — the training reward (seed 001).
+
+An environment that declares ``EVALUATION`` sets ``EpisodeResult.evaluation`` (in [0, 1]) on every result; that is
+the score. One that declares none is scored by its own ``success`` (1 or 0), and every report says so: the
+``measure`` of a figure is ``"evaluation"`` or ``"success"``. Every place that reports held-out figures (the local
+trainer, ``mtrl env try``, ``mtrl eval``, the run summary) uses these functions, so the fallback is one rule.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TextIO
+
+from mtrl.envs.contract import EpisodeResult
+from mtrl.envs.registry import EnvironmentSpec
+
+EVALUATION = "evaluation"
+SUCCESS = "success"
+SUCCESS_FALLBACK = "success (the environment declares no EVALUATION)"
+EMF_NAMESPACE = "mtrl/Evaluation"
+
+
+def score(result: EpisodeResult) -> float:
+    """The episode's external evaluation, or its success (1/0) when the environment declares none."""
+    if result.evaluation is not None:
+        return float(result.evaluation)
+    return 1.0 if result.success else 0.0
+
+
+def measure_of(results: Iterable[EpisodeResult]) -> str:
+    """``"evaluation"`` when every result carries one, else ``"success"`` (the fallback, labelled as such)."""
+    found = list(results)
+    return EVALUATION if found and all(r.evaluation is not None for r in found) else SUCCESS
+
+
+def describe(spec: EnvironmentSpec) -> dict[str, str]:
+    """What the evaluation of ``spec`` measures: ``{"measure", "description"}`` for reports."""
+    declared = spec.evaluation
+    if declared is None:
+        return {"measure": SUCCESS, "description": SUCCESS_FALLBACK}
+    return {"measure": EVALUATION, "description": declared}
+
+
+def figures(results: Sequence[EpisodeResult]) -> dict[str, Any]:
+    """``evaluation_mean`` (the score above, averaged) and the ``evaluation_measure`` it stands for."""
+    values = [score(r) for r in results]
+    return {
+        "evaluation_mean": sum(values) / len(values) if values else math.nan,
+        "evaluation_measure": measure_of(results),
+    }
+
+
+def label(measure: str | None) -> str:
+    """How a report names a held-out score: the external evaluation, or success as the labelled fallback."""
+    return "evaluation" if measure == EVALUATION else "evaluation (= success: no EVALUATION declared)"
+
+
+def emit_emf(
+    results: Sequence[EpisodeResult],
+    *,
+    dimensions: Mapping[str, str],
+    stream: TextIO | None = None,
+    timestamp_ms: int | None = None,
+) -> bool:
+    """One CloudWatch EMF line: the external evaluation mean of these episodes (``EvaluationMean``, dimension
+    ``Measure`` = evaluation | success) next to their reward mean — the pair that shows a reward rising while the
+    task success falls (seed 001's anti-pattern). Nothing is written for no episodes; returns whether it wrote."""
+    if not results:
+        return False
+    found = figures(results)
+    keys = [*dimensions, "Measure"]
+    document = {
+        "_aws": {
+            "Timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": EMF_NAMESPACE,
+                    "Dimensions": [keys],
+                    "Metrics": [
+                        {"Name": "EvaluationMean", "Unit": "None"},
+                        {"Name": "RewardMean", "Unit": "None"},
+                        {"Name": "Episodes", "Unit": "Count"},
+                    ],
+                }
+            ],
+        },
+        **dict(dimensions),
+        "Measure": found["evaluation_measure"],
+        "EvaluationMean": found["evaluation_mean"],
+        "RewardMean": sum(r.reward for r in results) / len(results),
+        "Episodes": len(results),
+    }
+    out = stream or sys.stdout
+    out.write(json.dumps(document, separators=(",", ":")) + "\n")
+    out.flush()
+    return True
