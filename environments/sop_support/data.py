@@ -80,6 +80,18 @@ def orders() -> dict[str, dict[str, Any]]:
 
 
 @cache
+def customer_ids_by_email() -> dict[str, str]:
+    """The account id behind each e-mail address (casefolded)."""
+    return {row["email"].casefold(): row["customer_id"] for row in read_csv_rows(FIXTURES / "customers.csv")}
+
+
+def orders_in_scope(ticket: Ticket) -> list[dict[str, Any]]:
+    """The orders a ticket's sandbox is seeded with: the writer's own orders and the order the ticket names."""
+    customer_id = customer_ids_by_email().get(ticket.email.casefold())
+    return [o for o in orders().values() if o["customer_id"] == customer_id or o["order_id"] == ticket.order_id]
+
+
+@cache
 def read_only_tools() -> tuple[ReplayTool, ...]:
     """The four record–replay tools, loaded once per process (they are immutable)."""
     return (

@@ -1,11 +1,11 @@
 """The support desk of one episode: the replayed read-only tools and the two tools that write to its sandbox.
 
 ``issue_refund`` and ``create_case`` write to the episode's own in-memory SQLite database
-(``mtrl.envs.episode_state``), seeded with the store's orders so the refund system can check an order and its
-price. Both refuse what the real system refuses (unknown order, an amount above the price paid, a second refund
-or case for one order, a case for someone else's order) with an ``{"error": ...}`` observation. Record ids are
-fixed per (ticket, order), so replays agree, but cannot be guessed from the ticket: an answer can only cite one
-the tool returned.
+(``mtrl.envs.episode_state``), seeded from the ticket with the orders in its scope (the writer's own and the one
+it names), so the refund system can check an order and its price. Both refuse what the real system refuses
+(unknown order, an amount above the price paid, a second refund or case for one order, a case for someone else's
+order) with an ``{"error": ...}`` observation. Record ids are fixed per (ticket, order), so replays agree, but
+cannot be guessed from the ticket: an answer can only cite one the tool returned.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Desk:
         self.ticket = ticket
         seed = [
             {"order_id": o["order_id"], "customer_id": o["customer_id"], "price_cents": amount_cents(o["price"])}
-            for o in data.orders().values()
+            for o in data.orders_in_scope(ticket)
         ]
         self.state = EpisodeState(schema=SCHEMA, seed={"orders": seed})
         self._final: Records = ()

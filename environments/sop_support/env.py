@@ -31,7 +31,6 @@ from environments.sop_support.desk import READ_ONLY, Desk, Records
 from mtrl.envs.contract import EpisodeResult, StepResult, TaskError
 from mtrl.envs.normalise import canonical_key
 from mtrl.envs.scoring import extract_final_output, field_fraction
-from mtrl.envs.tools import ToolCall, parse_tool_call
 
 WEIGHTS = {"fields": 0.6, "state": 0.2, "procedure": 0.2, "excess_calls": 0.1}
 EXCESS_CAP = 4
@@ -128,7 +127,7 @@ class SopSupportEnv:
 
     def components(self, solution: sop.Solution) -> dict[str, float]:
         answered = self.answer is not None
-        required_calls = _tool_calls(solution)
+        required_calls = solution.required_calls
         seen: set[tuple[str, str]] = set()
         excess = 0
         for call in self.calls:
@@ -170,12 +169,3 @@ class SopSupportEnv:
         """Free the episode's sandbox (idempotent); ``result()`` still scores the final state afterwards."""
         if self.desk is not None:
             self.desk.close()
-
-
-def _tool_calls(solution: sop.Solution) -> set[tuple[str, str]]:
-    found = set()
-    for action in solution.actions:
-        call = parse_tool_call(action)
-        if isinstance(call, ToolCall):
-            found.add((call.name, canonical_key(call.arguments)))
-    return found

@@ -60,6 +60,7 @@ class Solution:
     answer: dict[str, Any]
     records: Records  # the sandbox's expected final records (``Desk.records``)
     required_reads: tuple[tuple[str, str], ...]  # (tool, canonical arguments) of each lookup the SOP needs
+    required_calls: frozenset[tuple[str, str]]  # the same for every tool call of the reference episode
 
 
 def cents(value: Decimal) -> Decimal:
@@ -98,12 +99,14 @@ def solve(ticket_id: str) -> Solution:  # noqa: PLR0911 - one return per branch 
     try:
         actions: list[str] = []
         reads: list[tuple[str, str]] = []
+        calls: set[tuple[str, str]] = set()
 
         def call(name: str, **arguments: Any) -> Any:
             actions.append(format_tool_call(name, arguments))
             outcome = desk.handle(actions[-1])
             if outcome is None or outcome.error:
                 raise RuntimeError(f"the reference solver's call {actions[-1]} was refused")
+            calls.add((name, canonical_key(arguments)))
             if name in READ_ONLY:
                 reads.append((name, canonical_key(arguments)))
             return parse_response(outcome.observation)
@@ -116,7 +119,7 @@ def solve(ticket_id: str) -> Solution:  # noqa: PLR0911 - one return per branch 
                 "reference": reference,
             }
             actions.append(final_answer(answer))
-            return Solution(ticket_id, branch, tuple(actions), answer, desk.records(), tuple(reads))
+            return Solution(ticket_id, branch, tuple(actions), answer, desk.records(), tuple(reads), frozenset(calls))
 
         customer = call("lookup_customer", email=ticket.email)
         if "customer_id" not in customer:
