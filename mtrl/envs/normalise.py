@@ -7,7 +7,8 @@ Rules, applied recursively:
   form becomes that number (``"12.50"`` → ``12.5``, ``"3"`` → ``3``), except when it has a leading zero
   (``"007"`` stays a string: identifiers keep their zeros);
 - numbers: integral values become ``int`` (``2.0`` → ``2``), others stay ``float``; non-finite floats
-  and booleans are kept as they are (``True`` is not ``1``);
+  and booleans are kept as they are (``True`` is not ``1``); integers beyond 128 bits are written in
+  hexadecimal (exact, and free of Python's 4300-digit conversion limit);
 - ``None`` stays ``None``; lists and tuples become lists of normalised items (order kept);
 - mappings: keys normalised as strings, values recursively; the key order does not matter, because
   ``canonical_key`` writes keys sorted;
@@ -31,16 +32,18 @@ _LEADING_ZERO = re.compile(r"-?0[0-9]")
 _SPACES = re.compile(r"\s+")
 _MAX_DEPTH = 32
 _MAX_EXPONENT = 30
+_MAX_INT_BITS = 128
 _MAX_NUMBER_CHARS = 40  # longer digit strings (card numbers, ids) stay strings: no float rounding of ids
 
 
-def _number(value: float | int | Decimal) -> int | float:
+def _number(value: float | int | Decimal) -> int | float | str:
     if isinstance(value, Decimal):
-        if value == value.to_integral_value():
-            return int(value)
-        return float(value)
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
+        value = int(value) if value == value.to_integral_value() else float(value)
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+        # Python refuses int <-> decimal text beyond 4300 digits; hexadecimal has no such limit and stays exact.
+        return ("-0x" if value < 0 else "0x") + format(abs(value), "x")
     return value
 
 

@@ -97,7 +97,9 @@ def parse_tool_call(action: str) -> ToolCall | ToolCallError | None:  # noqa: PL
         return ToolCallError(f"tool call longer than {MAX_CALL_CHARS} characters")
     try:
         document = json.loads(body, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as error:
+    except RecursionError:
+        return ToolCallError("the tool call is nested too deeply")
+    except ValueError as error:
         return ToolCallError(f"the tool call is not valid JSON ({str(error)[:80]})")
     if not isinstance(document, dict):
         return ToolCallError('the tool call must be a JSON object {"name": ..., "arguments": {...}}')
@@ -118,8 +120,12 @@ def parse_tool_call(action: str) -> ToolCall | ToolCallError | None:  # noqa: PL
 
 
 def format_tool_call(name: str, arguments: Mapping[str, Any]) -> str:
-    """The action text calling ``name`` with ``arguments`` (for scripted actions and examples)."""
-    return CALL_OPEN + json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False) + CALL_CLOSE
+    """The action text calling ``name`` with ``arguments`` (for scripted actions and examples).
+
+    ``ValueError`` for a non-finite number: the parser refuses NaN and Infinity (they are not JSON).
+    """
+    document = {"name": name, "arguments": dict(arguments)}
+    return CALL_OPEN + json.dumps(document, ensure_ascii=False, allow_nan=False) + CALL_CLOSE
 
 
 def tool_error(message: str) -> str:
