@@ -31,6 +31,8 @@ CREATE TABLE cases (case_id TEXT PRIMARY KEY, customer_id TEXT NOT NULL, order_i
                     reason_code TEXT NOT NULL);
 """
 Records = tuple[tuple[str, ...], ...]
+MAX_AMOUNT = Decimal(1_000_000)
+MAX_AMOUNT_CHARS = 32
 
 
 def record_id(prefix: str, ticket_id: str, order_id: str) -> str:
@@ -39,17 +41,20 @@ def record_id(prefix: str, ticket_id: str, order_id: str) -> str:
 
 
 def amount_cents(value: Any) -> int:
-    """A positive amount with at most two decimals, in cents; ``ToolError`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
+    """A positive amount with at most two decimals, in cents; ``ToolError`` for anything else (never raises more)."""
+    text = str(value).strip() if isinstance(value, int | float | str) and not isinstance(value, bool) else ""
+    if not text or len(text) > MAX_AMOUNT_CHARS:
         raise ToolError("amount must be a number")
     try:
-        amount = Decimal(str(value).strip())
+        amount = Decimal(text)
+        if not amount.is_finite() or amount <= 0:
+            raise ToolError("amount must be a positive number")
+        if amount > MAX_AMOUNT:
+            raise ToolError(f"amount above {MAX_AMOUNT}")
+        if amount != amount.quantize(Decimal("0.01")):
+            raise ToolError("amount has more than two decimals")
     except InvalidOperation:
         raise ToolError("amount must be a number") from None
-    if not amount.is_finite() or amount <= 0:
-        raise ToolError("amount must be a positive number")
-    if amount != amount.quantize(Decimal("0.01")):
-        raise ToolError("amount has more than two decimals")
     return int(amount * 100)
 
 

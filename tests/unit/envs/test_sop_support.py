@@ -8,6 +8,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from environments.sop_support import EXAMPLE_ACTIONS, EXAMPLE_TASK, make_env, solve, tickets, validate_task
 from environments.sop_support.data import FIXTURES, orders
@@ -173,3 +175,29 @@ def test_a_tool_call_next_to_the_answer_is_not_run() -> None:
     _, result = play("T001", [*actions[:3], hedged])
     assert result.components["state"] == 0.0
     assert result.evaluation == 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    amount=st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(),
+        st.text(max_size=60),
+        st.sampled_from(["1e999999", "9" * 50, "1e308", "-0", "0.001", "49.00", " 12.5 ", "1_000", "0x10", "NaN"]),
+        st.none(),
+        st.booleans(),
+        st.lists(st.integers(), max_size=2),
+    )
+)
+def test_any_amount_is_a_refund_or_an_error_observation_never_an_exception(amount: Any) -> None:
+    env = make_env()
+    env.reset(task("T001"))
+    try:
+        arguments = {"order_id": "O5005", "amount": amount, "reason_code": "LOST_IN_TRANSIT"}
+        observation = env.step(
+            json.dumps({"name": "issue_refund", "arguments": arguments}).join(["<tool_call>", "</tool_call>"])
+        ).observation
+        assert "refund_id" in observation or '"error"' in observation
+        assert ("refund_id" in observation) == (env.records() != ())
+    finally:
+        env.close()
