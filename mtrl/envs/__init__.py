@@ -28,6 +28,7 @@ from mtrl.envs.registry import (
     load_spec,
 )
 from mtrl.envs.scoring import (
+    STARVED_SHARE,
     DensifyVerdict,
     densify_verdict,
     exact_match,
@@ -54,6 +55,7 @@ from mtrl.envs.tools import (
 )
 
 __all__ = [
+    "STARVED_SHARE",
     "DensifyVerdict",
     "Environment",
     "EnvironmentNotFoundError",

@@ -14,8 +14,16 @@ signal: when every rollout of a task gets the same score, the group's advantages
   are ignored; a missing field is wrong;
 - ``field_fraction(expected, actual)``: the share of expected fields that are right (partial credit);
 - ``zero_spread_share(groups)`` and ``densify_verdict(binary, partial)``: the zero-spread share of a score
-  over groups of rollouts (``mtrl.signal_health``), and the rule "densify only when the binary score is
-  flat and the partial one is not" (``signal_health.is_flat``).
+  over groups of rollouts (``mtrl.signal_health``), and the rule "densify only when the binary score
+  starves GRPO — it is constant in at least half the groups (``STARVED_SHARE``) — and the partial score is
+  constant in fewer".
+
+Why half, and not ``signal_health.FLAT_WARNING_SHARE`` (90%): that threshold flags a component that gives
+"almost nothing"; the question here is whether most of the batch is wasted. With group size G and a policy
+that solves a task with probability p, the binary score is constant in a group with probability
+p^G + (1-p)^G: at G = 8 that reaches 50% once p falls below about 8% (or rises above 92%) — the early,
+hard-task regime seed 001 densifies for — and 90% only below about 1.3%, long after most groups stopped
+contributing.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from mtrl import signal_health
 from mtrl.envs.normalise import normalise, normalise_text
 
 MAX_ANSWER_CHARS = 64 * 1024
+# The binary score starves GRPO when it is constant in at least this share of groups (see the module docstring).
+STARVED_SHARE = 0.5
 _TAG = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 
 
@@ -113,22 +123,26 @@ class DensifyVerdict:
 
 
 def densify_verdict(binary: Iterable[Sequence[float]], partial: Iterable[Sequence[float]]) -> DensifyVerdict:
-    """Densify only when the binary score is flat (``signal_health.is_flat``) and the partial score is not."""
+    """Densify only when the binary score starves GRPO (``STARVED_SHARE``) and the partial score is flat less often.
+
+    ``binary`` and ``partial`` are the same recorded rollouts (groups of one task each) scored both ways.
+    """
     binary_share = zero_spread_share(binary)
     partial_share = zero_spread_share(partial)
-    binary_flat = signal_health.is_flat(binary_share)
-    partial_flat = signal_health.is_flat(partial_share)
-    if not binary_flat:
-        reason = f"the binary score separates rollouts ({binary_share:.0%} of groups flat): train on it as it is"
-        return DensifyVerdict(binary_share, partial_share, False, reason)
-    if partial_flat or partial_share >= binary_share:
+    if binary_share < STARVED_SHARE:
         reason = (
-            f"the binary score is flat ({binary_share:.0%}) but the partial one is no better ({partial_share:.0%}): "
-            "densifying adds no signal; use tasks this policy sometimes solves"
+            f"the binary score separates the rollouts of most groups (constant in {binary_share:.0%}): "
+            "train on it as it is"
+        )
+        return DensifyVerdict(binary_share, partial_share, False, reason)
+    if partial_share >= binary_share:
+        reason = (
+            f"the binary score is constant in {binary_share:.0%} of groups and the partial one is no better "
+            f"({partial_share:.0%}): densifying adds no signal; use tasks this policy sometimes solves"
         )
         return DensifyVerdict(binary_share, partial_share, False, reason)
     reason = (
-        f"the binary score is flat in {binary_share:.0%} of groups and the partial one in {partial_share:.0%}: "
+        f"the binary score is constant in {binary_share:.0%} of groups, the partial one in {partial_share:.0%}: "
         "densify, and keep evaluating with the binary score"
     )
     return DensifyVerdict(binary_share, partial_share, True, reason)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from mtrl import signal_health
 from mtrl.envs.scoring import (
+    STARVED_SHARE,
     densify_verdict,
     exact_match,
     extract_final_output,
@@ -132,17 +133,27 @@ def test_zero_spread_share_is_signal_healths() -> None:
         zero_spread_share([[1.0], [0.0]])
 
 
-def test_densify_only_when_the_binary_score_is_flat_and_the_partial_one_is_not() -> None:
-    flat_binary = [[0, 0, 0], [0, 0, 0], [1, 1, 1], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0],
-                   [0, 0, 0], [0, 0, 0]]  # fmt: skip
-    graded = [[0.2, 0.4, 0.2]] * 9 + [[1, 1, 1]]
-    verdict = densify_verdict(flat_binary, graded)
+def test_densify_only_when_the_binary_score_starves_grpo_and_the_partial_one_does_better() -> None:
+    verdict = densify_verdict(BINARY, PARTIAL)  # constant in 3 of 4 groups: most of the batch is wasted
     assert verdict.densify
-    assert (verdict.binary_share, verdict.partial_share) == (1.0, 0.1)
+    assert (verdict.binary_share, verdict.partial_share) == (0.75, 0.25)
     assert "keep evaluating with the binary score" in verdict.reason
-    kept = densify_verdict(BINARY, PARTIAL)  # the binary score still separates 25% of groups: not flat
+    half = densify_verdict([[0, 0], [1, 1], [0, 1], [1, 0]], [[0, 0.5], [1, 1], [0, 1], [1, 0]])
+    assert half.densify  # exactly STARVED_SHARE starves
+    assert STARVED_SHARE == 0.5
+    separating = [[0, 1, 0], [1, 1, 0], [0, 0, 0], [1, 0, 1]]  # constant in 1 of 4 groups
+    kept = densify_verdict(separating, [[0.1, 0.9, 0.2], [1, 0.8, 0.1], [0.2, 0.1, 0.3], [1, 0.2, 1]])
     assert not kept.densify
     assert "train on it as it is" in kept.reason
-    useless = densify_verdict(flat_binary, flat_binary)
+    useless = densify_verdict(BINARY, BINARY)
     assert not useless.densify
     assert "no better" in useless.reason
+
+
+def test_the_starved_share_matches_the_binomial_reasoning() -> None:
+    # Group size 8: a binary score is constant with probability p^8 + (1-p)^8; 50% is crossed near p = 8%.
+    def constant(p: float) -> float:
+        return p**8 + (1 - p) ** 8
+
+    assert constant(0.08) > STARVED_SHARE > constant(0.09)
+    assert constant(0.013) > signal_health.FLAT_WARNING_SHARE > constant(0.014)
