@@ -457,3 +457,26 @@ def test_serverless_agent(
     outcome = handler.handle(payload)
     assert outcome["ended"] == ended
     assert reported == [outcome["reward"]]
+
+
+# --- mtrl env play, interactively ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lines", "raises"),
+    [([CREATE, FINISH], False), ([CREATE], False), ([CREATE, EXPLODE], True)],
+    ids=["normal-end", "end-of-input", "exception-inside-a-tool"],
+)
+def test_env_play_interactively(
+    spec: EnvironmentSpec, monkeypatch: pytest.MonkeyPatch, lines: list[str], raises: bool
+) -> None:
+    import io
+
+    from mtrl.cli import env_cmd
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(line + "\n" for line in lines)))
+    if raises:
+        with pytest.raises(RuntimeError, match="the tool crashed"):
+            env_cmd._play_interactively(spec, dict(TASK))
+    else:
+        env_cmd._play_interactively(spec, dict(TASK))
