@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from environments.sop_support import solve, tickets
+from mtrl.envs.contract import close_environment
 from mtrl.envs.registry import load_spec
 from mtrl.local.agents import agent_for
 from mtrl.local.agents.sop_support import FEATURES, SopSupportEpisode, possible_codes
@@ -47,7 +48,7 @@ def test_the_reference_episode_is_among_the_candidates_and_its_features_track_th
             assert row["lookup_next"] + row["act_determined"] + row["answer_determined"] == 1.0, (ticket_id, row)
             episode.observe(action, env.step(action).observation)
         assert possible_codes(episode.facts, episode.ticket) == {solve(ticket_id).branch}
-        env.close()
+        close_environment(env)
 
 
 def test_nothing_is_determined_before_the_lookups() -> None:
