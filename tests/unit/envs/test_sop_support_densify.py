@@ -17,7 +17,7 @@ import numpy as np
 
 from mtrl.envs.contract import closing
 from mtrl.envs.registry import load_spec
-from mtrl.envs.scoring import densify_verdict, zero_spread_share
+from mtrl.envs.scoring import STARVED_SHARE, densify_verdict, zero_spread_share
 from mtrl.local.agents import agent_for
 from mtrl.local.policy import LogLinearPolicy
 
@@ -90,7 +90,8 @@ def test_the_binary_evaluation_starves_grpo_where_the_partial_reward_does_not() 
     print(f"zero-spread share: evaluation {binary_share:.2f}, reward {partial_share:.2f} — {verdict.reason}")
     assert binary_share > partial_share
     assert (verdict.binary_share, verdict.partial_share) == (binary_share, partial_share)
-    assert binary_share >= 0.5  # most groups: every rollout scores the same 0/1, GRPO learns nothing from them
+    assert binary_share >= STARVED_SHARE  # most groups: every rollout scores the same 0/1, GRPO learns nothing
+    assert verdict.densify, verdict.reason  # the rule docs/extending.md states, applied to this environment
     # The evaluation is not constant either: the untrained policy does solve a ticket now and then.
     assert 0 < sum(row["evaluation"] for row in rows) < len(rows)
 
