@@ -145,8 +145,11 @@ class SopSupportEnv:
         }
 
     def result(self) -> EpisodeResult:
+        """The episode's score, valid at any time; before ``reset`` (a task that never started) it is no answer."""
         if self.ticket is None or self.desk is None:
-            raise RuntimeError("call reset() before result()")
+            components = dict.fromkeys(WEIGHTS, 0.0)
+            metrics = dict.fromkeys(("turns", "tool_calls", "refused_calls", "answered", "records"), 0.0)
+            return EpisodeResult(reward=0.0, components=components, metrics=metrics, evaluation=0.0)
         solution = sop.solve(self.ticket.ticket_id)
         components = self.components(solution)
         reward = sum(WEIGHTS[name] * value for name, value in components.items())

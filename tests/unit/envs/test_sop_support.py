@@ -201,3 +201,11 @@ def test_any_amount_is_a_refund_or_an_error_observation_never_an_exception(amoun
         assert ("refund_id" in observation) == (env.records() != ())
     finally:
         env.close()
+
+
+def test_result_is_valid_before_reset_and_scores_like_no_answer() -> None:
+    # The contract: result() is valid at any time (the verifiers adapter scores a rollout whose task was refused).
+    result = make_env().result()
+    assert (result.reward, result.evaluation, result.success) == (0.0, 0.0, False)
+    assert set(result.components) == {"fields", "state", "procedure", "excess_calls"}
+    assert result.problems() == []
