@@ -463,11 +463,16 @@ class FixtureRecorder:
                     f"{self.path}: tool '{self.tool}' already has a different response recorded for {key}"
                 )
             return False
-        line = json.dumps(
-            {"tool": self.tool, "arguments": {name: arguments.get(name) for name in self.parameters},
-             "response": response},
-            ensure_ascii=False, sort_keys=True, allow_nan=False,
-        )  # fmt: skip
+        try:
+            line = json.dumps(
+                {"tool": self.tool, "arguments": {name: arguments.get(name) for name in self.parameters},
+                 "response": response},
+                ensure_ascii=False, sort_keys=True, allow_nan=False,
+            )  # fmt: skip
+        except (TypeError, ValueError) as error:
+            raise FixtureError(
+                f"{self.path}: tool '{self.tool}': input or response for {key} is not JSON ({error})"
+            ) from None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(line + "\n")

@@ -395,3 +395,13 @@ def test_the_recorder_writes_replayable_fixtures_and_refuses_a_conflict(tmp_path
         again.record({"city": "PARIS"}, {"temp_c": 25})
     assert again.record({"city": "PARIS"}, {"temp_c": 18}) is False
     assert again.record({"city": "rome"}, "sunny") is True
+
+
+@pytest.mark.parametrize("response", [object(), {"temp": float("nan")}, {1, 2}])
+def test_the_recorder_refuses_a_response_that_is_not_json_and_writes_nothing(tmp_path: Path, response: Any) -> None:
+    path = tmp_path / "f.jsonl"
+    recorder = FixtureRecorder(path, tool="t", parameters=["q"])
+    with pytest.raises(FixtureError, match="not JSON"):
+        recorder.record({"q": "a"}, response)
+    assert not path.exists()
+    assert recorder.record({"q": "a"}, "fine") is True  # nothing was remembered from the refused record
