@@ -91,10 +91,11 @@ def to_verifiers_environment(
 
         async def is_completed(self, messages: Any, state: dict[str, Any], **_: Any) -> bool:
             env = _episode(state)
-            completed = bool(state.get("mtrl_task_problems")) or env.done
-            if completed:
+            if state.get("mtrl_task_problems"):
+                return True  # never reset: the rubric scores it as before (and closes it then)
+            if env.done:
                 _finish(state)
-            return completed
+            return env.done
 
     def aggregate(state: dict[str, Any], **_: Any) -> float:
         return float(_result(state).reward)

@@ -421,6 +421,21 @@ def test_verifiers_adapter_rollout_ended_by_verifiers_max_turns(spec: Environmen
     assert [func(state=state) for func in verifiers_env.kwargs["rubric"].funcs] == [1.0, 1.0]
 
 
+def test_verifiers_adapter_invalid_task_completes_without_scoring_an_unstarted_episode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    module = types.ModuleType("verifiers")
+    module.MultiTurnEnv = type("FakeMultiTurnEnv", (), {"__init__": lambda self, **kwargs: None})  # type: ignore[attr-defined]
+    module.Rubric = lambda funcs, weights: None  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "verifiers", module)
+    from mtrl.envs.verifiers_adapter import to_verifiers_environment
+
+    env = to_verifiers_environment(ProbeEnv, validate_task=lambda metadata: ["no ticket"])
+    state: dict[str, Any] = {"prompt": "probe"}
+    assert asyncio.run(env.is_completed([], state)) is True  # ProbeEnv.result() before reset() would raise
+    assert "mtrl_result" not in state
+
+
 # --- the serverless agent (Lambda) ---------------------------------------------------------------------------
 
 
