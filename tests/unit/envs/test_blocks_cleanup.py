@@ -220,6 +220,19 @@ def test_smoke_check_closes_the_episode(spec: EnvironmentSpec) -> None:
     assert spec.smoke_check() == []
 
 
+def test_smoke_check_reports_an_environment_whose_close_leaks(
+    spec: EnvironmentSpec, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ProbeEnv, "close", lambda self: None)  # forgets state.close()
+    problems = spec.smoke_check()
+    assert problems == [
+        "close() left 1 episode state(s) open: the environment's close() must call EpisodeState.close() "
+        "(mtrl.envs.episode_state)"
+    ]
+    for state in open_states():
+        state.close()
+
+
 # --- the reward worker -----------------------------------------------------------------------------------------
 
 
