@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,9 +15,12 @@ from environments.sop_support.data import orders
 from environments.sop_support.desk import CASE_REASONS, REFUND_REASONS
 from environments.sop_support.env import EXCESS_CAP, MAX_TURNS, WEIGHTS
 from environments.sop_support.sop import REASON_CODES, final_answer
-from mtrl.envs.contract import EpisodeResult, run_episode
+from mtrl.envs.contract import EpisodeResult, closing, run_episode
 from mtrl.envs.normalise import canonical_key
+from mtrl.envs.registry import load_spec
 from mtrl.envs.tools import ToolCall, format_tool_call, parse_tool_call
+from mtrl.local.agents import agent_for
+from mtrl.local.policy import LogLinearPolicy
 
 TICKETS = sorted(tickets())
 TOOLS = ("lookup_customer", "get_order_history", "track_shipment", "get_return_policy", "issue_refund", "create_case")
@@ -196,3 +200,34 @@ def test_the_evaluation_is_exact_match_while_the_reward_gives_partial_credit() -
     assert extra.components["fields"] == 1.0
     assert extra.evaluation == 0.0
     assert json.loads(json.dumps(extra.to_dict()))["evaluation"] == 0.0
+
+
+def test_the_top_of_the_reward_is_the_evaluation() -> None:
+    """A wrong answer scores at most 0.6·0.75 + 0.2 + 0.2 = 0.85 (or 0.8 with wrong records), so any reward above
+    0.85 is an exact match: a policy that maximises the reward is driven into what the evaluation accepts. Checked on
+    rollouts of the local agent's candidates under random policies (random weights, so every kind of behaviour)."""
+    assert WRONG_ANSWER_CEILING < 1.0 - WEIGHTS["excess_calls"]  # the band exists: exact with 4 excess calls is above
+    agent = agent_for("sop_support")
+    rng = np.random.default_rng(11)
+    spec = load_spec("sop_support")
+    seen = {"exact": 0, "wrong": 0}
+    for index in range(400):
+        ticket_id = TICKETS[index % len(TICKETS)]
+        policy = LogLinearPolicy(agent.feature_names)
+        policy.theta = rng.normal(0.0, 3.0, len(agent.feature_names))
+        task = {"prompt": "", "info": {"ticket_id": ticket_id}}
+        with closing(spec.make()) as env:
+            episode = agent.start(task, env.reset(task), rng)
+            while not env.done:
+                options, features = episode.options()
+                action = options[policy.decide(features, rng).index]
+                episode.observe(action, env.step(action).observation)
+            result = env.result()
+        assert -WEIGHTS["excess_calls"] <= result.reward <= 1.0
+        if result.reward > WRONG_ANSWER_CEILING:
+            assert result.evaluation == 1.0, (ticket_id, result)
+        seen["exact" if result.evaluation == 1.0 else "wrong"] += 1
+    assert min(seen.values()) > 20  # both kinds were reached
+
+
+WRONG_ANSWER_CEILING = WEIGHTS["fields"] * 0.75 + WEIGHTS["state"] + WEIGHTS["procedure"]
