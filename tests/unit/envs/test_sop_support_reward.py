@@ -206,7 +206,7 @@ def test_the_top_of_the_reward_is_the_evaluation() -> None:
     """A wrong answer scores at most 0.6·0.75 + 0.2 + 0.2 = 0.85 (or 0.8 with wrong records), so any reward above
     0.85 is an exact match: a policy that maximises the reward is driven into what the evaluation accepts. Checked on
     rollouts of the local agent's candidates under random policies (random weights, so every kind of behaviour)."""
-    assert WRONG_ANSWER_CEILING < 1.0 - WEIGHTS["excess_calls"]  # the band exists: exact with 4 excess calls is above
+    assert 1.0 - WEIGHTS["excess_calls"] > WRONG_ANSWER_CEILING  # the band exists: exact with 4 excess calls is above
     agent = agent_for("sop_support")
     rng = np.random.default_rng(11)
     spec = load_spec("sop_support")
