@@ -71,8 +71,6 @@ class ProbeEnv:
         raise RuntimeError("the tool crashed")
 
     def step(self, action: str) -> StepResult:
-        if action == "slow":
-            time.sleep(0.3)
         self.turns += 1
         outcome = self.tools.handle(action)
         if outcome is None or self.turns >= self.max_turns:
