@@ -42,7 +42,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mtrl.envs.contract import Environment, EpisodeResult
+from mtrl.envs.contract import Environment, EpisodeResult, close_environment
 from mtrl.envs.registry import EnvironmentSpec, load_spec
 from mtrl.evaluation import score as evaluation_score
 
@@ -230,9 +230,9 @@ def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> di
         log.error("invalid task (%s): %s", json.dumps(context), error)
         return _finish(job_arn, trajectory_id, region, low_reward, metrics={}, ended=f"invalid task: {error}")
 
-    env = spec.make()
     client = _client(region if isinstance(region, str) else None)
     system_prompt = str(getattr(spec.module, "SYSTEM_PROMPT", DEFAULT_SYSTEM_PROMPT))
+    env = spec.make()
     try:
         result, ended = play(
             env,
@@ -266,6 +266,8 @@ def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> di
         return _finish(
             job_arn, trajectory_id, region, reward, metrics={}, ended=f"episode failed: {type(error).__name__}"
         )
+    finally:
+        _close(env, context)  # every exit: the episode's resources (database, files) are released
     components = {entry["name"]: entry["value"] for entry in result.metrics_list()}
     scored = evaluation_score(result) if evaluating else result.reward
     return _finish(job_arn, trajectory_id, region, scored, metrics=components, ended=ended)
@@ -274,6 +276,13 @@ def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> di
 def is_evaluation_job(job_arn: str) -> bool:
     """``arn:…:job/AgentRFTEvaluation/<name>``: the held-out evaluation, scored by the external evaluation."""
     return f":job/{EVALUATION_JOB_CATEGORY}/" in job_arn
+
+
+def _close(env: Environment, context: Mapping[str, Any]) -> None:
+    try:
+        close_environment(env)
+    except Exception as error:  # a broken cleanup is logged; it never changes the reported reward
+        log.warning("closing the environment failed (%s): %s: %s", json.dumps(context), type(error).__name__, error)
 
 
 def _score(env: Environment, fallback: float, *, evaluating: bool) -> float:

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from mtrl.cli import env_try
 from mtrl.cli.output import EXIT_INVALID, console, fail, print_json
-from mtrl.envs.contract import EpisodeResult, TaskError, run_episode
+from mtrl.envs.contract import EpisodeResult, TaskError, closing, run_episode
 from mtrl.envs.registry import (
     EnvironmentNotFoundError,
     EnvironmentSpec,
@@ -184,26 +184,26 @@ def _say(text: str, *, style: str | None = None) -> None:
 
 def _play_interactively(spec: EnvironmentSpec, task: dict[str, Any]) -> None:
     """Show the first observation at once, then one environment reply per line read, until done or end of input."""
-    env = spec.make()
-    try:
-        _say(env.reset(task))
-        interactive = sys.stdin.isatty()
-        while not env.done:
-            if interactive:
-                console.print("[bold cyan]> [/]", end="")
-                console.file.flush()
-            line = sys.stdin.readline()
-            if not line:  # end of input: score the episode as it stands
-                _say("(end of input: the episode is scored as it stands)", style="yellow")
-                break
-            if not line.strip():
-                continue
-            _say(env.step(line.strip()).observation)
-    except TaskError as error:
-        fail(f"task is invalid for '{spec.env_id}': {error}", code=EXIT_INVALID)
-    except SandboxUnavailableError as error:
-        fail(str(error))
-    _print_result(env.result(), task)
+    with closing(spec.make()) as env:
+        try:
+            _say(env.reset(task))
+            interactive = sys.stdin.isatty()
+            while not env.done:
+                if interactive:
+                    console.print("[bold cyan]> [/]", end="")
+                    console.file.flush()
+                line = sys.stdin.readline()
+                if not line:  # end of input: score the episode as it stands
+                    _say("(end of input: the episode is scored as it stands)", style="yellow")
+                    break
+                if not line.strip():
+                    continue
+                _say(env.step(line.strip()).observation)
+        except TaskError as error:
+            fail(f"task is invalid for '{spec.env_id}': {error}", code=EXIT_INVALID)
+        except SandboxUnavailableError as error:
+            fail(str(error))
+        _print_result(env.result(), task)
 
 
 def _print_result(result: EpisodeResult, task: dict[str, Any]) -> None:

@@ -2,8 +2,8 @@
 
 Two kinds of policy:
 
-- ``--policy features`` (wordle, ask_to_code): the small log-linear policy over a hand-written agent's features,
-  trained with the local GRPO backend (fast, offline; says nothing about how a language model behaves);
+- ``--policy features`` (wordle, ask_to_code, sop_support): the small log-linear policy over a hand-written agent's
+  features, trained with the local GRPO backend (fast, offline; says nothing about how a language model behaves);
 - ``--policy hf:MODEL`` / ``hf:tiny-random`` / ``openai:BASE_URL --model NAME``: a language model playing any
   environment through its contract alone (``mtrl.llm``), groups of rollouts per task, optionally
   ``--train-steps N`` of GRPO with TRL + LoRA.

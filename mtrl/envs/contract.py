@@ -19,12 +19,19 @@ dependency-free core and exposes, at module level:
 An ``Environment`` is driven as ``reset(task) -> observation``, then ``step(action)`` until
 ``done``, then ``result()``. ``task`` is a dataset row's ``metadata`` object
 (``{"prompt": ..., "answer"?: ..., "task"?: ..., "info"?: ...}``).
+
+An environment that holds resources (an episode database, temporary files, a child process; see
+``mtrl.envs.episode_state``) also defines ``close()``: it releases them and is idempotent. It is optional
+(not part of the ``Environment`` protocol, so existing environments stay valid); every driver calls it
+through ``close_environment`` or ``closing`` in a ``finally``, after ``result()``, whether the episode
+ended normally, ran out of turns or time, or raised.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -123,15 +130,35 @@ class TaskError(ValueError):
     """A task row the environment cannot start an episode from (the message names the problem)."""
 
 
+def close_environment(env: object) -> None:
+    """Call the environment's optional ``close()`` (nothing when it has none); drivers call it in ``finally``."""
+    close = getattr(env, "close", None)
+    if callable(close):
+        close()
+
+
+@contextlib.contextmanager
+def closing(env: Environment) -> Iterator[Environment]:
+    """``with closing(spec.make()) as env:`` — the episode's resources are released however the block ends."""
+    try:
+        yield env
+    finally:
+        close_environment(env)
+
+
 def run_episode(
     env: Environment, task: Mapping[str, Any], actions: list[str]
 ) -> tuple[list[dict[str, str]], EpisodeResult]:
-    """Play scripted ``actions`` until the episode ends; returns the transcript and the result."""
-    transcript: list[dict[str, str]] = [{"role": "environment", "content": env.reset(task)}]
-    for action in actions:
-        if env.done:
-            break
-        step = env.step(action)
-        transcript.append({"role": "policy", "content": action})
-        transcript.append({"role": "environment", "content": step.observation})
-    return transcript, env.result()
+    """Play scripted ``actions`` until the episode ends; returns the transcript and the result.
+
+    The environment is closed (``close_environment``) before this returns or raises.
+    """
+    with closing(env):
+        transcript: list[dict[str, str]] = [{"role": "environment", "content": env.reset(task)}]
+        for action in actions:
+            if env.done:
+                break
+            step = env.step(action)
+            transcript.append({"role": "policy", "content": action})
+            transcript.append({"role": "environment", "content": step.observation})
+        return transcript, env.result()

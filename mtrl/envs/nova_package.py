@@ -25,8 +25,20 @@ from pathlib import Path
 from mtrl.envs.registry import BUILTIN_DIR, CUSTOM_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# The parts of mtrl an environment's code imports (environments/*: mtrl.envs.contract, verifiers_adapter, sandbox).
-MTRL_MODULES = ("mtrl/envs/contract.py", "mtrl/envs/verifiers_adapter.py", "mtrl/sandbox")
+# The parts of mtrl an environment's code imports: the contract, the verifiers adapter, the sandbox and the building
+# blocks (tools, episode state, execution, scoring, normalise; scoring reuses signal_health). The package's
+# mtrl/envs/__init__.py is a stub, so environments import the blocks from their modules (mtrl.envs.tools, ...).
+MTRL_MODULES = (
+    "mtrl/envs/contract.py",
+    "mtrl/envs/verifiers_adapter.py",
+    "mtrl/envs/tools.py",
+    "mtrl/envs/episode_state.py",
+    "mtrl/envs/execution.py",
+    "mtrl/envs/scoring.py",
+    "mtrl/envs/normalise.py",
+    "mtrl/signal_health.py",
+    "mtrl/sandbox",
+)
 S3_PREFIX = "nova-envs"
 _ENV_ID = re.compile(r"^[a-zA-Z0-9_-]+$")  # validate_env_id in amzn_nova_forge.validation.rft_multiturn_validator
 

@@ -20,6 +20,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from mtrl.envs.contract import Environment, EpisodeResult, run_episode
+from mtrl.envs.episode_state import open_states
 
 ENV_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 BUILTIN_DIR = "environments"
@@ -111,9 +112,18 @@ class EnvironmentSpec:
             problems = [f"EXAMPLE_TASK: {p}" for p in self.validate_task(self.example_task)]
             if problems:
                 return problems
-            transcript, result = self.play(self.example_task, self.example_actions)
+            before = {id(state) for state in open_states()}
+            env = self.make()
+            transcript, result = run_episode(env, self.example_task, self.example_actions)
+            # ``env`` is still referenced here, so a state it failed to close cannot have been collected yet.
+            leaked = [state for state in open_states() if id(state) not in before]
         except Exception as error:  # a plug-in may raise anything; report it instead of crashing synth
             return [f"smoke episode raised {type(error).__name__}: {error}"]
+        if leaked:
+            problems.append(
+                f"close() left {len(leaked)} episode state(s) open: the environment's close() must call "
+                "EpisodeState.close() (mtrl.envs.episode_state)"
+            )
         if time.monotonic() - started > time_budget_s:
             problems.append(f"smoke episode took longer than {time_budget_s:.0f} s")
         if not transcript or not all(isinstance(turn["content"], str) for turn in transcript):

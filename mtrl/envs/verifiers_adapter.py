@@ -3,7 +3,8 @@
 Imported only from an environment's ``load_environment()``: ``verifiers`` (and ``datasets``) are heavy
 and the Nova Forge worker ships its own fork, so nothing else in mtrl depends on them. The adapter keeps
 one mtrl episode per rollout in the rollout ``state``; every reward component becomes a rubric function
-(weight 0 for components, weight 1 for the aggregate) so each one is logged separately.
+(weight 0 for components, weight 1 for the aggregate) so each one is logged separately. When the rollout
+completes the episode is scored once and closed (``contract.close_environment``); the rubric reads that result.
 
 Not exercised in this repository's tests (``verifiers`` is not installed here); the mtrl core it wraps is.
 """
@@ -14,7 +15,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mtrl.envs.contract import Environment, EpisodeResult
+from mtrl.envs.contract import Environment, EpisodeResult, close_environment
 
 
 def _last_assistant_text(messages: Any) -> str:
@@ -60,8 +61,25 @@ def to_verifiers_environment(
             state["mtrl_task_problems"] = problems
         return env
 
+    def _finish(state: dict[str, Any]) -> EpisodeResult:
+        """The rollout is over: score it once, release the episode's resources, keep the result for the rubric.
+
+        Called when ``is_completed`` first says so, or by the first rubric function (a rollout verifiers ended
+        at its own ``max_turns`` is scored after it, and closed then).
+        """
+        cached = state.get("mtrl_result")
+        if isinstance(cached, EpisodeResult):
+            return cached
+        env = _episode(state)
+        try:
+            result = env.result()
+            state["mtrl_result"] = result
+        finally:
+            close_environment(env)
+        return result
+
     def _result(state: dict[str, Any]) -> EpisodeResult:
-        return _episode(state).result()
+        return _finish(state)
 
     class MtrlMultiTurnEnv(vf.MultiTurnEnv):  # type: ignore[misc]
         async def env_response(self, messages: Any, state: dict[str, Any], **_: Any) -> Any:
@@ -73,7 +91,11 @@ def to_verifiers_environment(
 
         async def is_completed(self, messages: Any, state: dict[str, Any], **_: Any) -> bool:
             env = _episode(state)
-            return bool(state.get("mtrl_task_problems")) or env.done
+            if state.get("mtrl_task_problems"):
+                return True  # never reset: the rubric scores it as before (and closes it then)
+            if env.done:
+                _finish(state)
+            return env.done
 
     def aggregate(state: dict[str, Any], **_: Any) -> float:
         return float(_result(state).reward)

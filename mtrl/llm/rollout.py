@@ -7,12 +7,13 @@ until ``done`` or ``max_turns``; ``result()`` scores it. Episodes of one call ar
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mtrl.envs.contract import EpisodeResult
+from mtrl.envs.contract import Environment, EpisodeResult, closing
 from mtrl.envs.registry import EnvironmentSpec
 from mtrl.llm.policies import ChatPolicy, Context, Sampling
 
@@ -55,9 +56,26 @@ def play(
     max_turns: int,
     env_args: Mapping[str, Any] | None = None,
 ) -> list[Episode]:
-    """One episode per entry of ``tasks`` (repeat a task for a group), all advanced together turn by turn."""
+    """One episode per entry of ``tasks`` (repeat a task for a group), all advanced together turn by turn.
+
+    Every environment is closed (``contract.closing``) when this returns or raises.
+    """
     started = time.perf_counter()
-    envs = [spec.make(**dict(env_args or {})) for _ in tasks]
+    with contextlib.ExitStack() as stack:
+        envs = [stack.enter_context(closing(spec.make(**dict(env_args or {})))) for _ in tasks]
+        return _play_envs(envs, spec, policy, tasks, sampling=sampling, max_turns=max_turns, started=started)
+
+
+def _play_envs(
+    envs: list[Environment],
+    spec: EnvironmentSpec,
+    policy: ChatPolicy,
+    tasks: Sequence[Task],
+    *,
+    sampling: Sampling,
+    max_turns: int,
+    started: float,
+) -> list[Episode]:
     system = system_prompt(spec)
     contexts: list[Context] = []
     transcripts: list[list[dict[str, str]]] = []

@@ -16,6 +16,7 @@ class ConfigError(ValueError):
 _ENV_DEFAULTS: dict[str, dict[str, Any]] = {
     "wordle": {"steps": 20, "tasks_per_step": 8, "group_size": 8, "learning_rate": 0.25, "eval_every": 5},
     "ask_to_code": {"steps": 20, "tasks_per_step": 6, "group_size": 8, "learning_rate": 0.2, "eval_every": 5},
+    "sop_support": {"steps": 20, "tasks_per_step": 6, "group_size": 8, "learning_rate": 0.5, "eval_every": 5},
 }
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mtrl.envs.contract import EpisodeResult
+from mtrl.envs.contract import EpisodeResult, closing
 from mtrl.envs.registry import EnvironmentSpec
 from mtrl.evaluation import figures as evaluation_figures
 from mtrl.local.agents import Agent
@@ -132,20 +132,20 @@ class Trainer:
     def rollout(
         self, policy: LogLinearPolicy, task: Task, rng: np.random.Generator, *, greedy: bool = False
     ) -> Rollout:
-        env = self.spec.make(**self.env_args)
-        observation = env.reset(task)
-        episode = self.agent.start(task, observation, rng)
-        grad = np.zeros(policy.theta.size)
-        turns = 0
-        while not env.done and turns < self.agent.max_turns:
-            actions, features = episode.options()
-            decision = policy.decide(features, rng, greedy=greedy)
-            action = actions[decision.index]
-            step = env.step(action)
-            episode.observe(action, step.observation)
-            grad += decision.grad_log_prob
-            turns += 1
-        return Rollout(result=env.result(), grad_log_prob=grad, turns=turns)
+        with closing(self.spec.make(**self.env_args)) as env:
+            observation = env.reset(task)
+            episode = self.agent.start(task, observation, rng)
+            grad = np.zeros(policy.theta.size)
+            turns = 0
+            while not env.done and turns < self.agent.max_turns:
+                actions, features = episode.options()
+                decision = policy.decide(features, rng, greedy=greedy)
+                action = actions[decision.index]
+                step = env.step(action)
+                episode.observe(action, step.observation)
+                grad += decision.grad_log_prob
+                turns += 1
+            return Rollout(result=env.result(), grad_log_prob=grad, turns=turns)
 
     def heldout_rollouts(self, policy: LogLinearPolicy, *, config: TrainConfig) -> list[Rollout]:
         """One rollout of each of the first ``eval_tasks`` held-out tasks, from the fixed evaluation seed."""

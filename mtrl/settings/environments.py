@@ -14,7 +14,7 @@ _ENV_ID = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
 class EnvironmentSettings(SettingsGroup):
-    """Reward environments: the built-in ones (wordle, ask_to_code) or your own package."""
+    """Reward environments: the built-in ones (wordle, ask_to_code, sop_support) or your own package."""
 
     use_custom_env: bool = Field(
         False,

@@ -32,7 +32,7 @@ from types import FrameType
 from typing import Any, Literal, Protocol, TextIO
 
 from mtrl import evaluation, signal_health
-from mtrl.envs.contract import EpisodeResult
+from mtrl.envs.contract import EpisodeResult, close_environment
 from mtrl.envs.registry import EnvironmentSpec
 
 log = logging.getLogger("mtrl.worker")
@@ -151,6 +151,12 @@ def play_episode(
             result = env.result()
         except Exception as failure:
             status, error = "error", error or f"result() failed: {type(failure).__name__}: {failure}"
+        finally:
+            # Every exit (done, max turns, timeout, error) passes here: the episode's resources are released.
+            try:
+                close_environment(env)
+            except Exception as failure:
+                log.warning("closing the environment failed: %s: %s", type(failure).__name__, failure)
     reward = result.reward if result is not None else config.error_reward
     return RolloutOutcome(
         rollout_id=request.rollout_id,

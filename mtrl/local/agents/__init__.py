@@ -44,6 +44,7 @@ class NoAgentError(LookupError):
 AGENTS: dict[str, str] = {
     "wordle": "mtrl.local.agents.wordle:WordleAgent",
     "ask_to_code": "mtrl.local.agents.ask_to_code:AskToCodeAgent",
+    "sop_support": "mtrl.local.agents.sop_support:SopSupportAgent",
 }
 
 
