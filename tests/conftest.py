@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -51,13 +54,32 @@ _CLI_CONTEXT: dict[str, Any] = {
 }
 
 
+_TEMPORARY_OUTDIRS: list[str] = []
+
+
+def _remove_temporary_outdirs() -> None:
+    for path in _TEMPORARY_OUTDIRS:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+atexit.register(_remove_temporary_outdirs)
+
+
+def _temporary_outdir() -> str:
+    path = tempfile.mkdtemp(prefix="mtrl-test-cdk.out-")
+    _TEMPORARY_OUTDIRS.append(path)
+    return path
+
+
 def make_app(overrides: Mapping[str, Any] | None = None, *, outdir: Path | None = None) -> tuple[cdk.App, Deployment]:
     """Build the whole app in-process with cdk.json context plus overrides (as `-c` would)."""
     import json
 
     file_context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
     context = {**file_context, "account": TEST_ACCOUNT, "region": TEST_REGION, **_CLI_CONTEXT, **(overrides or {})}
-    app = cdk.App(context=context, outdir=str(outdir) if outdir else None)
+    # Without an outdir CDK synthesizes into a fresh /tmp/cdk.out* (about 220 MB of assets) that nothing removes:
+    # over one suite run that filled the disk. Each test process removes its own at exit.
+    app = cdk.App(context=context, outdir=str(outdir) if outdir else _temporary_outdir())
     settings: DeploySettings = load_settings(app.node.get_all_context(), environ={})
     return app, build_deployment(app, settings)
 
