@@ -375,3 +375,19 @@ def test_the_image_can_run_submit() -> None:
     assert "WORKDIR /home/runner" in text[user:]
     assert "TELEMETRY_OPT_OUT=true" in text  # defect 9, also set by the runner from the run's settings
     assert 'SHELL ["/bin/bash", "-o", "pipefail", "-c"]' in text  # `echo … | sha256sum -c -` fails as a whole
+
+
+def test_the_docs_describe_the_verification_the_image_does() -> None:
+    # The HyperPod CLI README once told users to compute and set the AWS CLI and kubectl digests by hand.
+    readme = (IMAGE_DIR / "hyperpod-cli/README.md").read_text()
+    docs = [readme, (ROOT / "README.md").read_text(), (ROOT / "docs/pipeline.md").read_text()]
+    for text in docs:
+        assert "AWS_CLI_SHA256" not in text
+        assert "KUBECTL_SHA256" not in text
+        assert "digests set" not in text
+    args = build_args()
+    assert f"kubectl {args['KUBECTL_VERSION']}" in readme
+    assert f"helm {args['HELM_VERSION']}" in readme
+    assert "verify-aws-cli.sh" in readme
+    assert DOCUMENTED_AWS_CLI_FINGERPRINT.replace("  ", " ") in readme
+    assert "nemo_framework_launcher" in readme
