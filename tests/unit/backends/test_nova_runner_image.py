@@ -87,10 +87,10 @@ def sha256_checks(text: str = DOCKERFILE) -> dict[str, str]:
     }
 
 
-def signature_checks(text: str = DOCKERFILE) -> list[tuple[str, str, str, str]]:
+def signature_checks(text: str = DOCKERFILE) -> list[tuple[str, ...]]:
     """(key file, fingerprint, installer, signature) of every verify-aws-cli.sh call."""
     return [
-        tuple(part.strip('"') for part in match.split())  # type: ignore[misc]
+        tuple(part.strip('"') for part in match.split())
         for command in shell_commands(text)
         for match in re.findall(r"verify-aws-cli\.sh (\S+ \S+ \S+ \S+)", command)
     ]
