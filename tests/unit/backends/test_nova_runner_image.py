@@ -391,3 +391,42 @@ def test_the_docs_describe_the_verification_the_image_does() -> None:
     assert "verify-aws-cli.sh" in readme
     assert DOCUMENTED_AWS_CLI_FINGERPRINT.replace("  ", " ") in readme
     assert "nemo_framework_launcher" in readme
+
+
+def test_the_hyperpod_cli_installs_into_the_locked_environment_as_it_is() -> None:
+    # The CLI's declared requirements are in the lock (tests/unit/backends/test_hyperpod_cli_requirements.py); the
+    # image must install them and the CLI so that `pip check` passes and `hyperpod start-job` finds them.
+    runs = [line.removeprefix("RUN ") for line in dockerfile_instructions() if line.startswith("RUN ")]
+    lock_run = next(run for run in runs if "pip install --no-deps --requirement requirements/nova-runner.txt" in run)
+    # zstandard 0.15.2 (a CLI pin) has no Python 3.12 wheel: the compiler comes and goes within the same layer.
+    assert lock_run.index("apt-get install -y --no-install-recommends gcc libc6-dev") < lock_run.index("pip install")
+    assert lock_run.index("pip check") < lock_run.index("apt-get purge -y --auto-remove gcc libc6-dev")
+    # The CLI's setup.py runs `git submodule update --init --recursive --remote`: no real git at that step, so the
+    # copied submodules are installed as validated and nothing unpinned is fetched.
+    cli_run = next(run for run in runs if "pip install --no-deps /opt/hyperpod-cli" in run)
+    shim = re.search(r"PATH=(\S+):\$\{PATH\} pip install --no-deps /opt/hyperpod-cli", cli_run)
+    assert shim, cli_run
+    assert f"> {shim.group(1)}/git" in cli_run
+    assert "\\nexit 1\\n" in cli_run  # the stand-in refuses, it does not pretend to have updated anything
+    assert cli_run.index("pip install --no-deps /opt/hyperpod-cli") < cli_run.index("pip check")
+    assert not any(re.search(r"apt-get install[^&]*\bgit\b", run) for run in runs)
+    # `hyperpod start-job` runs `python3 <recipes>/main.py` from PATH: the CLI and the lock share the image's one
+    # interpreter (no venv), so that python3 has hydra and omegaconf.
+    assert not re.search(r"-m venv|virtualenv", " ".join(runs))
+
+
+def test_the_aws_cli_on_path_stays_v2_after_pip_installs_awscli_v1() -> None:
+    # The CLI declares `awscli` (v1), whose `aws` script pip writes into /usr/local/bin; `aws eks update-kubeconfig`
+    # must be v2's. v2's links live in their own folder, first on PATH, and the last step checks the version.
+    text = DOCKERFILE
+    bin_dir = re.search(r"/tmp/aws/install --bin-dir (\S+)", text)
+    assert bin_dir, "AWS CLI v2 must be installed with its own --bin-dir"
+    path = re.search(r"^ENV PATH=(\S+)$", text, re.MULTILINE)
+    assert path, "no ENV PATH"
+    assert path.group(1).split(":")[0] == bin_dir.group(1)
+    instructions = dockerfile_instructions()
+    env_path = next(i for i, line in enumerate(instructions) if line.startswith("ENV PATH="))
+    assert env_path < next(i for i, line in enumerate(instructions) if "pip install" in line)
+    runs = [line for line in instructions if line.startswith("RUN ")]
+    last_pip = max(i for i, run in enumerate(runs) if "pip install" in run)
+    assert any("aws --version | grep -q '^aws-cli/2\\.'" in run for run in runs[last_pip + 1 :])
