@@ -143,3 +143,12 @@ def test_the_copied_hyperpod_cli_fits_the_lock() -> None:
     # A subscriber's copy may pin differently from the public release_v2 line: this says which pins, before a
     # `docker build` stops at `pip check`.
     assert unsatisfied(declared_requirements(CLI_COPY), LOCK.read_text()) == []
+
+
+def test_the_cli_readme_names_the_requirements_file_and_the_commit_they_were_read_at() -> None:
+    readme = (CLI_COPY / "README.md").read_text()
+    commit = re.search(r"commit ([0-9a-f]{40})\b", CLI_REQUIREMENTS.read_text())
+    assert commit
+    assert commit.group(1) in readme
+    assert "requirements/hyperpod-cli.in" in readme
+    assert "which the lock does not hold" not in readme  # it once said the build would stop at `pip check`
