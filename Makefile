@@ -78,6 +78,8 @@ $(EMULATOR_STAMP): requirements/emulator.txt
 # docker/nova-runner/Dockerfile installs, from the same lock (requirements/nova-runner.txt, --no-deps), then mtrl
 # (editable here so the tests run the working tree; the image copies the same sources).
 # The interpreter: NOVA_PYTHON if set, else python3.12 on PATH, else pyenv's 3.12.*, else 3.13.
+# The lock holds the HyperPod CLI's pins (requirements/hyperpod-cli.in); zstandard 0.15.2 has no 3.12 wheel, so pip
+# builds it here with the machine's C compiler (about 2 minutes, once: pip caches the wheel).
 NOVA_VENV := .venv-nova
 NOVA_STAMP := $(NOVA_VENV)/.stamp-$(shell cat requirements/nova-runner.txt pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
 NOVA_PYTHON_CANDIDATES = $${NOVA_PYTHON:-} python3.12 $$(ls -d "$$(pyenv root 2>/dev/null)"/versions/3.12.*/bin/python \

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from aws_fakes import REGION, FakeAws
+from test_nova_runner_image import dockerfile_instructions
 
 from mtrl.backends import nova_runner
 
@@ -18,13 +19,6 @@ ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = (ROOT / "docker/nova-runner/Dockerfile").read_text()
 LOCK = (ROOT / "requirements/nova-runner.txt").read_text()
 BUCKET = "mtrl-data-123456789012"
-
-
-def _instructions() -> list[str]:
-    """The Dockerfile's instructions with continuation lines joined and comments dropped."""
-    kept = "\n".join(line for line in DOCKERFILE.splitlines() if not line.lstrip().startswith("#"))
-    joined = re.sub(r"\\\n", " ", kept)
-    return [" ".join(line.split()) for line in joined.splitlines() if line.strip()]
 
 
 def test_importing_the_runner_does_not_import_the_sdk() -> None:
@@ -46,12 +40,13 @@ def test_only_the_runner_module_imports_the_sdk() -> None:
 
 def test_the_image_installs_exactly_the_lock_the_contract_venv_uses() -> None:
     # Same files, same pins: the Makefile's `nova` target installs nova-runner.txt --no-deps, then mtrl --no-deps.
-    runs = [line for line in _instructions() if line.startswith("RUN ")]
+    # (The CLI's install runs with PATH prefixed by a refusing `git`: docker/nova-runner/Dockerfile says why.)
+    runs = [line.removeprefix("RUN ") for line in dockerfile_instructions() if line.startswith("RUN ")]
     pip_installs = [cmd for line in runs for cmd in re.split(r"&&", line) if "pip install" in cmd]
-    assert [" ".join(cmd.split()) for cmd in pip_installs] == [
-        "RUN pip install --no-deps --requirement requirements/nova-runner.txt",
-        "RUN pip install --no-deps /opt/hyperpod-cli",
-        "RUN pip install --no-deps .",
+    assert [re.sub(r"^PATH=\S+ ", "", " ".join(cmd.split())) for cmd in pip_installs] == [
+        "pip install --no-deps --requirement requirements/nova-runner.txt",
+        "pip install --no-deps /opt/hyperpod-cli",
+        "pip install --no-deps .",
     ]
     makefile = (ROOT / "Makefile").read_text()
     assert "--no-deps -r requirements/nova-runner.txt" in makefile
@@ -66,26 +61,6 @@ def test_the_sdk_pin_was_contract_tested() -> None:
     pinned = re.search(r"^amzn-nova-forge==(\S+)", LOCK, re.MULTILINE)
     assert pinned is not None
     assert recorded == pinned.group(1), "rerun tests/contract/test_nova_runner_contract.py against the new pin"
-
-
-def test_the_image_can_run_submit() -> None:
-    # Defect 3: SMHPRuntimeManager runs `hyperpod connect-cluster` → `aws eks update-kubeconfig`; start-job uses
-    # helm and kubectl; RecipeBuilder writes recipes inside the installed hyperpod_cli package.
-    text = " ".join(_instructions())
-    for tool, digest in (("awscli", "AWS_CLI_SHA256"), ("helm", "HELM_SHA256"), ("kubectl", "KUBECTL_SHA256")):
-        assert tool in text
-        assert f'echo "${{{digest}}}' in text, tool
-        assert "sha256sum -c -" in text
-    assert re.search(r"ARG AWS_CLI_VERSION=\d+\.\d+\.\d+", text)
-    assert re.search(r"ARG HELM_VERSION=\d+\.\d+\.\d+", text)
-    assert re.search(r"ARG KUBECTL_VERSION=\d+\.\d+\.\d+", text)
-    # The build fails when no HyperPod CLI was copied in.
-    assert "RUN test -f /opt/hyperpod-cli/pyproject.toml || test -f /opt/hyperpod-cli/setup.py ||" in text
-    # uid 10001 owns the recipe folder inside the package, and the working directory (the SDK's recipe cache).
-    assert re.search(r"recipes_collection.*recipes.*chown -R 10001:10001", text)
-    user = text.index("USER 10001")
-    assert "WORKDIR /home/runner" in text[user:]
-    assert "TELEMETRY_OPT_OUT=true" in text  # defect 9, also set by the runner from the run's settings
 
 
 def test_the_hyperpod_cli_readme_no_longer_claims_submit_works_without_it() -> None:
