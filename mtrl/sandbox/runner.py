@@ -494,6 +494,23 @@ def _interpret(
         if total == 0:
             result.detail = "no test functions found"
     else:
-        reason = f"signal {-exit_code}" if exit_code is not None and exit_code < 0 else f"exit code {exit_code}"
-        result.status, result.detail = "error", f"the program ended the run before it finished ({reason})"
+        result.status, result.detail = (
+            "error",
+            f"the program ended the run before it finished ({_end_reason(exit_code)})",
+        )
     return result
+
+
+def _end_reason(exit_code: int | None) -> str:
+    """How the process ended. The harness's PID-namespace forwarder reports a signal death as 128 + signal (the
+    shell convention), so both that and a negative return code name the signal (e.g. RLIMIT_CPU's SIGKILL)."""
+    number = -exit_code if exit_code is not None and exit_code < 0 else None
+    if exit_code is not None and 128 < exit_code < 128 + signal.NSIG:
+        number = exit_code - 128
+    if number is None:
+        return f"exit code {exit_code}"
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+    return f"signal {number}, {name}"

@@ -536,3 +536,15 @@ def test_always_equal_objects_fail_same() -> None:
     assert (strict.status, strict.tests_passed) == ("failed", 0)
     nested = "from solution import add\n\ndef test_nested():\n    assert same([add(1, 2)], [3])\n"
     assert run(program, tests=nested).status == "failed"
+
+
+def test_a_signal_death_is_named_whichever_way_it_is_reported() -> None:
+    # The PID-namespace forwarder reports a killed program as 128 + signal; a direct child as a negative code.
+    # test_cpu_limit_kills_a_spinning_program once read "exit code 137" under load for RLIMIT_CPU's SIGKILL.
+    from mtrl.sandbox.runner import _end_reason
+
+    assert _end_reason(137) == "signal 9, SIGKILL"
+    assert _end_reason(-24) == "signal 24, SIGXCPU"
+    assert _end_reason(1) == "exit code 1"
+    assert _end_reason(128) == "exit code 128"
+    assert _end_reason(None) == "exit code None"
