@@ -140,7 +140,9 @@ def register(runtime: Runtime, event: Event) -> dict[str, Any]:
     )
     if not created and record.get("execution_arn") != event.get("execution_arn"):
         # Another execution already owns this run id (a duplicate delivery that got past the name check).
-        return {"duplicate": True}
+        # Every key the state machine's ResultSelector reads must be present: Step Functions fails a state whose
+        # selector path is missing (States.Runtime), and this execution's Catch would then tear down the other's run.
+        return _registration(runtime, duplicate=True, evaluate=False, baseline=False)
     registry.set_status(run_id, RunStatus.REGISTERED, phase="register")
     source = (state.get("manifest_ref") or {}).get("uri", "manifest")
     if state.get("manifest_error"):
@@ -154,14 +156,21 @@ def register(runtime: Runtime, event: Event) -> dict[str, Any]:
     runtime.slots.enqueue(run_id, arrival=str(state.get("created_at") or record["created_at"]))
     registry.end_phase(run_id, "register")
     registry.set_status(run_id, RunStatus.WAITING_FOR_SLOT, phase="slot")
+    return _registration(
+        runtime, duplicate=False, evaluate=settings.evaluate, baseline=_baseline_phase_wanted(settings)
+    )
+
+
+def _registration(runtime: Runtime, *, duplicate: bool, evaluate: bool, baseline: bool) -> dict[str, Any]:
+    """Register's answer, one shape for both outcomes (the ASL's Register ResultSelector reads each key)."""
     return {
-        "duplicate": False,
+        "duplicate": duplicate,
         "slot_poll_seconds": runtime.settings.slot_poll_seconds,
         "status_poll_seconds": runtime.settings.status_poll_seconds,
         "provision_poll_seconds": runtime.settings.provision_poll_seconds,
         "evaluation_poll_seconds": runtime.settings.evaluation_poll_seconds,
-        "evaluate": settings.evaluate,
-        "baseline": _baseline_phase_wanted(settings),
+        "evaluate": evaluate,
+        "baseline": baseline,
     }
 
 
