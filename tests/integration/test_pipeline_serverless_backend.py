@@ -554,8 +554,7 @@ def test_an_eval_split_run_trains_without_its_held_out_rows_and_evaluates_on_the
         assert splits["eval_uri"] == f"s3://{BUCKET}/runs/{run_id}/data/eval.jsonl"
         assert (splits["train_rows"], splits["eval_rows"]) == (len(rows) - len(held_out), len(held_out))
         assert pipeline.object_json(f"runs/{run_id}/validation.json")["splits"] == splits
-        assert pipeline.object_json(f"runs/{run_id}/summary.json")["evaluation"] == {
-            "eval/reward/pass_at_1": 0.5,
-            "eval/reward/mean": 0.25,
-        }
+        summary = pipeline.object_json(f"runs/{run_id}/summary.json")
+        assert summary["dataset_splits"] == splits
+        assert summary["evaluation"] == {"eval/reward/pass_at_1": 0.5, "eval/reward/mean": 0.25}
         world.assert_calls_are_the_documented_ones()
