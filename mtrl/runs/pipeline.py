@@ -261,7 +261,11 @@ def validate(runtime: Runtime, event: Event) -> dict[str, Any]:
         valid = False
         report.add(None, "extension", f"the dataset key must end in .jsonl (got {dataset['key']!r})")
     # Only a valid dataset is split (an invalid one writes nothing but its report).
-    splits = _write_splits(runtime, run_id, dataset, settings, report, limits) if valid else None
+    splits = (
+        _write_splits(runtime, run_id, dataset=dataset, settings=settings, report=report, limits=limits)
+        if valid
+        else None
+    )
     report_key = f"runs/{run_id}/validation.json"
     document = {
         "run_id": run_id,
@@ -306,6 +310,7 @@ def split_keys(run_id: str) -> tuple[str, str]:
 def _write_splits(
     runtime: Runtime,
     run_id: str,
+    *,
     dataset: Mapping[str, Any],
     settings: RunSettings,
     report: ValidationReport,

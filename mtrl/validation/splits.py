@@ -8,6 +8,7 @@ are a function of the source version alone, so a retry rewrites identical object
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,10 +98,8 @@ class _ObjectWriter:
     def abort(self) -> None:
         """Best effort: the bucket's lifecycle rule also aborts uploads left incomplete."""
         if self._upload_id is not None:
-            try:
+            with contextlib.suppress(ClientError):
                 self._s3.abort_multipart_upload(Bucket=self._bucket, Key=self._key, UploadId=self._upload_id)
-            except ClientError:
-                pass
             self._upload_id = None
 
 

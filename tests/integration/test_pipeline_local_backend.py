@@ -31,7 +31,8 @@ def test_an_eval_split_run_on_the_local_backend_holds_out_exactly_the_eval_split
     rows = wordle_rows(20)
     held_out = [row for row in rows if eval_split_of(row["id"], EVAL_SPLIT)]
     trained = [row for row in rows if not eval_split_of(row["id"], EVAL_SPLIT)]
-    assert held_out and trained
+    assert held_out
+    assert trained
     adapter = LocalAdapter(clients=AwsClients(boto3.Session(region_name=REGION)), chunk_seconds=30.0)
     manifest = {
         "eval_split": EVAL_SPLIT,
@@ -50,3 +51,20 @@ def test_an_eval_split_run_on_the_local_backend_holds_out_exactly_the_eval_split
         assert _games(tasks["holdout"]) == _games([row["metadata"] for row in held_out])
         assert _games(tasks["train"]) == _games([row["metadata"] for row in trained])
         assert record["validation"]["splits"]["eval_uri"] == f"s3://{BUCKET}/runs/{run_id}/data/eval.jsonl"
+
+
+def test_an_invalid_eval_split_dataset_writes_no_split_files() -> None:
+    rows = wordle_rows(20)
+    rows[7]["metadata"]["answer"] = 5  # a wrong type: the dataset fails validation
+    with pipeline_context() as pipeline:
+        pipeline.put("training-data/bad-split.run.json", json.dumps({"eval_split": EVAL_SPLIT}).encode())
+        started = pipeline.upload_and_trigger("training-data/bad-split.jsonl", jsonl(rows))
+        execution = pipeline.wait(started["execution_arn"], timeout=120)
+        assert execution["status"] == "FAILED", execution
+        run_id = started["run_id"]
+        listed = pipeline.s3.list_objects_v2(Bucket=BUCKET, Prefix=f"runs/{run_id}/data/")
+        assert listed.get("KeyCount") == 0, listed
+        report = pipeline.object_json(f"runs/{run_id}/validation.json")
+        assert report["valid"] is False
+        assert report["splits"] is None
+        assert "splits" not in pipeline.record(run_id)["validation"]

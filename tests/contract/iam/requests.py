@@ -260,7 +260,9 @@ def _s3_create_multipart_upload(call: AwsCall, env: Env) -> list[IamRequest]:
 @_register("s3", "UploadPart", {"Bucket": "b", "Key": "k", "UploadId": "u", "PartNumber": 1})
 def _s3_upload_part(call: AwsCall, env: Env) -> list[IamRequest]:
     p = call.params
-    request = IamRequest("s3:PutObject", _object(env, p["Bucket"], p["Key"]), note="UploadPart is authorized as PutObject")
+    request = IamRequest(
+        "s3:PutObject", _object(env, p["Bucket"], p["Key"]), note="UploadPart is authorized as PutObject"
+    )
     return [request, *_kms_via_s3(call, env, ["kms:GenerateDataKey"])]
 
 

@@ -88,7 +88,8 @@ def test_the_split_matches_what_validation_counted(s3: Any) -> None:
     # Validation on the written files finds the same rows and no overlap between them.
     for key, rows in ((TRAIN, files.train_rows), (EVAL, files.eval_rows)):
         again = validate_s3_object(s3, bucket=BUCKET, key=key, version_id=None, validator=DatasetValidator())
-        assert again.valid and again.rows == rows
+        assert again.valid
+        assert again.rows == rows
 
 
 def test_the_validated_version_is_split_even_after_a_newer_upload(s3: Any) -> None:
@@ -119,7 +120,8 @@ def test_large_splits_stream_as_multipart_uploads_with_the_same_bytes(s3: Any) -
     assert _read(s3, TRAIN) == b"".join(line + b"\n" for line, e in zip(lines, in_eval, strict=True) if not e)
     assert _read(s3, EVAL) == b"".join(line + b"\n" for line, e in zip(lines, in_eval, strict=True) if e)
     assert files.train_bytes > 2 * part  # the training split needed several parts
-    assert calls.count("CompleteMultipartUpload") == 2 and calls.count("UploadPart") >= 4
+    assert calls.count("CompleteMultipartUpload") == 2
+    assert calls.count("UploadPart") >= 4
     assert "PutObject" not in calls
     assert s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
 
