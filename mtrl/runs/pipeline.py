@@ -44,6 +44,7 @@ from mtrl.validation import (
     environment_check,
     validate_s3_object,
 )
+from mtrl.validation.splits import SplitFiles, SplitSourceError, write_eval_split
 
 Event = Mapping[str, Any]
 Phase = Callable[[Runtime, Event], dict[str, Any]]
@@ -94,11 +95,17 @@ def run_context(runtime: Runtime, record: Mapping[str, Any]) -> RunContext:
         for r in record.get("resources") or []
         if "removed_at" not in r
     )
+    splits = (record.get("validation") or {}).get("splits")
+    if splits:  # eval_split: train on the training split only, evaluate on the held-out rows
+        dataset_uri, eval_dataset_uri = splits["train_uri"], splits["eval_uri"]
+    else:
+        dataset_uri = f"s3://{dataset['bucket']}/{dataset['key']}"
+        eval_dataset_uri = f"s3://{runtime.bucket}/{settings.eval_dataset}" if settings.eval_dataset else None
     return RunContext(
         run_id=run_id,
         settings=merged,
-        dataset_uri=f"s3://{dataset['bucket']}/{dataset['key']}",
-        eval_dataset_uri=f"s3://{runtime.bucket}/{settings.eval_dataset}" if settings.eval_dataset else None,
+        dataset_uri=dataset_uri,
+        eval_dataset_uri=eval_dataset_uri,
         output_uri=f"s3://{runtime.bucket}/runs/{run_id}/",
         resources=resources,
         record_resource=lambda resource: runtime.registry.record_resource(run_id, resource),
@@ -140,7 +147,9 @@ def register(runtime: Runtime, event: Event) -> dict[str, Any]:
     )
     if not created and record.get("execution_arn") != event.get("execution_arn"):
         # Another execution already owns this run id (a duplicate delivery that got past the name check).
-        return {"duplicate": True}
+        # Every key the state machine's ResultSelector reads must be present: Step Functions fails a state whose
+        # selector path is missing (States.Runtime), and this execution's Catch would then tear down the other's run.
+        return _registration(runtime, duplicate=True, evaluate=False, baseline=False)
     registry.set_status(run_id, RunStatus.REGISTERED, phase="register")
     source = (state.get("manifest_ref") or {}).get("uri", "manifest")
     if state.get("manifest_error"):
@@ -154,14 +163,21 @@ def register(runtime: Runtime, event: Event) -> dict[str, Any]:
     runtime.slots.enqueue(run_id, arrival=str(state.get("created_at") or record["created_at"]))
     registry.end_phase(run_id, "register")
     registry.set_status(run_id, RunStatus.WAITING_FOR_SLOT, phase="slot")
+    return _registration(
+        runtime, duplicate=False, evaluate=settings.evaluate, baseline=_baseline_phase_wanted(settings)
+    )
+
+
+def _registration(runtime: Runtime, *, duplicate: bool, evaluate: bool, baseline: bool) -> dict[str, Any]:
+    """Register's answer, one shape for both outcomes (the ASL's Register ResultSelector reads each key)."""
     return {
-        "duplicate": False,
+        "duplicate": duplicate,
         "slot_poll_seconds": runtime.settings.slot_poll_seconds,
         "status_poll_seconds": runtime.settings.status_poll_seconds,
         "provision_poll_seconds": runtime.settings.provision_poll_seconds,
         "evaluation_poll_seconds": runtime.settings.evaluation_poll_seconds,
-        "evaluate": settings.evaluate,
-        "baseline": _baseline_phase_wanted(settings),
+        "evaluate": evaluate,
+        "baseline": baseline,
     }
 
 
@@ -244,6 +260,12 @@ def validate(runtime: Runtime, event: Event) -> dict[str, Any]:
     if not dataset["key"].endswith(".jsonl"):
         valid = False
         report.add(None, "extension", f"the dataset key must end in .jsonl (got {dataset['key']!r})")
+    # Only a valid dataset is split (an invalid one writes nothing but its report).
+    splits = (
+        _write_splits(runtime, run_id, dataset=dataset, settings=settings, report=report, limits=limits)
+        if valid
+        else None
+    )
     report_key = f"runs/{run_id}/validation.json"
     document = {
         "run_id": run_id,
@@ -253,6 +275,7 @@ def validate(runtime: Runtime, event: Event) -> dict[str, Any]:
         "eval_split": settings.eval_split,
         "train": report.to_dict(),
         "eval": eval_report.to_dict() if eval_report else None,
+        "splits": splits.to_dict() if splits else None,
     }
     _put_json(runtime, report_key, document, run_id)
     report_uri = f"s3://{runtime.bucket}/{report_key}"
@@ -264,6 +287,7 @@ def validate(runtime: Runtime, event: Event) -> dict[str, Any]:
             "eval_rows": report.eval_rows if eval_report is None else eval_report.rows,
             "error_count": report.error_count + (eval_report.error_count if eval_report else 0),
             "report_uri": report_uri,
+            **({"splits": splits.to_dict()} if splits else {}),
         },
     )
     registry.end_phase(run_id, "validate", "ok" if valid else "invalid")
@@ -276,6 +300,51 @@ def validate(runtime: Runtime, event: Event) -> dict[str, Any]:
             + f" (full report: {report_uri})"
         )
     return {"valid": True, "rows": report.rows, "eval_rows": report.eval_rows}
+
+
+def split_keys(run_id: str) -> tuple[str, str]:
+    """Where an ``eval_split`` run's training and evaluation rows are written (under the run's own prefix)."""
+    return f"runs/{run_id}/data/train.jsonl", f"runs/{run_id}/data/eval.jsonl"
+
+
+def _write_splits(
+    runtime: Runtime,
+    run_id: str,
+    *,
+    dataset: Mapping[str, Any],
+    settings: RunSettings,
+    report: ValidationReport,
+    limits: Limits,
+) -> SplitFiles | None:
+    """Materialise ``eval_split``: the backends get the training rows only and the held-out rows as their
+    evaluation set (a separate ``eval_dataset`` is used as uploaded)."""
+    if settings.eval_split <= 0 or settings.eval_dataset:
+        return None
+    train_key, eval_key = split_keys(run_id)
+    try:
+        splits = write_eval_split(
+            runtime.s3,
+            bucket=dataset["bucket"],
+            key=dataset["key"],
+            version_id=dataset.get("version_id"),
+            eval_split=settings.eval_split,
+            out_bucket=runtime.bucket,
+            train_key=train_key,
+            eval_key=eval_key,
+            max_line_bytes=limits.max_line_bytes,
+        )
+    except SplitSourceError as error:
+        raise InternalError(f"run {run_id}: splitting s3://{dataset['bucket']}/{dataset['key']}: {error}") from None
+    except ClientError as error:
+        raise_for_client_error(error, f"run {run_id}: writing the eval_split files under runs/{run_id}/data/")
+        raise
+    if (splits.train_rows + splits.eval_rows, splits.eval_rows) != (report.rows, report.eval_rows):
+        raise InternalError(
+            f"run {run_id}: the split files hold {splits.train_rows} training and {splits.eval_rows} evaluation "
+            f"rows but validation counted {report.rows - report.eval_rows} and {report.eval_rows} "
+            "(the dataset changed between the two reads?)"
+        )
+    return splits
 
 
 def _put_json(runtime: Runtime, key: str, document: Any, run_id: str) -> None:
@@ -298,6 +367,10 @@ def preflight(runtime: Runtime, event: Event) -> dict[str, Any]:
     registry = runtime.registry
     record = registry.set_status(run_id, RunStatus.PREFLIGHT, phase="preflight")
     runtime.slots.renew(run_id)
+    settings = _run_settings(record)
+    if settings.eval_split > 0 and not settings.eval_dataset and not (record.get("validation") or {}).get("splits"):
+        # Never fall back to the whole upload: the backend would train on the rows held out for evaluation.
+        raise InternalError(f"run {run_id}: eval_split={settings.eval_split} but validation wrote no split files")
     adapter = _adapter(record)
     findings = _backend_call(run_id, "preflight", lambda: adapter.preflight(run_context(runtime, record)))
     failed = [finding for finding in findings if not finding.ok]

@@ -98,6 +98,8 @@ def build_summary(record: Mapping[str, Any], *, bucket: str) -> dict[str, Any]:
         "resources": record.get("resources") or [],
         "resources_remaining": remaining,
         "validation_report": record.get("validation", {}).get("report_uri"),
+        # eval_split runs: the training and held-out rows the backend was given (written by Validate).
+        "dataset_splits": record.get("validation", {}).get("splits"),
         "error": record.get("error"),
         "summary_uri": f"s3://{bucket}/runs/{record['run_id']}/summary.json",
     }

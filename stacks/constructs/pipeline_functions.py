@@ -133,9 +133,12 @@ class PipelineFunction(Construct):
         for prefix in prefixes:
             self._bucket_statement("s3:GetObject", "s3:GetObjectVersion", prefix=prefix, reason="reads")
 
-    def allow_write(self, *prefixes: str) -> None:
+    def allow_write(self, *prefixes: str, multipart: bool = False) -> None:
+        """``multipart``: the function also abandons the multipart uploads it started (s3:PutObject covers the
+        others: CreateMultipartUpload, UploadPart, CompleteMultipartUpload)."""
+        actions = ("s3:PutObject", "s3:AbortMultipartUpload") if multipart else ("s3:PutObject",)
         for prefix in prefixes:
-            self._bucket_statement("s3:PutObject", prefix=prefix, reason="writes")
+            self._bucket_statement(*actions, prefix=prefix, reason="writes")
 
     def _bucket_statement(self, *actions: str, prefix: str, reason: str) -> None:
         objects = f"{self._bucket_arn}/{prefix}*"
@@ -218,7 +221,7 @@ class PipelineFunctions(Construct):
         self.reaper = make("Reaper", "reaper", "Teardown + report for aborted/timed-out executions", quarter)
         self.trigger.allow_read(TRAINING_DATA_PREFIX)
         self.validate.allow_read(TRAINING_DATA_PREFIX, EVAL_DATA_PREFIX)
-        self.validate.allow_write(RUNS_PREFIX)
+        self.validate.allow_write(RUNS_PREFIX, multipart=True)  # an eval_split run's split files (streamed)
         self.backend.allow_read(TRAINING_DATA_PREFIX, EVAL_DATA_PREFIX, RUNS_PREFIX)
         self.backend.allow_write(RUNS_PREFIX)
         self.report.allow_write(RUNS_PREFIX)

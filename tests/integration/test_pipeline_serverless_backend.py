@@ -30,6 +30,7 @@ from botocore.response import StreamingBody
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.serverless import ServerlessAdapter
+from mtrl.validation import eval_split_of
 from tests.integration.pipeline_support import BUCKET, Harness, _handler_module, jsonl, pipeline_context, wordle_rows
 from tests.unit.backends.aws_calls import AGENT_ACTIONS, SERVERLESS_ADAPTER_ACTIONS, AwsCallRecorder
 from tests.unit.backends.aws_fakes import (
@@ -517,3 +518,43 @@ def test_serverless_run_timeout_stops_the_job() -> None:
         _assert_finished(pipeline, started["run_id"], "TIMED_OUT")
         assert len(world.aws.called("StopJob")) == 1
         assert all(job["stopped"] for job in world.jobs.values())
+
+
+def _converted_ids(pipeline: Harness, key: str) -> list[str]:
+    body = pipeline.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    return [json.loads(json.loads(line)["prompt"])["id"] for line in body.splitlines()]
+
+
+def test_an_eval_split_run_trains_without_its_held_out_rows_and_evaluates_on_them() -> None:
+    # eval_split is materialised by Validate (runs/<id>/data/); before, the job trained on every row and the
+    # Evaluate phase failed with "evaluation needs an eval split".
+    world = ServerlessWorld(eval_states=[("InProgress", "Evaluating"), ("Completed", "Completed")])
+    rows = wordle_rows(20)
+    held_out = sorted(row["id"] for row in rows if eval_split_of(row["id"], 0.25))
+    assert 0 < len(held_out) < len(rows)
+    with _pipeline(world) as pipeline:
+        run_id, execution = _run(pipeline, "sl-split", jsonl(rows), {"eval_split": 0.25})
+        assert execution["status"] == "SUCCEEDED", execution
+        record = _assert_finished(pipeline, run_id, "SUCCEEDED")
+        train_ids = _converted_ids(pipeline, f"runs/{run_id}/input/train/data.jsonl")
+        assert not set(train_ids) & set(held_out)  # no held-out row in the training channel
+        assert sorted(train_ids + held_out) == sorted(row["id"] for row in rows)
+        for channel in ("validation", "evaluation"):
+            assert sorted(_converted_ids(pipeline, f"runs/{run_id}/input/{channel}/data.jsonl")) == held_out
+        (create,) = world.created("AgentRFT")
+        channels = json.loads(create["JobConfigDocument"])["InputDataConfig"]
+        assert {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in channels} == {
+            "train": f"s3://{BUCKET}/runs/{run_id}/input/train/",
+            "validation": f"s3://{BUCKET}/runs/{run_id}/input/validation/",
+        }
+        (evaluation,) = world.created("AgentRFTEvaluation")
+        assert f"s3://{BUCKET}/runs/{run_id}/input/evaluation/" in evaluation["JobConfigDocument"]
+        splits = record["validation"]["splits"]
+        assert splits["train_uri"] == f"s3://{BUCKET}/runs/{run_id}/data/train.jsonl"
+        assert splits["eval_uri"] == f"s3://{BUCKET}/runs/{run_id}/data/eval.jsonl"
+        assert (splits["train_rows"], splits["eval_rows"]) == (len(rows) - len(held_out), len(held_out))
+        assert pipeline.object_json(f"runs/{run_id}/validation.json")["splits"] == splits
+        summary = pipeline.object_json(f"runs/{run_id}/summary.json")
+        assert summary["dataset_splits"] == splits
+        assert summary["evaluation"] == {"eval/reward/pass_at_1": 0.5, "eval/reward/mean": 0.25}
+        world.assert_calls_are_the_documented_ones()

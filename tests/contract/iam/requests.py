@@ -243,6 +243,42 @@ def _s3_head_object(call: AwsCall, env: Env) -> list[IamRequest]:
     return [request]
 
 
+# Multipart uploads: "Multipart upload and permissions" (S3 User Guide, mpuoverview.html#mpuAndPermissions):
+# CreateMultipartUpload, UploadPart and CompleteMultipartUpload need s3:PutObject, AbortMultipartUpload needs
+# s3:AbortMultipartUpload; with SSE-KMS the caller needs kms:GenerateDataKey (and kms:Decrypt to complete).
+@_register("s3", "CreateMultipartUpload", {"Bucket": "b", "Key": "k"})
+def _s3_create_multipart_upload(call: AwsCall, env: Env) -> list[IamRequest]:
+    p = call.params
+    context: dict[str, Any] = {
+        "s3:x-amz-server-side-encryption": p.get("ServerSideEncryption", ABSENT),
+        "s3:x-amz-acl": p.get("ACL", ABSENT),
+    }
+    request = IamRequest("s3:PutObject", _object(env, p["Bucket"], p["Key"]), context)
+    return [request, *_kms_via_s3(call, env, ["kms:GenerateDataKey"])]
+
+
+@_register("s3", "UploadPart", {"Bucket": "b", "Key": "k", "UploadId": "u", "PartNumber": 1})
+def _s3_upload_part(call: AwsCall, env: Env) -> list[IamRequest]:
+    p = call.params
+    request = IamRequest(
+        "s3:PutObject", _object(env, p["Bucket"], p["Key"]), note="UploadPart is authorized as PutObject"
+    )
+    return [request, *_kms_via_s3(call, env, ["kms:GenerateDataKey"])]
+
+
+@_register("s3", "CompleteMultipartUpload", {"Bucket": "b", "Key": "k", "UploadId": "u"})
+def _s3_complete_multipart_upload(call: AwsCall, env: Env) -> list[IamRequest]:
+    p = call.params
+    request = IamRequest("s3:PutObject", _object(env, p["Bucket"], p["Key"]), note="authorized as PutObject")
+    return [request, *_kms_via_s3(call, env, ["kms:Decrypt"])]
+
+
+@_register("s3", "AbortMultipartUpload", {"Bucket": "b", "Key": "k", "UploadId": "u"})
+def _s3_abort_multipart_upload(call: AwsCall, env: Env) -> list[IamRequest]:
+    p = call.params
+    return [IamRequest("s3:AbortMultipartUpload", _object(env, p["Bucket"], p["Key"]))]
+
+
 @_register("s3", "PutObject", {"Bucket": "b", "Key": "k", "Body": b"x"})
 def _s3_put_object(call: AwsCall, env: Env) -> list[IamRequest]:
     p = call.params

@@ -243,3 +243,38 @@ def test_register_answers_a_non_finite_budget_with_a_line_numbered_error() -> No
                 register(runtime, {"run_id": run_id, "execution_arn": "arn:e", "state": state})
             assert problem in str(raised.value)
             assert f"run {run_id}: manifest s3://{BUCKET}/training-data/x.run.json" in str(raised.value)
+
+
+def test_register_answers_every_key_its_result_selector_reads_for_a_duplicate_delivery_too() -> None:
+    # Step Functions fails a Task whose ResultSelector names a path the result lacks (States.Runtime,
+    # "Input and output processing" in the Step Functions developer guide). Register's duplicate branch used
+    # to answer only {"duplicate": true}: the duplicate execution would have failed at Register, and its Catch
+    # (RegisterFailed → Teardown → Report) would have torn down and reported a run another execution owns.
+    from pathlib import Path
+
+    from mtrl.runs.pipeline import register
+
+    asl = json.loads((Path(__file__).resolve().parents[3] / "statemachine" / "pipeline.asl.json").read_text())
+    selector = asl["States"]["Register"]["ResultSelector"]
+    read = {path.removeprefix("$.Payload.") for key, path in selector.items() if key.endswith(".$")}
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        dynamodb.create_table(
+            TableName="runs",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        runtime = Runtime(dynamodb=dynamodb, s3=None, table="runs", bucket=BUCKET, settings=PipelineSettings())
+        state = {"bucket": BUCKET, "key": "training-data/x.jsonl", "created_at": "2026-11-29T10:30:05Z"}
+        first = register(runtime, {"run_id": "r1", "execution_arn": "arn:first", "state": state})
+        again = register(runtime, {"run_id": "r1", "execution_arn": "arn:second", "state": state})
+    assert first["duplicate"] is False
+    assert again["duplicate"] is True
+    assert read <= set(first), sorted(read - set(first))
+    assert read <= set(again), sorted(read - set(again))
+    assert again["evaluate"] is False
+    assert again["baseline"] is False
