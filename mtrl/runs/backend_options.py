@@ -169,7 +169,7 @@ class BaselineSupport:
 
     phase: bool
     how: str
-    needs_eval_dataset: bool = False
+    needs_held_out_rows: bool = False  # an eval_dataset, or an eval_split (Validate writes its split files)
 
 
 BASELINE_SUPPORT: dict[str, BaselineSupport] = {
@@ -179,8 +179,8 @@ BASELINE_SUPPORT: dict[str, BaselineSupport] = {
     ),
     "serverless": BaselineSupport(
         phase=True,
-        how="an AgentRFTEvaluation job of the base model on the evaluation dataset, before the training job",
-        needs_eval_dataset=True,
+        how="an AgentRFTEvaluation job of the base model on the held-out rows, before the training job",
+        needs_held_out_rows=True,
     ),
 }
 BASELINE_UNSUPPORTED: dict[str, str] = {
@@ -192,15 +192,15 @@ BASELINE_UNSUPPORTED: dict[str, str] = {
 }
 
 
-def baseline_problem(backend: str, *, eval_dataset: str | None) -> str | None:
+def baseline_problem(backend: str, *, eval_dataset: str | None, eval_split: float = 0.0) -> str | None:
     """Why ``baseline_evaluation: true`` cannot be honoured for this run (None when it can)."""
     support = BASELINE_SUPPORT.get(backend)
     if support is None:
         reason = BASELINE_UNSUPPORTED.get(backend, "the backend declares no baseline evaluation")
         return f"key 'baseline_evaluation': not available on backend '{backend}': {reason}"
-    if support.needs_eval_dataset and not eval_dataset:
+    if support.needs_held_out_rows and not eval_dataset and eval_split <= 0:
         return (
-            f"key 'baseline_evaluation': backend '{backend}' evaluates the base model on a separate evaluation "
-            "dataset; set 'eval_dataset' (a key under eval-data/)"
+            f"key 'baseline_evaluation': backend '{backend}' evaluates the base model on held-out rows; set "
+            "'eval_dataset' (a key under eval-data/) or 'eval_split'"
         )
     return None

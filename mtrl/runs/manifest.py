@@ -209,7 +209,9 @@ def resolve_run_settings(
                 settings.hyperparameters, TRAINING_HYPERPARAMETERS, where="hyperparameter"
             )
         if settings.baseline_evaluation:
-            problem = baseline_problem(settings.backend, eval_dataset=settings.eval_dataset)
+            problem = baseline_problem(
+                settings.backend, eval_dataset=settings.eval_dataset, eval_split=settings.eval_split
+            )
             if problem:
                 problems.append(problem)
         problems += _ceiling_problems(defaults, manifest, settings)

@@ -41,8 +41,10 @@ def test_the_local_backend_measures_it_inside_training_and_the_evaluate_phase_re
 def test_the_serverless_backend_runs_a_baseline_phase_on_the_evaluation_dataset() -> None:
     settings = resolve({"backend": "serverless", "baseline_evaluation": True, **EVAL})
     assert _baseline_phase_wanted(settings)
-    with pytest.raises(ConfigurationError, match=r"backend 'serverless' evaluates the base model on a separate"):
-        resolve({"backend": "serverless", "baseline_evaluation": True})
+    # An eval_split serves too: Validate writes its held-out rows, which the evaluation channel is made from.
+    assert _baseline_phase_wanted(resolve({"backend": "serverless", "baseline_evaluation": True, "eval_split": 0.2}))
+    with pytest.raises(ConfigurationError, match=r"backend 'serverless' evaluates the base model on held-out rows"):
+        resolve({"backend": "serverless", "baseline_evaluation": True, "eval_split": 0.0})
 
 
 def test_hyperpod_refuses_it_naming_the_backend_and_the_alternative() -> None:
