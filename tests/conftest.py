@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -63,6 +64,14 @@ def _remove_temporary_outdirs() -> None:
 
 
 atexit.register(_remove_temporary_outdirs)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # pytest-xdist workers end without running atexit handlers, so each process also cleans up here.
+    _remove_temporary_outdirs()
+    iam_model = sys.modules.get("tests.contract.iam.model")
+    if iam_model is not None:
+        iam_model._OUTDIRS.remove()
 
 
 def _temporary_outdir() -> str:
