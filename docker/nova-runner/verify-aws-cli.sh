@@ -35,8 +35,8 @@ imported="$(gpg --batch --with-colons --list-keys | awk -F: '$1 == "fpr" { print
 status="$(gpg --batch --status-fd 1 --verify "$signature" "$installer")" \
     || fail "bad or unverifiable signature $signature for $installer"
 printf '%s\n' "$status" | grep -Eq '^\[GNUPG:\] GOODSIG ' \
-    || fail "the signature is not a good signature from an unexpired key (if the key has expired, copy the current \
-key block from the AWS CLI user guide into $key_file): $(printf '%s' "$status" | tr '\n' ' ')"
+    || fail "the signature is not a good signature from an unexpired key (if the key has expired, check the AWS CLI \
+user guide for its current fingerprint and expiry): $(printf '%s' "$status" | tr '\n' ' ')"
 printf '%s\n' "$status" | grep -Eq "^\[GNUPG:\] VALIDSIG [0-9A-F]+ .* $fingerprint\$" \
     || fail "the signature was not made by the key $fingerprint"
 echo "AWS CLI installer signature verified: $installer, key $fingerprint"

@@ -9,8 +9,6 @@ committed AWS CLI key is parsed byte by byte.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import re
 import shutil
@@ -26,7 +24,7 @@ from mtrl.settings.aws_facts import HYPERPOD_EKS_KUBERNETES_VERSIONS
 ROOT = Path(__file__).resolve().parents[3]
 IMAGE_DIR = ROOT / "docker/nova-runner"
 DOCKERFILE = (IMAGE_DIR / "Dockerfile").read_text()
-KEY_FILE = IMAGE_DIR / "aws-cli-public-key.asc"
+KEYSERVER_LOOKUP = "https://keyserver.ubuntu.com/pks/lookup?op=get&options=mr&search=0x{fingerprint}"
 VERIFY_SCRIPT = IMAGE_DIR / "verify-aws-cli.sh"
 # "Key fingerprint" as the AWS CLI user guide prints it (getting-started-install.html, Linux, "Verifying the
 # integrity of your downloaded zip file"); unchanged since the key was created in 2019.
@@ -104,8 +102,12 @@ def test_every_download_is_verified_before_use() -> None:
     digests = sha256_checks()
     signed = {installer: (key, fingerprint, sig) for key, fingerprint, installer, sig in signature_checks()}
     signatures = {sig for _, _, sig in signed.values()}
+    keys = {key: fingerprint for key, fingerprint, _ in signed.values()}
     for path, url in fetched.items():
         if path in signatures:
+            continue
+        if path in keys:  # the key itself: fetched by fingerprint, then accepted only if it has that fingerprint
+            assert url == KEYSERVER_LOOKUP.format(fingerprint=keys[path]), f"{path}: fetched from {url}"
             continue
         if path in signed:
             key, fingerprint, sig = signed[path]
@@ -160,62 +162,19 @@ def test_the_comments_name_each_digest_source_for_the_pinned_version() -> None:
     # helm: its release notes list the checksum; the comment quotes the digest's start.
     assert f"https://github.com/helm/helm/releases/tag/v{helm}" in text
     assert args["HELM_SHA256"][:8] in text
-    # AWS CLI: no published sha256; the user guide's PGP procedure and the key file taken from it.
+    # AWS CLI: no published sha256; the user guide's PGP procedure, the key fetched by its fingerprint.
     assert AWS_CLI_GUIDE in text
-    assert "aws-cli-public-key.asc" in text
+    assert "keyserver.ubuntu.com" in text
     assert "AWS_CLI_SHA256" not in DOCKERFILE
 
 
-def _armored_packets(path: Path) -> bytes:
-    """The binary packets of an ASCII-armored OpenPGP block, after checking its CRC-24 (RFC 4880 §6)."""
-    lines = path.read_text().splitlines()
-    begin = lines.index("-----BEGIN PGP PUBLIC KEY BLOCK-----")
-    end = lines.index("-----END PGP PUBLIC KEY BLOCK-----")
-    body = lines[begin + 1 : end]
-    body = body[body.index("") + 1 :] if "" in body else body  # armor headers end at the first blank line
-    checksum = next(line for line in body if line.startswith("="))
-    data = base64.b64decode("".join(line for line in body if not line.startswith("=")))
-    crc = 0xB704CE
-    for byte in data:
-        crc ^= byte << 16
-        for _ in range(8):
-            crc = (crc << 1) ^ 0x1864CFB if crc & 0x800000 else crc << 1
-    assert (crc & 0xFFFFFF).to_bytes(3, "big") == base64.b64decode(checksum[1:]), "armor checksum mismatch"
-    return data
-
-
-def _packets(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """(tag, body) of each OpenPGP packet (old and new formats, definite lengths; RFC 4880 §4.2)."""
-    at = 0
-    while at < len(data):
-        header = data[at]
-        if header & 0x40:  # new format
-            tag, first = header & 0x3F, data[at + 1]
-            if first < 192:
-                length, at = first, at + 2
-            elif first < 224:
-                length, at = ((first - 192) << 8) + data[at + 2] + 192, at + 3
-            else:
-                length, at = int.from_bytes(data[at + 2 : at + 6], "big"), at + 6
-        else:
-            tag, size = (header >> 2) & 0x0F, (1, 2, 4)[header & 0x03]
-            length, at = int.from_bytes(data[at + 1 : at + 1 + size], "big"), at + 1 + size
-        yield tag, data[at : at + length]
-        at += length
-
-
-def test_the_committed_aws_cli_key_is_the_documented_key() -> None:
-    packets = list(_packets(_armored_packets(KEY_FILE)))
-    primary = [body for tag, body in packets if tag == 6]
-    assert len(primary) == 1, "exactly one key"
-    assert not [tag for tag, _ in packets if tag == 14], "no subkeys"
-    body = primary[0]
-    assert body[0] == 4  # v4 key: fingerprint = SHA-1 over 0x99, the 2-byte length and the key packet (§12.2)
-    fingerprint = hashlib.sha1(b"\x99" + len(body).to_bytes(2, "big") + body, usedforsecurity=False)
-    assert fingerprint.hexdigest().upper() == DOCUMENTED_AWS_CLI_FINGERPRINT.replace(" ", "")
+def test_the_aws_cli_key_is_fetched_by_its_documented_fingerprint_and_not_kept_here() -> None:
+    # Nothing fetched from elsewhere is committed: the build fetches the key by the fingerprint the user guide
+    # documents, and verify-aws-cli.sh refuses a key file that is not exactly that key (tests below).
     assert build_args()["AWS_CLI_GPG_FINGERPRINT"] == DOCUMENTED_AWS_CLI_FINGERPRINT.replace(" ", "")
-    assert AWS_CLI_GUIDE in KEY_FILE.read_text()  # where the block was copied from
-    assert [user for tag, user in packets if tag == 13] == [b"AWS CLI Team <aws-cli@amazon.com>"]
+    assert not list(IMAGE_DIR.rglob("*.asc"))
+    copied = " ".join(line for line in dockerfile_instructions() if line.startswith("COPY"))
+    assert "aws-cli-public-key.asc" not in copied
 
 
 # --- verify-aws-cli.sh with real gpg -------------------------------------------------------------------------------
@@ -338,18 +297,6 @@ def test_a_signature_by_an_expired_key_is_rejected(keys: tuple[Keyring, dict[str
     result = verify(key_file, made["expired"], installer, signature)
     assert result.returncode == 1
     assert "not a good signature from an unexpired key" in result.stderr
-
-
-@needs_gpg
-def test_the_committed_aws_cli_key_passes_the_key_check(installer: Path) -> None:
-    # The real key imports and matches its fingerprint; the (unsigned) file then fails at the signature step.
-    fingerprint = DOCUMENTED_AWS_CLI_FINGERPRINT.replace(" ", "")
-    bogus = installer.with_name("awscli.zip.sig")
-    bogus.write_bytes(b"not a signature")
-    result = verify(KEY_FILE, fingerprint, installer, bogus)
-    assert result.returncode == 1
-    assert "not exactly the documented" not in result.stderr
-    assert "bad or unverifiable signature" in result.stderr
 
 
 def test_the_image_can_run_submit() -> None:
