@@ -11,6 +11,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+# Rich sizes its output from COLUMNS (else 80 without a terminal) and wraps long paths mid-line, so what the CLI
+# tests read depended on the checkout's path. A wide, fixed width for every console the tests create.
+os.environ["COLUMNS"] = "250"
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template

@@ -3,11 +3,13 @@ finalizes the record and sends exactly one notification."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
 import pytest
 
+from mtrl.runs.registry import RunNotFound
 from tests.integration.pipeline_support import (
     BUCKET,
     TABLE,
@@ -93,8 +95,14 @@ def test_slot_wait_is_bounded(adapter: FakeAdapter) -> None:
             Item={"pk": {"S": "SLOT"}, "sk": {"S": "0"}, "holder": {"S": "other"}, "lease_until": {"N": "9999999999"}},
         )
         started = pipeline.upload_and_trigger("training-data/patient.jsonl", DATA)
-        time.sleep(1.5)
-        assert pipeline.record(started["run_id"])["status"] == "WAITING_FOR_SLOT"
+        # Wait for Register and the first slot poll (a fixed sleep was too short on a loaded machine).
+        deadline = time.monotonic() + 60
+        status = None
+        while time.monotonic() < deadline and status != "WAITING_FOR_SLOT":
+            time.sleep(0.2)
+            with contextlib.suppress(RunNotFound):
+                status = pipeline.record(started["run_id"])["status"]
+        assert status == "WAITING_FOR_SLOT"
         assert pipeline.slots()["queue"] == [started["run_id"]]
         pipeline.shift_clock(2 * 24 * 3600)
         execution = pipeline.wait(started["execution_arn"])
