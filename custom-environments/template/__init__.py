@@ -25,6 +25,8 @@ EVALUATION = "the reply is exactly the secret word (1) or not (0); closeness and
 EXAMPLE_TASK: dict[str, Any] = {"prompt": "Say the secret word. Reply 'hint' for a letter.", "answer": "otter"}
 EXAMPLE_ACTIONS = ["hint", "otter"]
 
+# The most turns an episode takes: every driver (training, `mtrl env try`, the reward workers) stops here. Without it
+# the default is mtrl.envs.contract.DEFAULT_MAX_TURNS. SYSTEM_PROMPT, if set, is the system message every policy gets.
 MAX_TURNS = 4
 HINT_COST = 0.1
 CLOSENESS_WEIGHT = 0.3
@@ -119,4 +121,4 @@ def make_env(**kwargs: Any) -> SecretWordEnv:
 
 def load_environment(**kwargs: Any) -> Any:
     """verifiers entry point for the Nova Forge worker; ``verifiers`` is imported only here."""
-    return to_verifiers_environment(make_env, validate_task=validate_task, **kwargs)
+    return to_verifiers_environment(make_env, validate_task=validate_task, max_turns=MAX_TURNS, **kwargs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from environments.ask_to_code.env import WEIGHTS, AskToCodeEnv, validate_task
+from environments.ask_to_code.env import MAX_TURNS, WEIGHTS, AskToCodeEnv, validate_task
 from environments.ask_to_code.tasks import TASKS
 from mtrl.envs.verifiers_adapter import to_verifiers_environment
 
@@ -33,6 +33,7 @@ __all__ = [
     "EVALUATION",
     "EXAMPLE_ACTIONS",
     "EXAMPLE_TASK",
+    "MAX_TURNS",
     "SYSTEM_PROMPT",
     "TASKS",
     "WEIGHTS",
@@ -51,5 +52,5 @@ def load_environment(**kwargs: Any) -> Any:
     """verifiers entry point (Nova Forge reward workers); imports ``verifiers`` lazily."""
     kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
     return to_verifiers_environment(
-        make_env, validate_task=validate_task, component_names=list(WEIGHTS), max_turns=6, **kwargs
+        make_env, validate_task=validate_task, component_names=list(WEIGHTS), max_turns=MAX_TURNS, **kwargs
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from environments.sop_support.data import Ticket, tickets
-from environments.sop_support.env import WEIGHTS, SopSupportEnv, validate_task
+from environments.sop_support.env import MAX_TURNS, WEIGHTS, SopSupportEnv, validate_task
 from environments.sop_support.sop import SOP, solve
 from mtrl.envs.verifiers_adapter import to_verifiers_environment
 
@@ -35,6 +35,7 @@ __all__ = [
     "EVALUATION",
     "EXAMPLE_ACTIONS",
     "EXAMPLE_TASK",
+    "MAX_TURNS",
     "SOP",
     "SYSTEM_PROMPT",
     "WEIGHTS",
@@ -56,5 +57,5 @@ def load_environment(**kwargs: Any) -> Any:
     """verifiers entry point (Nova Forge reward workers); imports ``verifiers`` lazily."""
     kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
     return to_verifiers_environment(
-        make_env, validate_task=validate_task, component_names=list(WEIGHTS), max_turns=12, **kwargs
+        make_env, validate_task=validate_task, component_names=list(WEIGHTS), max_turns=MAX_TURNS, **kwargs
     )

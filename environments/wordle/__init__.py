@@ -17,6 +17,8 @@ DESCRIPTION = "Wordle: 6 guesses, G/Y/X feedback; solve fast > solve slow > loss
 EVALUATION = "the secret word is guessed within the allowed turns (1) or not (0)"
 EXAMPLE_TASK: dict[str, Any] = {"prompt": "Guess the 5-letter word", "answer": "beach"}
 EXAMPLE_ACTIONS = ["raise", "beach"]
+# Invalid guesses do not use one of the 6 guesses, so the turn limit leaves room for a few of them.
+MAX_TURNS = 12
 SYSTEM_PROMPT = (
     "You are playing Wordle: find the hidden 5-letter English word in at most 6 guesses. After each guess "
     "you get feedback per letter: G right place, Y in the word elsewhere, X not in the word. Use every clue "
@@ -29,6 +31,7 @@ __all__ = [
     "EVALUATION",
     "EXAMPLE_ACTIONS",
     "EXAMPLE_TASK",
+    "MAX_TURNS",
     "SYSTEM_PROMPT",
     "WordleEnv",
     "load_environment",
@@ -55,5 +58,5 @@ def load_environment(**kwargs: Any) -> Any:
     """verifiers entry point (Nova Forge reward workers); imports ``verifiers`` lazily."""
     kwargs.setdefault("system_prompt", SYSTEM_PROMPT)
     return to_verifiers_environment(
-        make_env, validate_task=validate_task, component_names=["outcome", "shaping"], max_turns=12, **kwargs
+        make_env, validate_task=validate_task, component_names=["outcome", "shaping"], max_turns=MAX_TURNS, **kwargs
     )

@@ -24,8 +24,11 @@ Package: the zip holds this handler plus ``mtrl/``, ``environments/`` and ``cust
 boto3/botocore come from the project's dependency layer (pinned in requirements/runtime.txt), never from the
 runtime, whose copy may predate the ``sagemakerjobruntime`` service model.
 
-Environment: MTRL_ENV_ID (default wordle), MTRL_MAX_TURNS (default 16), MTRL_SAMPLE_MAX_TOKENS (default
-1024), MTRL_INVALID_TASK_REWARD (default -1.5), MTRL_TIME_MARGIN_S (default 10).
+Episodes are played by the one episode driver (``mtrl.envs.rollout``): the environment's own turn limit and system
+prompt, the Lambda's remaining time (less a margin) as the deadline.
+
+Environment: MTRL_ENV_ID (default wordle), MTRL_MAX_TURNS (optional: only lowers the environment's own limit),
+MTRL_SAMPLE_MAX_TOKENS (default 1024), MTRL_INVALID_TASK_REWARD (default -1.5), MTRL_TIME_MARGIN_S (default 10).
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -42,15 +44,16 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mtrl.envs.contract import Environment, EpisodeResult, close_environment
+from mtrl.envs.contract import Environment, EpisodeResult
 from mtrl.envs.registry import EnvironmentSpec, load_spec
+from mtrl.envs.rollout import EpisodeRules, Rollout
+from mtrl.envs.rollout import play as play_episode
 from mtrl.evaluation import score as evaluation_score
 
 log = logging.getLogger("mtrl.serverless_agent")
 log.setLevel(logging.INFO)
 
 EVALUATION_JOB_CATEGORY = "AgentRFTEvaluation"  # mtrl.backends.serverless_settings.EVALUATION_CATEGORY
-DEFAULT_SYSTEM_PROMPT = "You are solving an interactive task. Reply with your next action only, no explanation."
 _CLIENTS: dict[str, Any] = {}
 _SPECS: dict[str, EnvironmentSpec] = {}
 
@@ -167,6 +170,9 @@ def sample(
     return content if isinstance(content, str) else json.dumps(content)
 
 
+ENDED = {"done": "done", "turn_limit": "turn limit reached", "deadline": "time budget exhausted"}
+
+
 def play(
     env: Environment,
     task: Mapping[str, Any],
@@ -175,22 +181,14 @@ def play(
     job_arn: str,
     trajectory_id: str,
     params: dict[str, Any],
-    system_prompt: str,
-    max_turns: int,
-    deadline: float,
-) -> tuple[EpisodeResult, str]:
-    """Play until done, out of turns or out of time; returns the result and why it ended."""
-    messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": env.reset(task)}]
-    for _ in range(max_turns):
-        if env.done:
-            return env.result(), "done"
-        if time.monotonic() >= deadline:
-            return env.result(), "time budget exhausted"
-        action = sample(client, job_arn, trajectory_id, messages, params)
-        messages.append({"role": "assistant", "content": action})
-        step = env.step(action)
-        messages.append({"role": "user", "content": step.observation})
-    return env.result(), "done" if env.done else "turn limit reached"
+    rules: EpisodeRules,
+) -> Rollout:
+    """Play the episode through the one episode driver, sampling each action from the job's policy."""
+
+    def act(messages: list[dict[str, str]], *, timeout_s: float | None) -> str:
+        return sample(client, job_arn, trajectory_id, messages, params)
+
+    return play_episode(env, task, act, rules)
 
 
 def report(client: Any, job_arn: str, trajectory_id: str, reward: float) -> None:
@@ -201,10 +199,8 @@ def report(client: Any, job_arn: str, trajectory_id: str, reward: float) -> None
 
 
 def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> dict[str, Any]:
-    started = time.monotonic()
     margin = _setting("MTRL_TIME_MARGIN_S", 10.0)
     budget = (remaining_ms / 1000.0 - margin) if remaining_ms is not None else 600.0
-    deadline = started + max(0.0, budget)
     low_reward = _setting("MTRL_INVALID_TASK_REWARD", -1.5)
     metadata = payload.get("metadata") if isinstance(payload.get("metadata"), Mapping) else {}
     assert isinstance(metadata, Mapping)
@@ -231,46 +227,48 @@ def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> di
         return _finish(job_arn, trajectory_id, region, low_reward, metrics={}, ended=f"invalid task: {error}")
 
     client = _client(region if isinstance(region, str) else None)
-    system_prompt = str(getattr(spec.module, "SYSTEM_PROMPT", DEFAULT_SYSTEM_PROMPT))
-    env = spec.make()
-    try:
-        result, ended = play(
-            env,
-            task,
-            client=client,
-            job_arn=job_arn,
-            trajectory_id=trajectory_id,
-            params={**inference_params(payload), **agent_options(payload.get("prompt"))},
-            system_prompt=system_prompt,
-            max_turns=int(_setting("MTRL_MAX_TURNS", 16)),
-            deadline=deadline,
-        )
-    except JobNotFoundError as error:
+    rules = spec.rules(timeout_s=max(budget, 0.001), max_turns=_max_turns_cap())
+    rollout = play(
+        spec.make(),
+        task,
+        client=client,
+        job_arn=job_arn,
+        trajectory_id=trajectory_id,
+        params={**inference_params(payload), **agent_options(payload.get("prompt"))},
+        rules=rules,
+    )
+    failure = rollout.error
+    reward = _score(rollout.result, low_reward, evaluating=evaluating)
+    if isinstance(failure, JobNotFoundError):
         log.warning(
-            "Sample: job not found (%s) — wiring is OK if this is the smoke test: %s", json.dumps(context), error
+            "Sample: job not found (%s) — wiring is OK if this is the smoke test: %s", json.dumps(context), failure
         )
+        return {"reward": reward, "diagnosis": "job not found (expected for the fake-job-ARN smoke test)"}
+    if isinstance(failure, AccessDeniedError):
+        log.error("Sample: access denied (%s): %s", json.dumps(context), failure)
         return {
-            "reward": _score(env, low_reward, evaluating=evaluating),
-            "diagnosis": "job not found (expected for the fake-job-ARN smoke test)",
-        }
-    except AccessDeniedError as error:
-        log.error("Sample: access denied (%s): %s", json.dumps(context), error)
-        return {
-            "reward": _score(env, low_reward, evaluating=evaluating),
+            "reward": reward,
             "diagnosis": "access denied: the job ARN names another account, or the role lacks "
             "AmazonSageMakerJobRuntimeAccess",
         }
-    except (ClientError, BotoCoreError, ValueError, KeyError, IndexError, TypeError) as error:
-        log.error("episode failed (%s): %s: %s", json.dumps(context), type(error).__name__, error)
-        reward = _score(env, low_reward, evaluating=evaluating)
-        return _finish(
-            job_arn, trajectory_id, region, reward, metrics={}, ended=f"episode failed: {type(error).__name__}"
-        )
-    finally:
-        _close(env, context)  # every exit: the episode's resources (database, files) are released
-    components = {entry["name"]: entry["value"] for entry in result.metrics_list()}
-    scored = evaluation_score(result) if evaluating else result.reward
-    return _finish(job_arn, trajectory_id, region, scored, metrics=components, ended=ended)
+    if isinstance(failure, ClientError | BotoCoreError | ValueError | KeyError | IndexError | TypeError):
+        log.error("episode failed (%s): %s: %s", json.dumps(context), type(failure).__name__, failure)
+        ended = f"episode failed: {type(failure).__name__}"
+        return _finish(job_arn, trajectory_id, region, reward, metrics={}, ended=ended)
+    rollout.raise_error()  # anything else is a bug in the environment: the invocation fails loudly
+    assert rollout.result is not None  # no error: result() returned
+    components = {entry["name"]: entry["value"] for entry in rollout.result.metrics_list()}
+    return _finish(job_arn, trajectory_id, region, reward, metrics=components, ended=ENDED.get(rollout.ended, "done"))
+
+
+def _max_turns_cap() -> int | None:
+    """``MTRL_MAX_TURNS`` may lower the environment's own limit (a quick test); unset, the environment decides."""
+    raw = os.environ.get("MTRL_MAX_TURNS", "").strip()
+    try:
+        return int(raw) if raw else None
+    except ValueError:
+        log.warning("ignoring non-numeric MTRL_MAX_TURNS=%r", raw)
+        return None
 
 
 def is_evaluation_job(job_arn: str) -> bool:
@@ -278,19 +276,10 @@ def is_evaluation_job(job_arn: str) -> bool:
     return f":job/{EVALUATION_JOB_CATEGORY}/" in job_arn
 
 
-def _close(env: Environment, context: Mapping[str, Any]) -> None:
-    try:
-        close_environment(env)
-    except Exception as error:  # a broken cleanup is logged; it never changes the reported reward
-        log.warning("closing the environment failed (%s): %s: %s", json.dumps(context), type(error).__name__, error)
-
-
-def _score(env: Environment, fallback: float, *, evaluating: bool) -> float:
-    try:
-        result = env.result()
-        return evaluation_score(result) if evaluating else float(result.reward)
-    except Exception:  # the environment itself broke: still a reward, never an error
+def _score(result: EpisodeResult | None, fallback: float, *, evaluating: bool) -> float:
+    if result is None:  # the environment itself broke: still a reward, never an error
         return fallback
+    return evaluation_score(result) if evaluating else float(result.reward)
 
 
 def _finish(

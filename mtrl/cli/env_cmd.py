@@ -18,7 +18,7 @@ from rich.table import Table
 
 from mtrl.cli import env_try
 from mtrl.cli.output import EXIT_INVALID, console, fail, print_json
-from mtrl.envs.contract import EpisodeResult, TaskError, closing, run_episode
+from mtrl.envs.contract import EpisodeResult, TaskError
 from mtrl.envs.registry import (
     EnvironmentNotFoundError,
     EnvironmentSpec,
@@ -26,6 +26,8 @@ from mtrl.envs.registry import (
     list_environments,
     load_spec,
 )
+from mtrl.envs.rollout import Message, Rollout, StopEpisode, scripted
+from mtrl.envs.rollout import play as play_episode
 from mtrl.sandbox import SandboxUnavailableError
 
 app = typer.Typer(
@@ -153,28 +155,43 @@ def play(
     turns = list(actions) if actions else [line.rstrip("\n") for line in sys.stdin if line.strip()]
     if not turns:
         fail("no actions: pass --action (repeatable) or lines on stdin", as_json=as_json)
-    env = spec.make()
-    try:
-        transcript, result = run_episode(env, task, turns)
-    except TaskError as error:
-        fail(f"task is invalid for '{env_id}': {error}", code=EXIT_INVALID, as_json=as_json)
-    except SandboxUnavailableError as error:
-        fail(str(error), as_json=as_json)
-    unused = len(turns) - sum(1 for turn in transcript if turn["role"] == "policy")
+    rollout = play_episode(spec.make(), task, scripted(turns), spec.rules())
+    _fail_on_episode_error(spec, rollout)
+    assert rollout.result is not None  # no error: result() returned
+    unused = len(turns) - rollout.turns
     if as_json:
         print_json(
-            {"env_id": env_id, "task": task, "transcript": transcript, "done": env.done, "unused_actions": unused}
-            | {"result": result.to_dict()}
+            {
+                "env_id": env_id,
+                "task": task,
+                "system_prompt": spec.system_prompt,
+                "transcript": rollout.transcript,
+                "done": rollout.ended == "done",
+                "ended": rollout.ended,
+                "unused_actions": unused,
+            }
+            | {"result": rollout.result.to_dict()}
         )
         return
-    for turn in transcript:
-        if turn["role"] == "policy":
-            console.print(f"[bold cyan]> {turn['content']}[/]", highlight=False, markup=True)
+    for message in rollout.messages:
+        if message["role"] == "system":
+            _say(f"[system] {message['content']}", style="dim")
+        elif message["role"] == "assistant":
+            console.print(f"[bold cyan]> {message['content']}[/]", highlight=False, markup=True)
         else:
-            console.print(turn["content"], highlight=False, markup=False)
+            console.print(message["content"], highlight=False, markup=False)
     if unused:
         console.print(f"[yellow]{unused} action(s) not played: the episode ended first[/]")
-    _print_result(result, task)
+    _print_result(rollout.result, task)
+
+
+def _fail_on_episode_error(spec: EnvironmentSpec, rollout: Rollout) -> None:
+    """A bad task or a missing sandbox is the user's to fix (clean exit); anything else is raised as it was."""
+    if isinstance(rollout.error, TaskError):
+        fail(f"task is invalid for '{spec.env_id}': {rollout.error}", code=EXIT_INVALID)
+    if isinstance(rollout.error, SandboxUnavailableError):
+        fail(str(rollout.error))
+    rollout.raise_error()
 
 
 def _say(text: str, *, style: str | None = None) -> None:
@@ -183,27 +200,38 @@ def _say(text: str, *, style: str | None = None) -> None:
 
 
 def _play_interactively(spec: EnvironmentSpec, task: dict[str, Any]) -> None:
-    """Show the first observation at once, then one environment reply per line read, until done or end of input."""
-    with closing(spec.make()) as env:
-        try:
-            _say(env.reset(task))
-            interactive = sys.stdin.isatty()
-            while not env.done:
-                if interactive:
-                    console.print("[bold cyan]> [/]", end="")
-                    console.file.flush()
-                line = sys.stdin.readline()
-                if not line:  # end of input: score the episode as it stands
-                    _say("(end of input: the episode is scored as it stands)", style="yellow")
-                    break
-                if not line.strip():
-                    continue
-                _say(env.step(line.strip()).observation)
-        except TaskError as error:
-            fail(f"task is invalid for '{spec.env_id}': {error}", code=EXIT_INVALID)
-        except SandboxUnavailableError as error:
-            fail(str(error))
-        _print_result(env.result(), task)
+    """Show each observation as it comes, read one action per line, until the episode ends or input does."""
+    interactive = sys.stdin.isatty()
+    shown = 0  # messages already on screen
+
+    def show_new(messages: list[Message]) -> None:
+        nonlocal shown
+        for message in messages[shown:]:
+            if message["role"] == "system":
+                _say(f"[system] {message['content']}", style="dim")
+            elif message["role"] == "user":
+                _say(message["content"])
+        shown = len(messages)
+
+    def read_action(messages: list[Message], *, timeout_s: float | None) -> str:
+        show_new(messages)
+        while True:
+            if interactive:
+                console.print("[bold cyan]> [/]", end="")
+                console.file.flush()
+            line = sys.stdin.readline()
+            if not line:  # end of input: score the episode as it stands
+                _say("(end of input: the episode is scored as it stands)", style="yellow")
+                raise StopEpisode
+            if line.strip():
+                return line.strip()
+
+    rollout = play_episode(spec.make(), task, read_action, spec.rules())
+    if rollout.ended != "policy_stopped":
+        show_new(rollout.messages)  # the last observation
+    _fail_on_episode_error(spec, rollout)
+    assert rollout.result is not None  # no error: result() returned
+    _print_result(rollout.result, task)
 
 
 def _print_result(result: EpisodeResult, task: dict[str, Any]) -> None:

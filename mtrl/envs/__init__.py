@@ -14,7 +14,6 @@ from mtrl.envs.contract import (
     TaskError,
     close_environment,
     closing,
-    run_episode,
 )
 from mtrl.envs.episode_state import EpisodeState, StateError, open_states
 from mtrl.envs.normalise import canonical_key, normalise
@@ -27,6 +26,7 @@ from mtrl.envs.registry import (
     list_environments,
     load_spec,
 )
+from mtrl.envs.rollout import EpisodeRules, Rollout, run_episode
 from mtrl.envs.scoring import (
     STARVED_SHARE,
     DensifyVerdict,
@@ -61,6 +61,7 @@ __all__ = [
     "EnvironmentNotFoundError",
     "EnvironmentSpec",
     "EpisodeResult",
+    "EpisodeRules",
     "EpisodeState",
     "FixtureConflictError",
     "FixtureError",
@@ -68,6 +69,7 @@ __all__ = [
     "FunctionTool",
     "InvalidEnvironmentError",
     "ReplayTool",
+    "Rollout",
     "StateError",
     "StepResult",
     "TaskError",

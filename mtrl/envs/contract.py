@@ -12,13 +12,17 @@ dependency-free core and exposes, at module level:
   smoke test (at synth for custom environments, and in tests);
 - ``load_environment(**kwargs)`` — the ``verifiers``-style entry point for the Nova Forge path; it is
   the only place allowed to import ``verifiers``;
+- ``MAX_TURNS: int`` (optional, default ``DEFAULT_MAX_TURNS``) — the most actions an episode may take; every
+  driver stops there (``mtrl.envs.rollout``), so ``env try`` plays the same number of turns as training;
+- ``SYSTEM_PROMPT: str`` (optional, default ``DEFAULT_SYSTEM_PROMPT``) — the system message every policy is given;
 - ``EVALUATION: str`` (optional) — one line naming the environment's external evaluation (for example
   "exact match of the final JSON answer"); an environment that declares it must set
   ``EpisodeResult.evaluation`` on every result.
 
 An ``Environment`` is driven as ``reset(task) -> observation``, then ``step(action)`` until
-``done``, then ``result()``. ``task`` is a dataset row's ``metadata`` object
-(``{"prompt": ..., "answer"?: ..., "task"?: ..., "info"?: ...}``).
+``done`` (or the turn limit), then ``result()`` — by the one episode driver, ``mtrl.envs.rollout``. ``step``
+turns any string into an observation (a malformed action is an observation saying so, never an exception).
+``task`` is a dataset row's ``metadata`` object (``{"prompt": ..., "answer"?: ..., "task"?: ..., "info"?: ...}``).
 
 An environment that holds resources (an episode database, temporary files, a child process; see
 ``mtrl.envs.episode_state``) also defines ``close()``: it releases them and is idempotent. It is optional
@@ -36,6 +40,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 MetricType = Literal["Reward", "Metric"]
+
+# What an environment that declares no ``MAX_TURNS`` / ``SYSTEM_PROMPT`` is played with.
+DEFAULT_MAX_TURNS = 16
+DEFAULT_SYSTEM_PROMPT = "You are solving an interactive task. Reply with your next action only, no explanation."
+MAX_TURNS_CEILING = 1000  # a declared limit above this is a typo, not a game
 
 
 @dataclass(frozen=True)
@@ -149,16 +158,7 @@ def closing(env: Environment) -> Iterator[Environment]:
 def run_episode(
     env: Environment, task: Mapping[str, Any], actions: list[str]
 ) -> tuple[list[dict[str, str]], EpisodeResult]:
-    """Play scripted ``actions`` until the episode ends; returns the transcript and the result.
+    """Play scripted ``actions`` through the one episode driver (``mtrl.envs.rollout.run_episode``)."""
+    from mtrl.envs.rollout import run_episode as play_scripted  # noqa: PLC0415 - the driver builds on this module
 
-    The environment is closed (``close_environment``) before this returns or raises.
-    """
-    with closing(env):
-        transcript: list[dict[str, str]] = [{"role": "environment", "content": env.reset(task)}]
-        for action in actions:
-            if env.done:
-                break
-            step = env.step(action)
-            transcript.append({"role": "policy", "content": action})
-            transcript.append({"role": "environment", "content": step.observation})
-        return transcript, env.result()
+    return play_scripted(env, task, actions)

@@ -30,6 +30,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # mtrl/envs/__init__.py is a stub, so environments import the blocks from their modules (mtrl.envs.tools, ...).
 MTRL_MODULES = (
     "mtrl/envs/contract.py",
+    "mtrl/envs/rollout.py",
     "mtrl/envs/verifiers_adapter.py",
     "mtrl/envs/tools.py",
     "mtrl/envs/episode_state.py",

@@ -19,8 +19,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from mtrl.envs.contract import Environment, EpisodeResult, run_episode
+from mtrl.envs.contract import (
+    DEFAULT_MAX_TURNS,
+    DEFAULT_SYSTEM_PROMPT,
+    MAX_TURNS_CEILING,
+    Environment,
+    EpisodeResult,
+)
 from mtrl.envs.episode_state import open_states
+from mtrl.envs.rollout import ContractError, EpisodeRules, play, scripted
 
 ENV_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 BUILTIN_DIR = "environments"
@@ -73,6 +80,22 @@ class EnvironmentSpec:
         return str(declared) if declared is not None else None
 
     @property
+    def max_turns(self) -> int:
+        """The most actions an episode may take (the module's ``MAX_TURNS``, else ``DEFAULT_MAX_TURNS``)."""
+        return int(getattr(self.module, "MAX_TURNS", DEFAULT_MAX_TURNS))
+
+    @property
+    def system_prompt(self) -> str:
+        """The system message every policy is given (the module's ``SYSTEM_PROMPT``, else the default)."""
+        return str(getattr(self.module, "SYSTEM_PROMPT", DEFAULT_SYSTEM_PROMPT))
+
+    def rules(self, *, timeout_s: float | None = None, max_turns: int | None = None) -> EpisodeRules:
+        """How every driver plays this environment; ``max_turns`` may only lower the environment's limit."""
+        return EpisodeRules(max_turns=self.max_turns, system_prompt=self.system_prompt, timeout_s=timeout_s).capped(
+            max_turns
+        )
+
+    @property
     def example_task(self) -> dict[str, Any]:
         return dict(self.module.EXAMPLE_TASK)
 
@@ -100,10 +123,14 @@ class EnvironmentSpec:
     def play(
         self, task: Mapping[str, Any], actions: list[str], **kwargs: Any
     ) -> tuple[list[dict[str, str]], EpisodeResult]:
+        """Play scripted ``actions`` under the environment's rules; raises what the episode raised."""
         problems = self.validate_task(task)
         if problems:
             raise ValueError(f"task for '{self.env_id}' is invalid: " + "; ".join(problems))
-        return run_episode(self.make(**kwargs), task, actions)
+        rollout = play(self.make(**kwargs), task, scripted(actions), self.rules())
+        rollout.raise_error()
+        assert rollout.result is not None  # no error: result() returned
+        return rollout.messages, rollout.result
 
     def smoke_check(self, *, time_budget_s: float = 30.0) -> list[str]:
         """Play ``EXAMPLE_TASK`` with ``EXAMPLE_ACTIONS``; problems found (empty = healthy)."""
@@ -114,11 +141,16 @@ class EnvironmentSpec:
                 return problems
             before = {id(state) for state in open_states()}
             env = self.make()
-            transcript, result = run_episode(env, self.example_task, self.example_actions)
+            rollout = play(env, self.example_task, scripted(self.example_actions), self.rules())
             # ``env`` is still referenced here, so a state it failed to close cannot have been collected yet.
             leaked = [state for state in open_states() if id(state) not in before]
         except Exception as error:  # a plug-in may raise anything; report it instead of crashing synth
             return [f"smoke episode raised {type(error).__name__}: {error}"]
+        if isinstance(rollout.error, ContractError):
+            return [*problems, "observations must be strings"]
+        if rollout.error is not None:
+            return [f"smoke episode raised {rollout.error_text}"]
+        result = rollout.result
         if leaked:
             problems.append(
                 f"close() left {len(leaked)} episode state(s) open: the environment's close() must call "
@@ -126,8 +158,6 @@ class EnvironmentSpec:
             )
         if time.monotonic() - started > time_budget_s:
             problems.append(f"smoke episode took longer than {time_budget_s:.0f} s")
-        if not transcript or not all(isinstance(turn["content"], str) for turn in transcript):
-            problems.append("observations must be strings")
         if not isinstance(result, EpisodeResult):
             return [*problems, f"result() must return EpisodeResult (got {type(result).__name__})"]
         problems += result.problems()
@@ -145,6 +175,12 @@ def _check_module(env_id: str, module: ModuleType) -> None:
     for name in ("make_env", "validate_task", "load_environment"):
         if hasattr(module, name) and not callable(getattr(module, name)):
             problems.append(f"'{name}' must be callable")
+    max_turns = getattr(module, "MAX_TURNS", DEFAULT_MAX_TURNS)
+    if isinstance(max_turns, bool) or not isinstance(max_turns, int) or not 1 <= max_turns <= MAX_TURNS_CEILING:
+        problems.append(f"MAX_TURNS must be a whole number from 1 to {MAX_TURNS_CEILING} (got {max_turns!r})")
+    system_prompt = getattr(module, "SYSTEM_PROMPT", DEFAULT_SYSTEM_PROMPT)
+    if not isinstance(system_prompt, str) or not system_prompt.strip():
+        problems.append(f"SYSTEM_PROMPT must be a non-empty string (got {system_prompt!r})")
     if problems:
         raise InvalidEnvironmentError(env_id, problems)
 

@@ -1,21 +1,21 @@
-"""Episodes of any environment played by a chat policy, through the environment contract alone.
+"""Episodes of any environment played by a chat policy, through the one episode driver (``mtrl.envs.rollout``).
 
-The conversation is: the environment's optional ``SYSTEM_PROMPT`` as the system message, ``reset(task)`` as the
-first user message, then each reply goes to ``step`` and each observation comes back as the next user message,
-until ``done`` or ``max_turns``; ``result()`` scores it. Episodes of one call are generated in one batch per turn.
+The driver owns the game (the environment's turn limit and system prompt, chat roles, cleanup); this module feeds
+it a chat policy: episodes of one call are generated in one batch per turn, each keeping its own ``Context`` (the
+token sequence GRPO later trains on).
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mtrl.envs.contract import Environment, EpisodeResult, closing
+from mtrl.envs.contract import Environment, EpisodeResult, close_environment
 from mtrl.envs.registry import EnvironmentSpec
-from mtrl.llm.policies import ChatPolicy, Context, Sampling
+from mtrl.envs.rollout import ActionRequest, Rollout, play_batch
+from mtrl.llm.policies import ChatPolicy, Context, Reply, Sampling
 
 Task = Mapping[str, Any]
 
@@ -30,6 +30,7 @@ class Episode:
     completion_tokens: int  # what it wrote
     seconds: float  # this episode's share of the batch's wall time
     context: Context = field(repr=False)
+    rollout: Rollout | None = field(default=None, repr=False)  # the driver's record (end reason, turn limit)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -42,85 +43,69 @@ class Episode:
         }
 
 
-def system_prompt(spec: EnvironmentSpec) -> str | None:
-    value = getattr(spec.module, "SYSTEM_PROMPT", None)
-    return value if isinstance(value, str) and value.strip() else None
-
-
 def play(
     spec: EnvironmentSpec,
     policy: ChatPolicy,
     tasks: Sequence[Task],
     *,
     sampling: Sampling,
-    max_turns: int,
+    max_turns: int | None = None,
     env_args: Mapping[str, Any] | None = None,
 ) -> list[Episode]:
-    """One episode per entry of ``tasks`` (repeat a task for a group), all advanced together turn by turn.
+    """One episode per entry of ``tasks`` (repeat a task for a group), all advanced together turn by turn, under
+    the environment's rules (``max_turns`` may only lower its limit, for a quick dry run).
 
-    Every environment is closed (``contract.closing``) when this returns or raises.
+    Every environment is closed when this returns or raises; an exception an episode raised is raised again.
     """
     started = time.perf_counter()
-    with contextlib.ExitStack() as stack:
-        envs = [stack.enter_context(closing(spec.make(**dict(env_args or {})))) for _ in tasks]
-        return _play_envs(envs, spec, policy, tasks, sampling=sampling, max_turns=max_turns, started=started)
+    envs: list[Environment] = []
+    try:
+        envs = [spec.make(**dict(env_args or {})) for _ in tasks]
+    except BaseException:
+        for env in envs:
+            close_environment(env)
+        raise
+    contexts: dict[int, Context] = {}
+    last_reply: dict[int, Reply] = {}
 
+    def generate(requests: Sequence[tuple[int, ActionRequest]]) -> list[Reply]:
+        batch: list[Context] = []
+        for index, request in requests:
+            if index in contexts:  # the reply before this request led to the newest observation
+                policy.extend(contexts[index], last_reply[index], request.observation)
+            else:
+                contexts[index] = policy.begin(list(request.messages))
+            batch.append(contexts[index])
+        replies = policy.generate(batch, sampling)
+        for (index, _), reply in zip(requests, replies, strict=True):
+            last_reply[index] = reply
+        return replies
 
-def _play_envs(
-    envs: list[Environment],
-    spec: EnvironmentSpec,
-    policy: ChatPolicy,
-    tasks: Sequence[Task],
-    *,
-    sampling: Sampling,
-    max_turns: int,
-    started: float,
-) -> list[Episode]:
-    system = system_prompt(spec)
-    contexts: list[Context] = []
-    transcripts: list[list[dict[str, str]]] = []
-    for env, task in zip(envs, tasks, strict=True):
-        observation = env.reset(task)
-        messages = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user", "content": observation}
-        ]
-        contexts.append(policy.begin(messages))
-        transcripts.append([{"role": "environment", "content": observation}])
-    turns = [0] * len(tasks)
-    prompt_tokens = [0] * len(tasks)
-    completion_tokens = [0] * len(tasks)
-    active = [index for index, env in enumerate(envs) if not env.done]
-    while active:
-        replies = policy.generate([contexts[index] for index in active], sampling)
-        still: list[int] = []
-        for index, reply in zip(active, replies, strict=True):
-            step = envs[index].step(reply.text)
-            turns[index] += 1
-            prompt_tokens[index] += reply.prompt_tokens
-            completion_tokens[index] += reply.completion_tokens
-            transcripts[index] += [
-                {"role": "policy", "content": reply.text},
-                {"role": "environment", "content": step.observation},
-            ]
-            going_on = not envs[index].done and turns[index] < max_turns
-            policy.extend(contexts[index], reply, step.observation if going_on else None)
-            if going_on:
-                still.append(index)
-        active = still
+    rollouts = play_batch(envs, tasks, generate, spec.rules(max_turns=max_turns))
+    for index, reply in last_reply.items():  # the final reply ends the episode: no observation follows it
+        policy.extend(contexts[index], reply, None)
+    for rollout in rollouts:
+        rollout.raise_error()
     share = (time.perf_counter() - started) / max(1, len(tasks))
     return [
         Episode(
-            task=dict(task),
-            transcript=transcripts[index],
-            result=envs[index].result(),
-            turns=turns[index],
-            prompt_tokens=prompt_tokens[index],
-            completion_tokens=completion_tokens[index],
+            task=rollout.task,
+            transcript=rollout.transcript,
+            result=_result(rollout),
+            turns=rollout.turns,
+            prompt_tokens=sum(reply.prompt_tokens for reply in rollout.replies),
+            completion_tokens=sum(reply.completion_tokens for reply in rollout.replies),
             seconds=share,
-            context=contexts[index],
+            context=contexts.get(index) or policy.begin(rollout.messages),
+            rollout=rollout,
         )
-        for index, task in enumerate(tasks)
+        for index, rollout in enumerate(rollouts)
     ]
+
+
+def _result(rollout: Rollout) -> EpisodeResult:
+    assert rollout.result is not None  # raise_error() passed: result() returned
+    return rollout.result
 
 
 def play_groups(
@@ -130,7 +115,7 @@ def play_groups(
     *,
     group_size: int,
     sampling: Sampling,
-    max_turns: int,
+    max_turns: int | None = None,
     env_args: Mapping[str, Any] | None = None,
 ) -> list[list[Episode]]:
     """``group_size`` rollouts of each task (a GRPO group), generated in one batch."""

@@ -15,10 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from mtrl.envs.contract import EpisodeResult, closing
+from mtrl.envs.contract import EpisodeResult
 from mtrl.envs.registry import EnvironmentSpec
+from mtrl.envs.rollout import Message, play
+from mtrl.envs.rollout import Rollout as Played
 from mtrl.evaluation import figures as evaluation_figures
-from mtrl.local.agents import Agent
+from mtrl.local.agents import Agent, EpisodeAgent
 from mtrl.local.config import TrainConfig
 from mtrl.local.policy import Adam, FloatArray, LogLinearPolicy
 from mtrl.signal_health import compute as compute_signal_health
@@ -35,6 +37,7 @@ class Rollout:
     result: EpisodeResult
     grad_log_prob: FloatArray  # Σ_t ∇θ log π(a_t | s_t) over the episode
     turns: int
+    episode: Played | None = None  # the driver's record of the episode (messages, end reason)
 
 
 @dataclass
@@ -132,20 +135,28 @@ class Trainer:
     def rollout(
         self, policy: LogLinearPolicy, task: Task, rng: np.random.Generator, *, greedy: bool = False
     ) -> Rollout:
-        with closing(self.spec.make(**self.env_args)) as env:
-            observation = env.reset(task)
-            episode = self.agent.start(task, observation, rng)
-            grad = np.zeros(policy.theta.size)
-            turns = 0
-            while not env.done and turns < self.agent.max_turns:
-                actions, features = episode.options()
-                decision = policy.decide(features, rng, greedy=greedy)
-                action = actions[decision.index]
-                step = env.step(action)
-                episode.observe(action, step.observation)
-                grad += decision.grad_log_prob
-                turns += 1
-            return Rollout(result=env.result(), grad_log_prob=grad, turns=turns)
+        """One episode through the one episode driver, the agent proposing the actions the policy picks from."""
+        grad = np.zeros(policy.theta.size)
+        episode: EpisodeAgent | None = None
+        last_action = ""
+
+        def act(messages: list[Message], *, timeout_s: float | None) -> str:
+            nonlocal episode, grad, last_action
+            if episode is None:
+                episode = self.agent.start(task, messages[-1]["content"], rng)
+            else:
+                episode.observe(last_action, messages[-1]["content"])
+            actions, features = episode.options()
+            decision = policy.decide(features, rng, greedy=greedy)
+            grad += decision.grad_log_prob
+            last_action = actions[decision.index]
+            return last_action
+
+        # The agent may stop sooner than the environment (its hard stop), never later.
+        played = play(self.spec.make(**self.env_args), task, act, self.spec.rules(max_turns=self.agent.max_turns))
+        played.raise_error()
+        assert played.result is not None  # no error: result() returned
+        return Rollout(result=played.result, grad_log_prob=grad, turns=played.turns, episode=played)
 
     def heldout_rollouts(self, policy: LogLinearPolicy, *, config: TrainConfig) -> list[Rollout]:
         """One rollout of each of the first ``eval_tasks`` held-out tasks, from the fixed evaluation seed."""

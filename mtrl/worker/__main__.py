@@ -56,13 +56,18 @@ def _number(environ: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name} must be a number (got {raw!r})") from None
 
 
+def _optional_int(environ: Mapping[str, str], name: str) -> int | None:
+    raw = environ.get(name)
+    return None if raw is None or not raw.strip() else int(_number(environ, name, 0))
+
+
 def config_from_env(environ: Mapping[str, str]) -> WorkerConfig:
     dimensions = {"RunId": environ[contract.RUN_ID]} if environ.get(contract.RUN_ID) else {}
     try:
         return WorkerConfig(
             concurrency=int(_number(environ, "MTRL_CONCURRENCY", 4)),
             episode_timeout_s=_number(environ, "MTRL_EPISODE_TIMEOUT_S", 300.0),
-            max_turns=int(_number(environ, "MTRL_MAX_TURNS", 32)),
+            max_turns=_optional_int(environ, "MTRL_MAX_TURNS"),
             grace_s=_number(environ, "MTRL_GRACE_S", 25.0),
             group_size=int(_number(environ, "MTRL_GROUP_SIZE", 8)),
             health_dimensions=dimensions,

@@ -1,14 +1,15 @@
 """The reward-worker runtime: pull rollout requests, play episodes against the policy, publish scores.
 
 Used by the ``hyperpod`` backend's ECS reward workers (``python -m mtrl.worker``). Transport is pluggable
-(``RolloutSource`` / ``ResultSink``; SQS implementations in ``mtrl.worker.sqs``) and so is the policy
-(``Policy``: chat messages in, the assistant's next action out).
+(``RolloutSource`` / ``ResultSink``; SQS implementations in ``mtrl.worker.transport``) and so is the policy
+(``Policy``: chat messages in, the assistant's next action out). Episodes are played by the one episode driver
+(``mtrl.envs.rollout``): the environment's own turn limit and system prompt, chat roles, the string contract.
 
 Guarantees:
 - bounded concurrency: at most ``concurrency`` episodes run at once, and no more requests are taken than
   can start (the rest stay in the queue for other workers);
 - per-episode timeout: the policy gets only the time left, the episode stops between turns at the deadline
-  and is scored as it stands (status ``timeout``);
+  (an action that arrives after it is not applied) and is scored as it stands (status ``timeout``);
 - a bad episode (environment or policy error) is published with status ``error`` and a low reward — it
   never stops the worker;
 - graceful shutdown (SIGTERM): stop taking requests, let running episodes finish for ``grace_s``, then
@@ -32,8 +33,9 @@ from types import FrameType
 from typing import Any, Literal, Protocol, TextIO
 
 from mtrl import evaluation, signal_health
-from mtrl.envs.contract import EpisodeResult, close_environment
+from mtrl.envs.contract import EpisodeResult
 from mtrl.envs.registry import EnvironmentSpec
+from mtrl.envs.rollout import play
 
 log = logging.getLogger("mtrl.worker")
 
@@ -58,6 +60,8 @@ class RolloutOutcome:
     transcript: list[dict[str, str]] = field(default_factory=list)
     error: str = ""
     duration_s: float = 0.0
+    turns: int = 0  # actions played
+    hit_turn_limit: bool = False  # the episode used every turn the environment allows
 
     def to_message(self) -> dict[str, Any]:
         """The published result: Nova Forge's ``aggregate_reward_score`` / ``metrics_list`` plus status."""
@@ -93,7 +97,7 @@ class Policy(Protocol):
 class WorkerConfig:
     concurrency: int = 4
     episode_timeout_s: float = 300.0
-    max_turns: int = 32
+    max_turns: int | None = None  # lower than the environment's MAX_TURNS only for a quick dry run; None: its own
     grace_s: float = 25.0  # below ECS's default 30 s stop timeout
     receive_wait_s: float = 1.0
     error_reward: float = -1.0  # only when the environment cannot even score the failed episode
@@ -103,70 +107,54 @@ class WorkerConfig:
     env_args: Mapping[str, Any] = field(default_factory=dict)  # keyword arguments of the environment's make_env
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1 or self.max_turns < 1 or self.group_size < 1 or self.health_every_groups < 1:
-            raise ValueError("concurrency, max_turns, group_size and health_every_groups must be at least 1")
+        if self.concurrency < 1 or self.group_size < 1 or self.health_every_groups < 1:
+            raise ValueError("concurrency, group_size and health_every_groups must be at least 1")
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
         if self.episode_timeout_s <= 0 or self.grace_s < 0 or self.receive_wait_s < 0:
             raise ValueError("episode_timeout_s must be positive; grace_s and receive_wait_s not negative")
-
-
-class _EpisodeTimeout(Exception):
-    pass
 
 
 def play_episode(
     spec: EnvironmentSpec, request: RolloutRequest, policy: Policy, config: WorkerConfig
 ) -> RolloutOutcome:
-    """Run one episode to completion, timeout or error; never raises."""
+    """Run one episode to completion, timeout or error through the one episode driver; never raises."""
     started = time.monotonic()
-    deadline = started + config.episode_timeout_s
-    transcript: list[dict[str, str]] = []
-    env = None
-    status: OutcomeStatus = "completed"
-    error = ""
     try:
         problems = spec.validate_task(request.task)
         if problems:
             raise ValueError("invalid task: " + "; ".join(problems))
         env = spec.make(**config.env_args)
-        transcript.append({"role": "user", "content": env.reset(request.task)})
-        for _ in range(config.max_turns):
-            if env.done:
-                break
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise _EpisodeTimeout
-            action = policy.act(list(transcript), timeout_s=remaining)
-            transcript.append({"role": "assistant", "content": action})
-            if time.monotonic() > deadline:
-                raise _EpisodeTimeout
-            step = env.step(action)
-            transcript.append({"role": "user", "content": step.observation})
-    except _EpisodeTimeout:
-        status, error = "timeout", f"episode exceeded {config.episode_timeout_s:g} s"
     except Exception as failure:  # a bad episode is a low reward, never a dead worker
-        status, error = "error", f"{type(failure).__name__}: {failure}"
-    result: EpisodeResult | None = None
-    if env is not None:
-        try:
-            result = env.result()
-        except Exception as failure:
-            status, error = "error", error or f"result() failed: {type(failure).__name__}: {failure}"
-        finally:
-            # Every exit (done, max turns, timeout, error) passes here: the episode's resources are released.
-            try:
-                close_environment(env)
-            except Exception as failure:
-                log.warning("closing the environment failed: %s: %s", type(failure).__name__, failure)
-    reward = result.reward if result is not None else config.error_reward
+        return RolloutOutcome(
+            rollout_id=request.rollout_id,
+            group_id=request.group_id,
+            status="error",
+            reward=config.error_reward,
+            result=None,
+            error=f"{type(failure).__name__}: {failure}",
+            duration_s=time.monotonic() - started,
+        )
+    rules = spec.rules(timeout_s=config.episode_timeout_s, max_turns=config.max_turns)
+
+    def act(messages: list[dict[str, str]], *, timeout_s: float | None) -> str:
+        return policy.act(messages, timeout_s=config.episode_timeout_s if timeout_s is None else timeout_s)
+
+    rollout = play(env, request.task, act, rules)
+    error = rollout.error_text
+    if rollout.status == "timeout":
+        error = f"episode exceeded {config.episode_timeout_s:g} s"
     return RolloutOutcome(
         rollout_id=request.rollout_id,
         group_id=request.group_id,
-        status=status,
-        reward=reward,
-        result=result,
-        transcript=transcript,
+        status=rollout.status,
+        reward=rollout.reward if rollout.reward is not None else config.error_reward,
+        result=rollout.result,
+        transcript=rollout.transcript,
         error=error,
         duration_s=time.monotonic() - started,
+        turns=rollout.turns,
+        hit_turn_limit=rollout.hit_turn_limit,
     )
 
 

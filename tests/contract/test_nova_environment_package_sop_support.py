@@ -21,7 +21,8 @@ PLAY_ALL = """
 import sys
 sys.path.insert(0, ".")
 from environments.sop_support import make_env, solve, tickets
-from mtrl.envs.contract import closing, run_episode
+from mtrl.envs.contract import closing
+from mtrl.envs.rollout import run_episode
 for ticket_id in tickets():
     with closing(make_env()) as env:
         _, result = run_episode(env, {"prompt": "", "info": {"ticket_id": ticket_id}}, list(solve(ticket_id).actions))

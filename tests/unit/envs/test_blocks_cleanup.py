@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mtrl.envs.contract import EpisodeResult, StepResult, close_environment, closing, run_episode
+from mtrl.envs.contract import EpisodeResult, StepResult, close_environment, closing
 from mtrl.envs.episode_state import EpisodeState, StateError, open_states
 from mtrl.envs.registry import EnvironmentSpec
+from mtrl.envs.rollout import run_episode
 from mtrl.envs.tools import FunctionTool, ToolBox, format_tool_call
 from mtrl.worker.runtime import RolloutRequest, WorkerConfig, play_episode
 

@@ -51,7 +51,7 @@ def test_play_json_and_actions_from_stdin() -> None:
     assert document["unused_actions"] == 1
     assert document["result"]["components"]["outcome"] == pytest.approx(1.45)
     roles = [turn["role"] for turn in document["transcript"]]
-    assert roles == ["environment", "policy", "environment", "policy", "environment"]
+    assert roles == ["user", "assistant", "user", "assistant", "user"]
 
 
 def test_play_errors_have_distinct_exit_codes() -> None:

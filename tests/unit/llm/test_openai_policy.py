@@ -91,15 +91,16 @@ def test_env_try_against_a_local_openai_compatible_server(
     assert summary["groups"][0]["reward_mean"] == pytest.approx(1.0 + 0.3 - 0.1)
     # Held-out success is the environment's own criterion: 'otter' is solved, 'ocean' is not.
     assert summary["heldout"]["success_rate"] == 0.5
-    assert summary["overall"]["tokens_per_episode"] == pytest.approx(10 * 1 + 1 + 10 * 3 + 1)
+    # Every environment's policy gets a system prompt (the template declares none: the default one).
+    assert summary["overall"]["tokens_per_episode"] == pytest.approx(10 * 2 + 1 + 10 * 4 + 1)
     sent = [request["body"] for request in chat_server.requests]
     assert all(request["path"] == "/v1/chat/completions" for request in chat_server.requests)
     assert {(body["model"], body["temperature"], body["top_p"], body["max_tokens"]) for body in sent} == {
         ("served-model", 0.7, 0.9, 16)
     }
-    second_turn = next(body["messages"] for body in sent if len(body["messages"]) == 3)
-    assert [message["role"] for message in second_turn] == ["user", "assistant", "user"]
-    assert second_turn[2]["content"].startswith("Hint: the word starts with")
+    second_turn = next(body["messages"] for body in sent if len(body["messages"]) == 4)
+    assert [message["role"] for message in second_turn] == ["system", "user", "assistant", "user"]
+    assert second_turn[3]["content"].startswith("Hint: the word starts with")
 
 
 def test_an_unreachable_endpoint_is_a_clear_error(tmp_path: Path) -> None:

@@ -40,11 +40,12 @@ def test_groups_of_rollouts_keep_the_models_tokens_apart_from_the_environments(e
         assert sum(context.mask) == episode.completion_tokens
         assert 0 < episode.completion_tokens <= 2 * episode.turns
         roles = [turn["role"] for turn in episode.transcript]
-        assert roles == ["environment"] + ["policy", "environment"] * episode.turns
+        assert roles == ["user"] + ["assistant", "user"] * episode.turns
         assert episode.result.problems() == []
-        # The system prompt (when the environment has one) and the first observation open the conversation.
+        # The system prompt (the environment's, or the default) and the first observation open the conversation.
         assert context.messages[-1]["role"] == "assistant"
-        assert context.messages[int(env_id == "wordle")]["content"] == episode.transcript[0]["content"]
+        assert context.messages[0] == {"role": "system", "content": spec.system_prompt}
+        assert context.messages[1]["content"] == episode.transcript[0]["content"]
 
 
 def test_policy_specs_are_checked() -> None:

@@ -9,7 +9,6 @@ from typer.testing import CliRunner
 
 from mtrl.cli import app
 from mtrl.envs.registry import load_spec
-from mtrl.llm.rollout import system_prompt
 
 SHORT = ["--max-new-tokens", "4", "--group-size", "3", "--tasks", "2", "--eval-tasks", "2", "--max-turns", "3"]
 
@@ -30,4 +29,4 @@ def test_tiny_random_plays_the_sample_and_the_report_calls_out_the_flat_reward(t
     assert (result.exit_code == 1) == (summary["signal_health"]["reward"]["verdict"] == "flat")
     rollouts = (tmp_path / "o" / "rollouts.jsonl").read_text().splitlines()
     assert len(rollouts) == 6
-    assert system_prompt(load_spec("sop_support")) is not None
+    assert load_spec("sop_support").system_prompt is not None

@@ -80,7 +80,7 @@ class GroupPolicy:
     def act(self, messages: list[dict[str, str]], *, timeout_s: float) -> str:
         if len(messages) == 1:
             return "What should happen for an empty list?"
-        tag = messages[0]["content"].split("]", 1)[0].strip("[")
+        tag = messages[1]["content"].split("]", 1)[0].strip("[")
         return f"```python\n{self.programs[tag]}```"
 
 

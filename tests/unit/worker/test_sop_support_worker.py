@@ -34,7 +34,7 @@ class ReferencePolicy(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         messages = request["messages"]
-        found = _TICKET.search(messages[0]["content"])
+        found = _TICKET.search(messages[1]["content"])
         ticket_id = found.group(1) if found else "T001"
         turn = sum(1 for message in messages if message["role"] == "assistant")
         actions = solve(ticket_id).actions

@@ -154,7 +154,7 @@ def test_shutdown_finishes_quick_episodes_and_releases_the_rest() -> None:
 
     class Policy:
         def act(self, messages: list[dict[str, str]], *, timeout_s: float) -> str:
-            if messages[0]["content"].startswith("STUCK"):
+            if messages[1]["content"].startswith("STUCK"):
                 gate.wait(3)  # hangs until after shutdown has given up on it
             return "beach"
 
