@@ -20,7 +20,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 LINT_PATHS := app.py stacks mtrl lambda environments tests scripts benchmarks
 TYPED_PATHS := app.py stacks mtrl lambda environments
 
-.PHONY: help setup emulator nova test lint fmt typecheck pytest synth bench demo docs lock clean
+.PHONY: help setup emulator nova verl test lint fmt typecheck pytest synth bench demo docs lock clean
 
 help:
 	@grep -E '^#   make' Makefile | sed 's/^#   //'
@@ -106,6 +106,22 @@ $(NOVA_STAMP): requirements/nova-runner.txt pyproject.toml
 	$(NOVA_VENV)/bin/python -m pip check
 	rm -f $(NOVA_VENV)/.stamp-* && touch $@
 
+# The verl agent loop's CPU contract environment (.venv-verl, Python 3.11): the CPU torch on this machine's disk (pip
+# takes the local file), then verl 0.9.1 and what its agent loop imports, exactly as locked (requirements/verl.txt,
+# --no-deps, installed with uv: ~1.5 GB), then mtrl. tests/contract/test_verl_agent_loop.py runs the real agent loop
+# in it.
+VERL_VENV := .venv-verl
+VERL_STAMP := $(VERL_VENV)/.stamp-$(shell cat requirements/verl.txt pyproject.toml 2>/dev/null | sha1sum | cut -c1-12)
+
+verl: $(VERL_STAMP)
+
+$(VERL_STAMP): requirements/verl.txt pyproject.toml $(PY_STAMP)
+	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
+	$(BIN)/uv pip install --quiet --python $(VERL_VENV)/bin/python --no-deps -r requirements/verl.txt
+	$(BIN)/uv pip install --quiet --python $(VERL_VENV)/bin/python --no-deps -e .
+	rm -f $(VERL_VENV)/.stamp-* && touch $@
+
 lint: setup
 	$(BIN)/ruff check $(wildcard $(LINT_PATHS))
 	$(BIN)/ruff format --check $(wildcard $(LINT_PATHS))
@@ -118,7 +134,7 @@ typecheck: setup
 	$(BIN)/mypy $(wildcard $(TYPED_PATHS))
 
 # pytest exit code 5 means "no tests ran": that is a failure here, never a pass.
-pytest: setup emulator nova
+pytest: setup emulator nova verl
 	rc=0; $(BIN)/python -m pytest -q -n 2 --dist loadfile || rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
 
@@ -155,6 +171,8 @@ lock:
 	  ../$(BIN)/uv pip compile --python-version 3.11 --no-header --annotation-style line -q $$f.in -o $$f.txt; done
 	cd requirements && ../$(BIN)/uv pip compile --python-version 3.11 --no-header --annotation-style line -q \
 	  $(foreach p,$(CUDA_ONLY),--no-emit-package $(p)) llm.in -o llm.txt
+	cd requirements && ../$(BIN)/uv pip compile --python-version 3.11 --no-header --annotation-style line -q \
+	  --no-emit-package torch $(foreach p,$(CUDA_ONLY) cuda-cccl nvidia-cuda-cccl,--no-emit-package $(p)) verl.in -o verl.txt
 	# The runner image's Python (docker/nova-runner/Dockerfile) is 3.12: the SDK requires it.
 	cd requirements && ../$(BIN)/uv pip compile --python-version 3.12 --no-header --annotation-style line -q \
 	  nova-runner.in -o nova-runner.txt

@@ -72,7 +72,13 @@ def try_environment(
     group_size: Annotated[int, typer.Option(help="Language model: rollouts per task (a GRPO group).")] = 4,
     tasks: Annotated[int, typer.Option(help="Language model: training tasks rolled out.")] = 4,
     eval_tasks: Annotated[int, typer.Option(help="Language model: held-out tasks evaluated.")] = 8,
-    max_turns: Annotated[int, typer.Option(help="Language model: turns per episode at most.")] = 12,
+    max_turns: Annotated[
+        int | None,
+        typer.Option(
+            help="Lower the environment's own turn limit (its MAX_TURNS) for a quick check; default: the "
+            "environment's, as in training."
+        ),
+    ] = None,
     train_steps: Annotated[int, typer.Option(help="Language model (hf:…): GRPO steps with TRL + LoRA.")] = 0,
     tasks_per_step: Annotated[int, typer.Option(help="Language model: tasks per GRPO step.")] = 2,
     learning_rate: Annotated[float, typer.Option(help="Language model: LoRA learning rate.")] = 5e-4,

@@ -102,7 +102,7 @@ def _chat_rows(
     *,
     seed: int,
     sampling: Sampling,
-    max_turns: int,
+    max_turns: int | None,
 ) -> list[dict[str, Any]]:
     from mtrl.llm.policies import load_policy  # noqa: PLC0415  (torch/openai load only when a run starts)
     from mtrl.llm.tryout import play_heldout  # noqa: PLC0415
@@ -122,7 +122,7 @@ def _play(
     *,
     seed: int,
     sampling: Sampling,
-    max_turns: int,
+    max_turns: int | None,
     as_json: bool,
 ) -> list[dict[str, Any]]:
     """One policy's per-task rows; a policy that cannot run ends the command with a message naming it."""
@@ -174,7 +174,13 @@ def evaluate(
     temperature: Annotated[float, typer.Option(help="Language model: sampling temperature.")] = 1.0,
     top_p: Annotated[float, typer.Option(help="Language model: nucleus sampling top-p.")] = 1.0,
     max_new_tokens: Annotated[int, typer.Option(help="Language model: tokens per reply at most.")] = 32,
-    max_turns: Annotated[int, typer.Option(help="Language model: turns per episode at most.")] = 12,
+    max_turns: Annotated[
+        int | None,
+        typer.Option(
+            help="Lower the environment's own turn limit (its MAX_TURNS) for a quick check; default: the "
+            "environment's, as in training."
+        ),
+    ] = None,
     per_task: Annotated[Path | None, typer.Option(help="Write one JSON line per policy and task to this file.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
@@ -184,7 +190,7 @@ def evaluate(
         sampling = Sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)
         if tasks is not None and tasks < 1:
             raise PolicyError(f"--tasks must be at least 1 (got {tasks})")
-        if max_turns < 1:
+        if max_turns is not None and max_turns < 1:
             raise PolicyError(f"--max-turns must be at least 1 (got {max_turns})")
         spec = load_spec(env_id)
         if any(policy.kind == "features" for policy in specs):
@@ -212,7 +218,7 @@ def evaluate(
         "seed": seed,
         "evaluation": describe(spec),
         "sampling": {"temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens},
-        "max_turns": max_turns,
+        "max_turns": spec.rules(max_turns=max_turns).max_turns,
         "policies": results,
     }
     if per_task is not None:

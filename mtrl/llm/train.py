@@ -67,7 +67,7 @@ def train_grpo(
     *,
     settings: GRPOSettings,
     sampling: Sampling,
-    max_turns: int,
+    max_turns: int | None,
     evaluate: Callable[[HFPolicy, int], dict[str, Any]],
     env_args: Mapping[str, Any] | None = None,
 ) -> TrainResult:

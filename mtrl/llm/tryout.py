@@ -35,7 +35,7 @@ class TryOptions:
     group_size: int = 4
     tasks: int = 4  # training tasks rolled out (each group_size times)
     eval_tasks: int = 8
-    max_turns: int = 12
+    max_turns: int | None = None  # lowers the environment's MAX_TURNS for a quick check; None: the environment's
     seed: int = 0
     train_steps: int = 0
     tasks_per_step: int = 2
@@ -47,7 +47,7 @@ class TryOptions:
             ("group-size", self.group_size, 2),
             ("tasks", self.tasks, 1),
             ("eval-tasks", self.eval_tasks, 1),
-            ("max-turns", self.max_turns, 1),
+            ("max-turns", 1 if self.max_turns is None else self.max_turns, 1),
             ("tasks-per-step", self.tasks_per_step, 1),
         ):
             if value < low:
@@ -66,7 +66,7 @@ def play_heldout(
     *,
     seed: int,
     sampling: Sampling,
-    max_turns: int,
+    max_turns: int | None,
     env_args: Mapping[str, Any] | None = None,
 ) -> list[Episode]:
     """One episode of each held-out task from the fixed evaluation seed (``seed + 1``): the same sampling noise
@@ -111,7 +111,7 @@ def run_try(
                 "top_p": options.sampling.top_p,
                 "max_new_tokens": options.sampling.max_new_tokens,
             },
-            "max_turns": options.max_turns,
+            "max_turns": spec.rules(max_turns=options.max_turns).max_turns,
             "seed": options.seed,
             "train_tasks_available": len(train_tasks),
             "heldout_tasks_available": len(heldout_tasks),
