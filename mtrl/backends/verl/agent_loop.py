@@ -24,9 +24,6 @@ exactly (requirements/verl.txt) and this module is tested against the real class
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import (
@@ -36,113 +33,11 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
+from mtrl.backends.verl.bridge import TokenBridge, chat_ids, reward_extra_info
 from mtrl.envs.registry import load_spec
-from mtrl.envs.rollout import ActionRequest, Rollout, StopEpisode, play_async
+from mtrl.envs.rollout import play_async
 
 AGENT_NAME = "mtrl"
-NAN = float("nan")
-# A placeholder conversation whose rendering is the prefix every later user turn is appended to.
-_PREFIX = [
-    {"role": "system", "content": "x"},
-    {"role": "user", "content": "x"},
-    {"role": "assistant", "content": "x"},
-]
-
-
-def chat_ids(
-    tokenizer: Any, messages: Sequence[Mapping[str, str]], *, generation_prompt: bool, **kwargs: Any
-) -> list[int]:
-    """The token ids of a chat-templated conversation (transformers 5 returns an encoding, earlier a list)."""
-    rendered = tokenizer.apply_chat_template(
-        list(messages), add_generation_prompt=generation_prompt, tokenize=True, **kwargs
-    )
-    if isinstance(rendered, Mapping) or hasattr(rendered, "keys"):
-        rendered = rendered["input_ids"]
-    if rendered and isinstance(rendered[0], list):
-        rendered = rendered[0]
-    return [int(token) for token in rendered]
-
-
-def turn_tokens(tokenizer: Any, observation: str, chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
-    """The tokens a user turn adds after the model's reply, with the generation prompt of the next reply.
-
-    Rendered as the difference between a conversation with and without the turn, so the chat template decides
-    the turn's framing; a template that does not preserve the prefix falls back to the turn's text alone.
-    """
-    kwargs = dict(chat_template_kwargs or {})
-    base = chat_ids(tokenizer, _PREFIX, generation_prompt=False, **kwargs)
-    full = chat_ids(tokenizer, [*_PREFIX, {"role": "user", "content": observation}], generation_prompt=True, **kwargs)
-    if full[: len(base)] == base:
-        return full[len(base) :]
-    return list(tokenizer.encode(observation, add_special_tokens=False))
-
-
-@dataclass
-class TokenBridge:
-    """The policy side of one episode: keeps the token sequence and generates each action with verl's server."""
-
-    tokenizer: Any
-    server_manager: Any
-    sampling_params: dict[str, Any]
-    response_length: int
-    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    prompt_ids: list[int] = field(default_factory=list)
-    response_ids: list[int] = field(default_factory=list)
-    response_mask: list[int] = field(default_factory=list)
-    response_logprobs: list[float] = field(default_factory=list)
-    truncated: bool = False  # the response length ran out before the episode ended
-
-    async def act(self, request: ActionRequest) -> str:
-        if request.turn == 0:
-            self.prompt_ids = chat_ids(
-                self.tokenizer, request.messages, generation_prompt=True, **dict(self.chat_template_kwargs)
-            )
-        else:
-            self._append(turn_tokens(self.tokenizer, request.observation, self.chat_template_kwargs), mask=0)
-        budget = self.response_length - len(self.response_ids)
-        if budget <= 0:
-            self.truncated = True
-            raise StopEpisode
-        output = await self.server_manager.generate(
-            self.request_id,
-            prompt_ids=self.prompt_ids + self.response_ids,
-            sampling_params={**self.sampling_params, "max_tokens": budget},
-        )
-        tokens = list(output.token_ids)[:budget]
-        logprobs = list(output.log_probs or [])[: len(tokens)]
-        self._append(tokens, mask=1, logprobs=logprobs + [0.0] * (len(tokens) - len(logprobs)))
-        if len(self.response_ids) >= self.response_length:
-            self.truncated = True
-        return str(self.tokenizer.decode(tokens, skip_special_tokens=True)).strip()
-
-    def _append(self, tokens: Sequence[int], *, mask: int, logprobs: Sequence[float] | None = None) -> None:
-        room = self.response_length - len(self.response_ids)
-        kept = list(tokens)[: max(room, 0)]
-        if len(kept) < len(tokens):
-            self.truncated = True
-        self.response_ids += kept
-        self.response_mask += [mask] * len(kept)
-        self.response_logprobs += list(logprobs or [0.0] * len(kept))[: len(kept)]
-
-
-def reward_extra_info(rollout: Rollout, *, truncated: bool) -> dict[str, Any]:
-    """Per-sample fields verl adds to the batch: every component, success, evaluation and how the episode ended."""
-    result = rollout.result
-    # Numbers only: verl averages these fields into its metrics (NaN where the environment declares no evaluation).
-    info: dict[str, Any] = {
-        "success": float(result.success) if result is not None else 0.0,
-        "evaluation": float(result.evaluation) if result is not None and result.evaluation is not None else NAN,
-        "turns": float(rollout.turns),
-        "hit_turn_limit": float(rollout.hit_turn_limit),
-        "truncated": float(truncated),
-        "error": float(rollout.status == "error"),
-        "timeout": float(rollout.status == "timeout"),
-    }
-    if result is not None:
-        info.update({f"component/{name}": float(value) for name, value in result.components.items()})
-        info.update({f"metric/{name}": float(value) for name, value in result.metrics.items()})
-    return info
 
 
 @register(AGENT_NAME)
