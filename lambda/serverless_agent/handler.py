@@ -227,18 +227,22 @@ def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> di
         return _finish(job_arn, trajectory_id, region, low_reward, metrics={}, ended=f"invalid task: {error}")
 
     client = _client(region if isinstance(region, str) else None)
-    rules = spec.rules(timeout_s=max(budget, 0.001), max_turns=_max_turns_cap())
-    rollout = play(
-        spec.make(),
-        task,
-        client=client,
-        job_arn=job_arn,
-        trajectory_id=trajectory_id,
-        params={**inference_params(payload), **agent_options(payload.get("prompt"))},
-        rules=rules,
-    )
-    failure = rollout.error
-    reward = _score(rollout.result, low_reward, evaluating=evaluating)
+    rules = spec.rules(timeout_s=max(budget, 0.0), max_turns=_max_turns_cap())
+    rollout: Rollout | None = None
+    try:
+        rollout = play(
+            spec.make(),
+            task,
+            client=client,
+            job_arn=job_arn,
+            trajectory_id=trajectory_id,
+            params={**inference_params(payload), **agent_options(payload.get("prompt"))},
+            rules=rules,
+        )
+        failure = rollout.error
+    except Exception as raised:  # outside the driver (it hands every episode error back in the rollout)
+        failure = raised
+    reward = _score(rollout.result if rollout else None, low_reward, evaluating=evaluating)
     if isinstance(failure, JobNotFoundError):
         log.warning(
             "Sample: job not found (%s) — wiring is OK if this is the smoke test: %s", json.dumps(context), failure
@@ -255,7 +259,9 @@ def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> di
         log.error("episode failed (%s): %s: %s", json.dumps(context), type(failure).__name__, failure)
         ended = f"episode failed: {type(failure).__name__}"
         return _finish(job_arn, trajectory_id, region, reward, metrics={}, ended=ended)
-    rollout.raise_error()  # anything else is a bug in the environment: the invocation fails loudly
+    if failure is not None:  # anything else is a bug in the environment: the invocation fails loudly
+        raise failure
+    assert rollout is not None
     assert rollout.result is not None  # no error: result() returned
     components = {entry["name"]: entry["value"] for entry in rollout.result.metrics_list()}
     return _finish(job_arn, trajectory_id, region, reward, metrics=components, ended=ENDED.get(rollout.ended, "done"))

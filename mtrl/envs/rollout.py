@@ -68,8 +68,8 @@ class EpisodeRules:
     def __post_init__(self) -> None:
         if not isinstance(self.max_turns, int) or isinstance(self.max_turns, bool) or self.max_turns < 1:
             raise ValueError(f"max_turns must be a whole number of at least 1 (got {self.max_turns!r})")
-        if self.timeout_s is not None and not self.timeout_s > 0:
-            raise ValueError(f"timeout_s must be positive (got {self.timeout_s!r})")
+        if self.timeout_s is not None and not self.timeout_s >= 0:  # 0: no time at all (the first check ends it)
+            raise ValueError(f"timeout_s must not be negative (got {self.timeout_s!r})")
 
     def capped(self, max_turns: int | None) -> EpisodeRules:
         """The same rules with the turn limit lowered to ``max_turns`` (never raised above the environment's)."""
