@@ -11,13 +11,14 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from mtrl.envs.contract import EpisodeResult, closing
 from mtrl.envs.registry import EnvironmentSpec
 from mtrl.evaluation import figures as evaluation_figures
+from mtrl.health.episodes import episode_fields
 from mtrl.local.agents import Agent
 from mtrl.local.config import TrainConfig
 from mtrl.local.policy import Adam, FloatArray, LogLinearPolicy
@@ -35,6 +36,8 @@ class Rollout:
     result: EpisodeResult
     grad_log_prob: FloatArray  # Σ_t ∇θ log π(a_t | s_t) over the episode
     turns: int
+    hit_turn_limit: bool = False  # the agent's max_turns ended the episode, not the environment
+    status: Literal["completed"] = "completed"  # an environment error aborts training (mtrl.health.episodes)
 
 
 @dataclass
@@ -145,7 +148,7 @@ class Trainer:
                 episode.observe(action, step.observation)
                 grad += decision.grad_log_prob
                 turns += 1
-            return Rollout(result=env.result(), grad_log_prob=grad, turns=turns)
+            return Rollout(result=env.result(), grad_log_prob=grad, turns=turns, hit_turn_limit=not env.done)
 
     def heldout_rollouts(self, policy: LogLinearPolicy, *, config: TrainConfig) -> list[Rollout]:
         """One rollout of each of the first ``eval_tasks`` held-out tasks, from the fixed evaluation seed."""
@@ -202,6 +205,7 @@ class Trainer:
             "components": _component_means(flat),
             "metrics": _metric_means(flat),
             **_signal_health([[r.result for r in group] for group in groups]),
+            "episode_signals": episode_fields(groups),
             "informative_groups": informative,
             "grad_norm": float(np.linalg.norm(gradient)),
             "seconds": round(time.perf_counter() - started, 4),
