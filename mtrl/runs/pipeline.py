@@ -15,6 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from mtrl.backends.base import BackendAdapter, BackendError, CreatedResource, JobState, RunContext
+from mtrl.health.rules import INCOMPLETE
 from mtrl.runs.adapters import adapter_for
 from mtrl.runs.backend_options import BASELINE_SUPPORT, effective_settings
 from mtrl.runs.errors import (
@@ -32,6 +33,7 @@ from mtrl.runs.errors import (
     TransientError,
     in_plain_words,
 )
+from mtrl.runs.health_poll import poll_health
 from mtrl.runs.manifest import RunSettings, parse_manifest, resolve_run_settings
 from mtrl.runs.registry import RunStatus, raise_for_client_error
 from mtrl.runs.report import build_summary, cause_text, notification
@@ -462,7 +464,15 @@ def check_status(runtime: Runtime, event: Event) -> dict[str, Any]:
         cost=cost,
         last_polled_at=datetime.fromtimestamp(runtime.clock(), UTC).isoformat().replace("+00:00", "Z"),
     )
+    health = poll_health(runtime, run_id, record, ended=status.state.terminal)
     if status.state is JobState.SUCCEEDED:
+        if health is not None and health["verdict"] == INCOMPLETE:
+            # A "success" that trained fewer steps than planned (verl #5725: a silent 0-step exit) is a failure.
+            registry.end_phase(run_id, "train", "failed")
+            raise JobFailed(
+                f"run {run_id}: training job {job_id} ended SUCCEEDED after step {health['last_step']} of "
+                f"{health['planned_steps']} planned (health rule 'incomplete')"
+            )
         registry.end_phase(run_id, "train")
         return {"done": True, "state": status.state.value}
     if status.state in (JobState.FAILED, JobState.STOPPED):

@@ -251,9 +251,13 @@ def test_least_privilege(resources: dict[str, Any]) -> None:
                     "ecs:DescribeTaskDefinition",
                     "ecs:ListTaskDefinitions",
                     "ecs:DeregisterTaskDefinition",
+                    # The status poll's training-health metric: conditioned on its one namespace.
+                    "cloudwatch:PutMetricData",
                 }, actions
                 if "ecs:ListTasks" in actions:
                     assert "ecs:cluster" in statement["Condition"]["ArnEquals"]
+                if "cloudwatch:PutMetricData" in actions:
+                    assert statement["Condition"] == {"StringEquals": {"cloudwatch:namespace": "mtrl/RunHealth"}}
     for role in _of_type(resources, "AWS::IAM::Role"):
         assert "ManagedPolicyArns" not in role
 
