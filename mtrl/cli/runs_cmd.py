@@ -37,7 +37,7 @@ START_GRACE_SECONDS = 180.0
 # The reaper finalizes an aborted/timed-out run shortly after its execution ends.
 FINALIZE_GRACE_SECONDS = 120.0
 sleep = time.sleep  # the one wait of every polling loop (tests advance a fake pipeline here)
-_STATUS_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "TIMED_OUT": "red", "ABORTED": "yellow"}
+_STATUS_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "TIMED_OUT": "red", "ABORTED": "yellow", "STOPPED": "yellow"}
 
 
 def _style(status: str) -> str:

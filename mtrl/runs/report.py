@@ -101,6 +101,7 @@ def build_summary(record: Mapping[str, Any], *, bucket: str) -> dict[str, Any]:
         # eval_split runs: the training and held-out rows the backend was given (written by Validate).
         "dataset_splits": record.get("validation", {}).get("splits"),
         "error": record.get("error"),
+        "stop_reason": record.get("stop_reason"),  # early_stop: the health rule that cancelled the job
         "health": record.get("health"),  # the training-health verdict of the last status poll (mtrl.health)
         "summary_uri": f"s3://{bucket}/runs/{record['run_id']}/summary.json",
     }

@@ -111,3 +111,39 @@ def test_a_zero_step_success_fails_the_run_as_incomplete() -> None:
         assert record["health"]["verdict"] == "incomplete"
         assert pipeline.object_json(f"runs/{run_id}/health.json")["verdict"] == "incomplete"
         assert BUCKET in record["health"]["uri"]
+
+
+@pytest.mark.parametrize("early_stop", [True, {"rules": ["flat_groups"]}])
+def test_early_stop_cancels_a_flat_run_and_it_ends_stopped(
+    monkeypatch: pytest.MonkeyPatch, early_stop: bool | dict[str, list[str]]
+) -> None:
+    monkeypatch.setattr(WordleEnv, "result", _constant_result)
+    adapter = LocalAdapter(clients=AwsClients(boto3.Session(region_name=REGION)), chunk_seconds=0.001)
+    manifest = {
+        "early_stop": early_stop,
+        "environment_args": {"verbose": False},
+        "hyperparameters": {"steps": 30, "tasks_per_step": 2, "group_size": 2, "eval_every": 30, "eval_tasks": 2},
+    }
+    with pipeline_context(adapter) as pipeline:
+        pipeline.put("training-data/stop.run.json", json.dumps(manifest).encode())
+        started = pipeline.upload_and_trigger("training-data/stop.jsonl", jsonl(wordle_rows(12)))
+        execution = pipeline.wait(started["execution_arn"], timeout=240)
+        assert execution["status"] == "FAILED", execution  # the run did not succeed: it was stopped
+        run_id = started["run_id"]
+        record = pipeline.record(run_id)
+        assert record["status"] == "STOPPED"
+        assert record["stop_rule"] == "flat_groups"
+        assert record["stop_reason"].startswith(
+            "early_stop: training-health rule 'flat_groups' reached its stop level at step 10"
+        )
+        assert record["error"]["error"] == "EarlyStopped"
+        assert record["phases"]["train"]["outcome"] == "stopped"
+        assert record["progress"]["step"] == 10  # cancelled at the stop level, 20 steps before the planned end
+        summary = pipeline.object_json(f"runs/{run_id}/summary.json")
+        assert summary["stop_reason"] == record["stop_reason"]
+        final = [n for n in pipeline.notifications() if n["subject"].startswith("mtrl run stopped")]
+        assert len(final) == 1
+        assert "flat_groups" in final[0]["message"]
+        # The backend kept its latest state: the local training state is still there, at step 10.
+        state = pipeline.object_json(f"runs/{run_id}/local/state.json")
+        assert state["step"] == 10
