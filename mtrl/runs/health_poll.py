@@ -22,6 +22,9 @@ from mtrl.runs.runtime import Runtime
 
 METRIC_NAMESPACE = "mtrl/RunHealth"
 METRIC_NAME = "RunHealth"
+# The same value is also published per deployment (dimension Deployment = the deployment prefix, from the backend
+# settings), so one static alarm per deployment can watch every run (stacks/constructs/pipeline_alerts.py).
+DEPLOYMENT_DIMENSION = "Deployment"
 MAX_RECORDED_FIRINGS = 20  # the run record keeps the first ones; health.json has them all
 
 
@@ -89,16 +92,14 @@ def poll_health(runtime: Runtime, run_id: str, record: dict[str, Any], *, ended:
     )
     level = health_level(document)
     if runtime.cloudwatch is not None:
+        series = [{"Name": "RunId", "Value": run_id}]
+        deployment = runtime.backend_settings.get("prefix")
+        dimensions = [series] + ([[{"Name": DEPLOYMENT_DIMENSION, "Value": str(deployment)}]] if deployment else [])
         runtime.cloudwatch.put_metric_data(
             Namespace=METRIC_NAMESPACE,
             MetricData=[
-                {
-                    "MetricName": METRIC_NAME,
-                    "Dimensions": [{"Name": "RunId", "Value": run_id}],
-                    "Timestamp": now,
-                    "Value": float(level),
-                    "Unit": "None",
-                }
+                {"MetricName": METRIC_NAME, "Dimensions": d, "Timestamp": now, "Value": float(level), "Unit": "None"}
+                for d in dimensions
             ],
         )
     notified = list(previous.get("notified") or [])

@@ -57,6 +57,7 @@ def recorded_poll(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Itera
             bucket=bucket,
             topic_arn=topic_arn,
             settings=PipelineSettings(),
+            backend_settings={"prefix": "mtrl"},  # as deployed: the per-deployment series is published too
         )
         record, _ = runtime.registry.create(RUN_ID, {"dataset": {}})
         rows = [SignalRow(step=step, zero_spread_share=1.0) for step in range(1, 11)]
@@ -79,6 +80,12 @@ def test_every_health_poll_call_is_allowed_for_the_backend_role(
         "sns.Publish",
     }
     assert_calls_allowed(recorded_poll, BACKEND_ROLE, model=app_model)
+    metric = next(call for call in recorded_poll if call.operation == "PutMetricData")
+    assert [datum["Dimensions"] for datum in metric.params["MetricData"]] == [
+        [{"Name": "RunId", "Value": RUN_ID}],
+        [{"Name": "Deployment", "Value": "mtrl"}],  # the series the deployment's run-health alarm watches
+    ]
+    assert [datum["Value"] for datum in metric.params["MetricData"]] == [2.0, 2.0]
 
 
 def test_another_namespace_is_denied(recorded_poll: list[AwsCall], app_model: AppModel) -> None:
