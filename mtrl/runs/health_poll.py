@@ -13,11 +13,10 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from mtrl.health.rules import evaluate, health_level
 from mtrl.health.signals import HEALTH_FILE, SIGNALS_FILE, SignalsError, parse_signals
-from mtrl.runs.errors import TransientError
 from mtrl.runs.runtime import Runtime
 
 METRIC_NAMESPACE = "mtrl/RunHealth"
@@ -42,7 +41,7 @@ def _read_signals(runtime: Runtime, run_id: str) -> str | None:
     except ClientError as error:
         if error.response.get("Error", {}).get("Code") in {"NoSuchKey", "404", "NotFound"}:
             return None
-        raise TransientError(f"run {run_id}: reading {signals_key(run_id)}: {error}") from error
+        raise
     return body.decode("utf-8", errors="replace")
 
 
@@ -71,7 +70,17 @@ def _notify(runtime: Runtime, run_id: str, new: list[dict[str, Any]], document: 
 
 
 def poll_health(runtime: Runtime, run_id: str, record: dict[str, Any], *, ended: bool) -> dict[str, Any] | None:
-    """Evaluate, store, publish and notify; returns the verdict document (None when the run has no rows file)."""
+    """Evaluate, store, publish and notify; returns the verdict document (None when the run has no rows file, or
+    when reading or storing failed: that is recorded on the run and retried next poll, never fails the run)."""
+    try:
+        return _poll_health(runtime, run_id, record, ended=ended)
+    except (ClientError, BotoCoreError) as error:
+        previous = dict(record.get("health") or {})
+        runtime.registry.set_fields(run_id, health={**previous, "error": f"run {run_id}: {error}"[:500]})
+        return None
+
+
+def _poll_health(runtime: Runtime, run_id: str, record: dict[str, Any], *, ended: bool) -> dict[str, Any] | None:
     text = _read_signals(runtime, run_id)
     if text is None:
         return None
