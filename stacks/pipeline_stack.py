@@ -98,7 +98,7 @@ class PipelineStack(cdk.Stack):
         fns.trigger.policy.add_statements(
             iam.PolicyStatement(actions=["states:StartExecution"], resources=[state_machine.state_machine_arn])
         )
-        for publisher in (fns.report, fns.reaper):
+        for publisher in (fns.report, fns.reaper, fns.backend):  # backend: the status poll's health notices
             publisher.function.add_environment(ENV_TOPIC, self.topic.topic_arn)
             publisher.policy.add_statements(
                 iam.PolicyStatement(actions=["sns:Publish"], resources=[self.topic.topic_arn])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from mtrl.backends._aws import AwsClients, S3Uri, backend_error
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
+from mtrl.health.signals import SIGNALS_FILE, iso_time, render_signals
 from mtrl.local.agents import NoAgentError, agent_for
 from mtrl.local.config import ConfigError, TrainConfig
 from mtrl.local.run import (
@@ -40,6 +42,7 @@ from mtrl.local.run import (
     read_summary,
     request_cancel,
 )
+from mtrl.local.signals import STEP_TIME_KEY, header_of, signal_rows
 from mtrl.local.trainer import TrainingError, TrainingState
 
 OUTPUT_FOLDER = "local"
@@ -88,6 +91,10 @@ def _heldout_figures(evaluation: Mapping[str, Any], when: str) -> dict[str, floa
     if evaluation.get("evaluation_mean") is not None:
         figures[f"heldout_evaluation_{when}"] = float(evaluation["evaluation_mean"])
     return figures
+
+
+def _stamp_step(state: TrainingState, record: dict[str, Any]) -> None:
+    record[STEP_TIME_KEY] = iso_time(time.time())  # the history record is saved with the state
 
 
 class LocalAdapter:
@@ -156,7 +163,8 @@ class LocalAdapter:
         train_rows = self._read_rows(run, run.dataset_uri)
         eval_rows = self._read_rows(run, run.eval_dataset_uri) if run.eval_dataset_uri else None
         try:
-            create_run(self._store(run), config, train_rows, eval_rows)
+            created = create_run(self._store(run), config, train_rows, eval_rows)
+            self._write_signals(run, created)
         except (TrainingError, ConfigError, NoAgentError, EnvironmentNotFoundError, InvalidEnvironmentError) as error:
             raise BackendError(str(error)) from error
         except (ClientError, BotoCoreError) as error:
@@ -171,7 +179,10 @@ class LocalAdapter:
             loaded = load_run(store)
             if loaded.state.done:
                 return self._report(store, JobState.SUCCEEDED, loaded.state, "training complete")
-            state = advance_run(store, time_budget_s=self.chunk_seconds, extra_summary={"run_id": run.run_id})
+            state = advance_run(
+                store, time_budget_s=self.chunk_seconds, extra_summary={"run_id": run.run_id}, on_step=_stamp_step
+            )
+            self._write_signals(run, state)
         except TrainingError as error:
             return JobStatus(JobState.FAILED, message=f"local training failed: {error}")
         except (ClientError, BotoCoreError) as error:
@@ -181,6 +192,12 @@ class LocalAdapter:
         if state.done:
             return self._report(store, JobState.SUCCEEDED, state, "training complete")
         return self._report(store, JobState.RUNNING, state, f"{state.phase}: step {state.step}/{state.config.steps}")
+
+    def _write_signals(self, run: RunContext, state: TrainingState) -> None:
+        """``runs/<run id>/signals.jsonl``: the header and one row per step so far (rewritten whole each poll)."""
+        uri = S3Uri.parse(run.output_uri).join(SIGNALS_FILE)
+        body = render_signals(header_of(state), signal_rows(state)).encode("utf-8")
+        self._s3(run).put_object(Bucket=uri.bucket, Key=uri.key, Body=body, ContentType="application/x-ndjson")
 
     def _report(self, store: S3Store, job_state: JobState, state: TrainingState, message: str) -> JobStatus:
         metrics: dict[str, float] = {}

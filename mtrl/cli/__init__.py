@@ -15,6 +15,7 @@ from mtrl.cli import (
     env_cmd,
     env_try,
     eval_cmd,
+    health_cmd,
     runs_cmd,
     sandbox_cmd,
     submit_cmd,
@@ -43,6 +44,7 @@ app.command("cost")(cost_cmd.cost)
 app.add_typer(env_cmd.app, name="env")
 env_try.register(env_cmd.app)
 app.command("eval")(eval_cmd.evaluate)
+app.command("health")(health_cmd.health)
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("validate")(validate_cmd.validate)
 app.command("submit")(submit_cmd.submit)

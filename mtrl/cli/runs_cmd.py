@@ -37,7 +37,7 @@ START_GRACE_SECONDS = 180.0
 # The reaper finalizes an aborted/timed-out run shortly after its execution ends.
 FINALIZE_GRACE_SECONDS = 120.0
 sleep = time.sleep  # the one wait of every polling loop (tests advance a fake pipeline here)
-_STATUS_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "TIMED_OUT": "red", "ABORTED": "yellow"}
+_STATUS_STYLE = {"SUCCEEDED": "green", "FAILED": "red", "TIMED_OUT": "red", "ABORTED": "yellow", "STOPPED": "yellow"}
 
 
 def _style(status: str) -> str:
@@ -138,6 +138,7 @@ def status_renderable(view: dict[str, Any]) -> RenderableType:
             before, after = _figure(pair["baseline"]), _figure(pair["after_training"])
             summary.add_row(f"baseline {name}", f"{before} before training → {after} after")
     summary.add_row("cost so far", _money(view["cost_usd"]))
+    _add_health_row(summary, view.get("health"))
     if view["error"]:
         error = view["error"]
         name = str(error.get("error") or "")
@@ -159,6 +160,21 @@ def status_renderable(view: dict[str, Any]) -> RenderableType:
             phase["outcome"] or ("running" if running else "-"),
         )
     return Group(summary, phases) if view["phases"] else summary
+
+
+def _add_health_row(summary: Table, health: dict[str, Any] | None) -> None:
+    if health:
+        summary.add_row("health", _health_text(health))
+
+
+def _health_text(health: dict[str, Any]) -> Text:
+    """``warn: flat_groups warn at step 8, …`` (the training-health verdict; mtrl health for the details)."""
+    if health.get("error"):
+        return Text(f"not evaluated: {health['error']}", style="yellow")
+    verdict = str(health.get("verdict") or "ok")
+    fired = ", ".join(f"{item['rule']} {item['level']} at step {item['step']}" for item in health.get("fired") or [])
+    style = {"ok": "green", "warn": "yellow"}.get(verdict, "red")
+    return Text.assemble((verdict, style), f": {fired}" if fired else ": no rule fired")
 
 
 def _exit_code(view: dict[str, Any]) -> int:

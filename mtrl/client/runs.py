@@ -130,6 +130,7 @@ def run_view(record: Mapping[str, Any], *, now: datetime | None = None) -> dict[
         "validation": record.get("validation"),
         "error": record.get("error"),
         "teardown_error": record.get("teardown_error"),
+        "health": record.get("health"),  # the training-health verdict of the last status poll (mtrl.health)
     }
 
 

@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from mtrl.envs.registry import EnvironmentSpec
 from mtrl.envs.rollout import Message, play
 from mtrl.envs.rollout import Rollout as Played
 from mtrl.evaluation import figures as evaluation_figures
+from mtrl.health.episodes import episode_fields
 from mtrl.local.agents import Agent, EpisodeAgent
 from mtrl.local.config import TrainConfig
 from mtrl.local.policy import Adam, FloatArray, LogLinearPolicy
@@ -37,6 +38,8 @@ class Rollout:
     result: EpisodeResult
     grad_log_prob: FloatArray  # Σ_t ∇θ log π(a_t | s_t) over the episode
     turns: int
+    hit_turn_limit: bool = False  # the episode used every turn it was allowed (mtrl.health.episodes)
+    status: Literal["completed"] = "completed"  # an environment error aborts training (mtrl.health.episodes)
     episode: Played | None = None  # the driver's record of the episode (messages, end reason)
 
 
@@ -156,7 +159,13 @@ class Trainer:
         played = play(self.spec.make(**self.env_args), task, act, self.spec.rules(max_turns=self.agent.max_turns))
         played.raise_error()
         assert played.result is not None  # no error: result() returned
-        return Rollout(result=played.result, grad_log_prob=grad, turns=played.turns, episode=played)
+        return Rollout(
+            result=played.result,
+            grad_log_prob=grad,
+            turns=played.turns,
+            hit_turn_limit=played.hit_turn_limit,
+            episode=played,
+        )
 
     def heldout_rollouts(self, policy: LogLinearPolicy, *, config: TrainConfig) -> list[Rollout]:
         """One rollout of each of the first ``eval_tasks`` held-out tasks, from the fixed evaluation seed."""
@@ -213,6 +222,7 @@ class Trainer:
             "components": _component_means(flat),
             "metrics": _metric_means(flat),
             **_signal_health([[r.result for r in group] for group in groups]),
+            "episode_signals": episode_fields(groups),
             "informative_groups": informative,
             "grad_norm": float(np.linalg.norm(gradient)),
             "seconds": round(time.perf_counter() - started, 4),

@@ -37,6 +37,10 @@ class RunTimedOut(PipelineError):
     plain = "the training job ran longer than the run timeout and was cancelled"
 
 
+class EarlyStopped(PipelineError):
+    plain = "a training-health rule reached its stop level and early_stop cancelled the job"
+
+
 class BudgetExceeded(PipelineError):
     plain = "the run's cost exceeded its budget and the job was cancelled"
 
@@ -74,6 +78,7 @@ PLAIN_WORDS: dict[str, str] = {
         JobFailed,
         RunTimedOut,
         BudgetExceeded,
+        EarlyStopped,
         SlotWaitTimedOut,
         TransientError,
         TeardownIncomplete,

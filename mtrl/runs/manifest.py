@@ -14,6 +14,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mtrl.backends.serverless_options import TRAINING_HYPERPARAMETERS, hyperparameter_problems
+from mtrl.health.rules import STOP_RULES
 from mtrl.runs.backend_options import baseline_problem, validate_backend_options
 from mtrl.runs.errors import ConfigurationError
 from mtrl.settings.base import problems_from_validation_error
@@ -31,6 +32,25 @@ from mtrl.validation.strict_json import MAX_MANIFEST_DEPTH, StrictJSONError, loa
 MAX_MANIFEST_BYTES = 64 * 1024
 EVAL_DATA_PREFIX = "eval-data/"
 HyperparameterValue = int | float | str | bool
+
+
+EARLY_STOP_RULES = tuple(name for name in STOP_RULES if name != "incomplete")  # incomplete always fails a run
+
+
+class EarlyStop(BaseModel):
+    """``early_stop: {"rules": [...]}``: the training-health rules whose stop level cancels the run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rules: list[str] = Field(min_length=1, description="Rules with a stop level (mtrl.health.rules).")
+
+    @field_validator("rules")
+    @classmethod
+    def _known_rules(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in EARLY_STOP_RULES]
+        if unknown:
+            raise ValueError(f"{unknown} have no stop level; rules that do: {', '.join(EARLY_STOP_RULES)}")
+        return value
 
 
 class RunSettings(BaseModel):
@@ -60,6 +80,11 @@ class RunSettings(BaseModel):
         False,
         description="Evaluate the base model on the held-out split before training and report it in the run "
         "summary next to the after-training score (local and serverless backends; not hyperpod).",
+    )
+    early_stop: bool | EarlyStop = Field(
+        False,
+        description="Cancel the run when a training-health rule reaches its stop level (the run ends STOPPED with "
+        'stop_reason naming it): true for every rule with a stop level, or {"rules": [...]}; default: notify only.',
     )
     backend_options: dict[str, Any] = Field(
         default_factory=dict,

@@ -15,6 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from mtrl.backends.base import BackendAdapter, BackendError, CreatedResource, JobState, RunContext
+from mtrl.health.rules import INCOMPLETE, STOP, stop_rules
 from mtrl.runs.adapters import adapter_for
 from mtrl.runs.backend_options import BASELINE_SUPPORT, effective_settings
 from mtrl.runs.errors import (
@@ -22,6 +23,7 @@ from mtrl.runs.errors import (
     BudgetExceeded,
     ConfigurationError,
     DatasetInvalid,
+    EarlyStopped,
     InternalError,
     JobFailed,
     PipelineError,
@@ -32,6 +34,7 @@ from mtrl.runs.errors import (
     TransientError,
     in_plain_words,
 )
+from mtrl.runs.health_poll import poll_health
 from mtrl.runs.manifest import RunSettings, parse_manifest, resolve_run_settings
 from mtrl.runs.registry import RunStatus, raise_for_client_error
 from mtrl.runs.report import build_summary, cause_text, notification
@@ -462,7 +465,17 @@ def check_status(runtime: Runtime, event: Event) -> dict[str, Any]:
         cost=cost,
         last_polled_at=datetime.fromtimestamp(runtime.clock(), UTC).isoformat().replace("+00:00", "Z"),
     )
+    health = poll_health(runtime, run_id, record, ended=status.state.terminal)
+    if health is not None and not status.state.terminal:
+        _early_stop(runtime, record, adapter, job_id, health)
     if status.state is JobState.SUCCEEDED:
+        if health is not None and health["verdict"] == INCOMPLETE:
+            # A "success" that trained fewer steps than planned (verl #5725: a silent 0-step exit) is a failure.
+            registry.end_phase(run_id, "train", "failed")
+            raise JobFailed(
+                f"run {run_id}: training job {job_id} ended SUCCEEDED after step {health['last_step']} of "
+                f"{health['planned_steps']} planned (health rule 'incomplete')"
+            )
         registry.end_phase(run_id, "train")
         return {"done": True, "state": status.state.value}
     if status.state in (JobState.FAILED, JobState.STOPPED):
@@ -480,6 +493,33 @@ def check_status(runtime: Runtime, event: Event) -> dict[str, Any]:
         registry.end_phase(run_id, "train", "over budget")
         raise BudgetExceeded(f"run {run_id}: cost {spent:.2f} USD exceeds max_budget_usd {settings.max_budget_usd}")
     return {"done": False, "state": status.state.value}
+
+
+def _early_stop(
+    runtime: Runtime, record: Mapping[str, Any], adapter: BackendAdapter, job_id: str, health: Mapping[str, Any]
+) -> None:
+    """``early_stop``: a rule at its stop level cancels the job through its backend (which keeps its latest
+    state); the run then ends STOPPED with ``stop_reason`` naming the rule."""
+    run_id = record["run_id"]
+    wanted = _run_settings(record).early_stop
+    if not wanted:
+        return
+    rules = stop_rules(dict(health), None if wanted is True else wanted.rules)
+    if not rules:
+        return
+    fired = [item for item in health["fired"] if item["rule"] == rules[0] and item["level"] == STOP][-1]
+    reason = (
+        f"early_stop: training-health rule '{fired['rule']}' reached its stop level at step {fired['step']} "
+        f"(value {fired['value']:.4g}, threshold {fired['threshold']:.4g})"
+    )
+    _backend_call(
+        run_id, "cancelling the job (early_stop)", lambda: adapter.cancel(run_context(runtime, record), job_id)
+    )
+    runtime.registry.set_fields(
+        run_id, job_state=JobState.STOPPED.value, job_message=reason, stop_reason=reason, stop_rule=fired["rule"]
+    )
+    runtime.registry.end_phase(run_id, "train", "stopped")
+    raise EarlyStopped(f"run {run_id}: {reason}")
 
 
 def _evaluation_step(
@@ -623,6 +663,8 @@ def _final_status(error: str | None) -> RunStatus:
         return RunStatus.TIMED_OUT
     if error == "Aborted":
         return RunStatus.ABORTED
+    if error == EarlyStopped.__name__:
+        return RunStatus.STOPPED
     return RunStatus.FAILED
 
 

@@ -39,13 +39,16 @@ class RunStatus(StrEnum):
     FAILED = "FAILED"
     TIMED_OUT = "TIMED_OUT"
     ABORTED = "ABORTED"
+    STOPPED = "STOPPED"  # early_stop: a training-health rule cancelled the job (stop_reason names it)
 
     @property
     def terminal(self) -> bool:
         return self in TERMINAL_STATUSES
 
 
-TERMINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.ABORTED})
+TERMINAL_STATUSES = frozenset(
+    {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.ABORTED, RunStatus.STOPPED}
+)
 
 
 def now_iso() -> str:

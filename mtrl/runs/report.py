@@ -101,6 +101,8 @@ def build_summary(record: Mapping[str, Any], *, bucket: str) -> dict[str, Any]:
         # eval_split runs: the training and held-out rows the backend was given (written by Validate).
         "dataset_splits": record.get("validation", {}).get("splits"),
         "error": record.get("error"),
+        "stop_reason": record.get("stop_reason"),  # early_stop: the health rule that cancelled the job
+        "health": record.get("health"),  # the training-health verdict of the last status poll (mtrl.health)
         "summary_uri": f"s3://{bucket}/runs/{record['run_id']}/summary.json",
     }
 
@@ -119,6 +121,17 @@ def baseline_lines(comparison: Mapping[str, Any] | None) -> list[str]:
         for name, pair in comparison["metrics"].items()
     )
     return [f"Baseline before training → after training{measure}: {pairs or 'not measured'}"]
+
+
+def health_lines(health: dict[str, Any] | None) -> list[str]:
+    """The verdict and the rules that fired, in words (``mtrl status``, the summary's notification)."""
+    if not health:
+        return []
+    if health.get("error"):
+        return [f"Training health: not evaluated ({health['error']})"]
+    fired = health.get("fired") or []
+    rules = ", ".join(f"{item['rule']} {item['level']} at step {item['step']}" for item in fired)
+    return [f"Training health: {health['verdict']}" + (f" ({rules})" if rules else " (no rule fired)")]
 
 
 def notification(summary: Mapping[str, Any]) -> tuple[str, str]:
@@ -144,6 +157,7 @@ def notification(summary: Mapping[str, Any]) -> tuple[str, str]:
         lines.append(f"What happened: {error.get('plain') or in_plain_words(str(error.get('error')))}.")
         if error.get("cause"):
             lines.append(f"Details: {error['cause']}")
+    lines += health_lines(summary.get("health"))
     if dataset.get("uri"):
         lines.append(f"Dataset: {dataset['uri']} (version {dataset.get('version_id') or 'none'})")
     if summary.get("duration_seconds") is not None:

@@ -34,6 +34,7 @@ class Runtime:
     sns: Any = None
     stepfunctions: Any = None
     lambda_client: Any = None
+    cloudwatch: Any = None  # the status poll publishes mtrl/RunHealth (mtrl.runs.health_poll)
     topic_arn: str | None = None
     state_machine_arn: str | None = None
     backend_function: str | None = None
@@ -88,6 +89,7 @@ def runtime_from_env(environ: Mapping[str, str] | None = None) -> Runtime:
         sns=boto3.client("sns") if env.get(ENV_TOPIC) else None,
         stepfunctions=boto3.client("stepfunctions") if env.get(ENV_STATE_MACHINE) else None,
         lambda_client=boto3.client("lambda") if env.get(ENV_BACKEND_FUNCTION) else None,
+        cloudwatch=boto3.client("cloudwatch"),
         table=env[ENV_TABLE],
         bucket=env[ENV_BUCKET],
         settings=PipelineSettings.model_validate_json(env[PIPELINE_SETTINGS_ENV]),

@@ -16,6 +16,8 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from mtrl.runs.health_poll import DEPLOYMENT_DIMENSION, METRIC_NAME, METRIC_NAMESPACE
+
 
 def alarm_name_pattern(prefix: str) -> str:
     """Every alarm of a deployment is named ``<prefix>-…``; the topic admits CloudWatch for exactly those."""
@@ -107,6 +109,20 @@ class PipelineAlarms(Construct):
             "trigger-errors",
             trigger.metric_errors(period=period, statistic="Sum"),
             "The upload trigger failed; an upload may not have started its run (see the trigger DLQs).",
+        )
+        # One alarm per deployment on the status poll's training-health metric (its per-deployment series):
+        # any run at warn (1) or stop (2). The poll itself notifies once per run and rule with the details.
+        alarm(
+            "run-health",
+            cloudwatch.Metric(
+                namespace=METRIC_NAMESPACE,
+                metric_name=METRIC_NAME,
+                dimensions_map={DEPLOYMENT_DIMENSION: prefix},
+                period=period,
+                statistic="Maximum",
+            ),
+            "A training-health rule fired on a run (warn or stop): its notification, mtrl status and "
+            "runs/<run-id>/health.json name the rule (docs/operations.md, Training health).",
         )
         for name, queue in queues.items():
             alarm(

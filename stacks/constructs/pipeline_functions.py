@@ -14,6 +14,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from mtrl.runs.health_poll import METRIC_NAMESPACE as HEALTH_METRIC_NAMESPACE
 from mtrl.runs.manifest import EVAL_DATA_PREFIX
 from mtrl.runs.runtime import ENV_BUCKET, ENV_TABLE
 from mtrl.settings.pipeline import PIPELINE_SETTINGS_ENV, PipelineSettings, pipeline_settings_json
@@ -224,6 +225,21 @@ class PipelineFunctions(Construct):
         self.validate.allow_write(RUNS_PREFIX, multipart=True)  # an eval_split run's split files (streamed)
         self.backend.allow_read(TRAINING_DATA_PREFIX, EVAL_DATA_PREFIX, RUNS_PREFIX)
         self.backend.allow_write(RUNS_PREFIX)
+        # The status poll publishes the training-health metric (mtrl.runs.health_poll).
+        self.backend.policy.add_statements(
+            iam.PolicyStatement(
+                sid="RunHealthMetric",
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": HEALTH_METRIC_NAMESPACE}},
+            )
+        )
+        acknowledge(
+            self.backend.policy,
+            "AwsSolutions-IAM5[Resource::*]",
+            "cloudwatch:PutMetricData supports no resource-level permissions (Service Authorization Reference); "
+            "the cloudwatch:namespace condition limits it to mtrl/RunHealth.",
+        )
         self.report.allow_write(RUNS_PREFIX)
         self.reaper.allow_write(RUNS_PREFIX)
 

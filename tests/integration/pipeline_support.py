@@ -382,7 +382,10 @@ def _setup(adapter: Any, settings: PipelineSettings, backend_settings: dict[str,
         "trigger": {ENV_STATE_MACHINE: state_machine_arn},
         "report": {ENV_TOPIC: topic_arn},
         "reaper": {ENV_TOPIC: topic_arn, ENV_BACKEND_FUNCTION: "mtrl-backend"},
-        "backend": {ENV_BACKEND_SETTINGS: json.dumps({"region": REGION, **(backend_settings or {})})},
+        "backend": {
+            ENV_TOPIC: topic_arn,
+            ENV_BACKEND_SETTINGS: json.dumps({"region": REGION, **(backend_settings or {})}),
+        },
     }
     arns = {}
     for name in FUNCTIONS:

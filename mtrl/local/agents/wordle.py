@@ -154,7 +154,9 @@ class WordleEpisode:
 class WordleAgent:
     env_id = "wordle"
     feature_names = FEATURES
-    max_turns = 6
+    # The environment's own limit (its MAX_TURNS, which leaves room for invalid guesses); the agent only proposes
+    # valid words, so a game ends within its 6 guesses and a lost game is not a turn-limit hit.
+    max_turns = int(load_spec("wordle").max_turns)
 
     def __init__(
         self,

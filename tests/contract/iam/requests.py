@@ -176,6 +176,8 @@ IAM_PREFIX = {
     "ec2": "ec2",
     "kms": "kms",
     "dynamodb": "dynamodb",
+    "cloudwatch": "cloudwatch",
+    "sns": "sns",
 }
 
 
@@ -711,3 +713,16 @@ _simple(
 )
 for _name in ("DescribeSubnets", "DescribeVpcs", "DescribeSecurityGroups"):
     _simple("ec2", _name, lambda p, e, r: "*", {})  # Describe* support no resource-level permissions
+
+
+# -- CloudWatch and SNS (the status poll's training health, mtrl.runs.health_poll) -------------------------------
+# Service Authorization Reference, CloudWatch: PutMetricData has no resource types; the condition key
+# cloudwatch:namespace carries the request's Namespace. SNS: Publish acts on the topic.
+_simple(
+    "cloudwatch",
+    "PutMetricData",
+    lambda p, e, r: "*",
+    {"Namespace": "mtrl/RunHealth", "MetricData": [{"MetricName": "RunHealth", "Value": 1.0}]},
+    context=lambda p, e, r: {"cloudwatch:namespace": p["Namespace"]},
+)
+_simple("sns", "Publish", lambda p, e, r: str(p["TopicArn"]), {"TopicArn": "arn:aws:sns:us-east-1:1:t", "Message": "m"})

@@ -204,7 +204,17 @@ def test_alarms_cover_failed_timed_out_aborted_trigger_errors_and_dlqs(resources
     assert metrics == sorted(
         ["ExecutionsFailed", "ExecutionsTimedOut", "ExecutionsAborted", "Errors", "Errors"]  # trigger, guard
         + ["ApproximateNumberOfMessagesVisible"] * 4
+        + ["RunHealth"]  # the status poll's training health, one alarm per deployment
     )
+    (health,) = [alarm for alarm in alarms if alarm["MetricName"] == "RunHealth"]
+    assert health["Namespace"] == "mtrl/RunHealth"
+    assert health["Dimensions"] == [{"Name": "Deployment", "Value": "mtrl"}]
+    assert (health["Statistic"], health["Threshold"], health["ComparisonOperator"]) == (
+        "Maximum",
+        1,
+        "GreaterThanOrEqualToThreshold",
+    )
+    assert health["AlarmName"] == "mtrl-pipeline-run-health"
     assert all(alarm["AlarmActions"] for alarm in alarms)
     assert all(alarm["TreatMissingData"] == "notBreaching" for alarm in alarms)
 
@@ -251,9 +261,13 @@ def test_least_privilege(resources: dict[str, Any]) -> None:
                     "ecs:DescribeTaskDefinition",
                     "ecs:ListTaskDefinitions",
                     "ecs:DeregisterTaskDefinition",
+                    # The status poll's training-health metric: conditioned on its one namespace.
+                    "cloudwatch:PutMetricData",
                 }, actions
                 if "ecs:ListTasks" in actions:
                     assert "ecs:cluster" in statement["Condition"]["ArnEquals"]
+                if "cloudwatch:PutMetricData" in actions:
+                    assert statement["Condition"] == {"StringEquals": {"cloudwatch:namespace": "mtrl/RunHealth"}}
     for role in _of_type(resources, "AWS::IAM::Role"):
         assert "ManagedPolicyArns" not in role
 

@@ -1,0 +1,1 @@
+"""Training health: per-step signal rows of a run and the rules that turn them into a verdict."""

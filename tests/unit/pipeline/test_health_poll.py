@@ -1,0 +1,102 @@
+"""mtrl.runs.health_poll against moto: no rows → no verdict; bad rows or a failing AWS call are recorded, never
+fail the run; a rule notifies once per run however many polls see it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from mtrl.health.signals import SignalHeader, SignalRow, render_signals
+from mtrl.runs.health_poll import health_key, poll_health, signals_key
+from mtrl.runs.runtime import Runtime
+from mtrl.settings.pipeline import PipelineSettings
+
+REGION, BUCKET, TABLE, RUN_ID = "us-east-1", "data", "runs", "r-1"
+
+
+@pytest.fixture
+def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
+    for name, value in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": REGION}.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        session = boto3.Session(region_name=REGION)
+        s3, ddb, sns, sqs = (session.client(n) for n in ("s3", "dynamodb", "sns", "sqs"))
+        s3.create_bucket(Bucket=BUCKET)
+        ddb.create_table(
+            TableName=TABLE,
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in ("pk", "sk")],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        topic = sns.create_topic(Name="t")["TopicArn"]
+        queue = sqs.create_queue(QueueName="q")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
+        made = Runtime(
+            dynamodb=ddb,
+            s3=s3,
+            sns=sns,
+            cloudwatch=session.client("cloudwatch"),
+            table=TABLE,
+            bucket=BUCKET,
+            topic_arn=topic,
+            settings=PipelineSettings(),
+        )
+        made.registry.create(RUN_ID, {"dataset": {}})
+        made.queue_url = queue  # type: ignore[attr-defined]
+        yield made
+
+
+def _put_rows(runtime: Runtime, steps: int) -> None:
+    rows = [SignalRow(step=s, zero_spread_share=1.0) for s in range(1, steps + 1)]
+    body = render_signals(SignalHeader(planned_steps=30), rows)
+    runtime.s3.put_object(Bucket=BUCKET, Key=signals_key(RUN_ID), Body=body.encode())
+
+
+def _messages(runtime: Runtime) -> list[dict[str, Any]]:
+    queue = runtime.queue_url  # type: ignore[attr-defined]
+    found = boto3.client("sqs", region_name=REGION).receive_message(QueueUrl=queue, MaxNumberOfMessages=10)
+    return [json.loads(m["Body"]) for m in found.get("Messages", [])]
+
+
+def test_no_rows_file_means_no_verdict(runtime: Runtime) -> None:
+    assert poll_health(runtime, RUN_ID, runtime.registry.get(RUN_ID), ended=False) is None
+    assert "health" not in runtime.registry.get(RUN_ID)
+
+
+def test_a_bad_rows_file_is_recorded_not_raised(runtime: Runtime) -> None:
+    runtime.s3.put_object(Bucket=BUCKET, Key=signals_key(RUN_ID), Body=b'{"step": 1}\n')
+    assert poll_health(runtime, RUN_ID, runtime.registry.get(RUN_ID), ended=False) is None
+    assert "first line must be the header" in runtime.registry.get(RUN_ID)["health"]["error"]
+
+
+def test_a_failing_metric_call_is_recorded_not_raised(runtime: Runtime) -> None:
+    class Failing:
+        def put_metric_data(self, **_: Any) -> None:
+            raise ClientError({"Error": {"Code": "Throttling", "Message": "slow down"}}, "PutMetricData")
+
+    runtime.cloudwatch = Failing()
+    _put_rows(runtime, 3)
+    assert poll_health(runtime, RUN_ID, runtime.registry.get(RUN_ID), ended=False) is None
+    assert "Throttling" in runtime.registry.get(RUN_ID)["health"]["error"]
+
+
+def test_a_rule_notifies_once_across_polls_and_the_verdict_follows_the_rows(runtime: Runtime) -> None:
+    _put_rows(runtime, 5)  # inside the warm-up
+    assert poll_health(runtime, RUN_ID, runtime.registry.get(RUN_ID), ended=False)["verdict"] == "ok"  # type: ignore[index]
+    for steps in (8, 9, 12):
+        _put_rows(runtime, steps)
+        poll_health(runtime, RUN_ID, runtime.registry.get(RUN_ID), ended=False)
+    health = runtime.registry.get(RUN_ID)["health"]
+    assert (health["verdict"], health["level"], health["notified"]) == ("stop", 2, ["flat_groups"])
+    messages = _messages(runtime)
+    assert [m["Subject"] for m in messages] == [f"mtrl run {RUN_ID}: training health warn"]
+    stored = json.loads(runtime.s3.get_object(Bucket=BUCKET, Key=health_key(RUN_ID))["Body"].read())
+    assert stored["last_step"] == 12
+    assert "error" not in health
