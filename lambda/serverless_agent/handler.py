@@ -49,6 +49,7 @@ from mtrl.envs.registry import EnvironmentSpec, load_spec
 from mtrl.envs.rollout import EpisodeRules, Rollout
 from mtrl.envs.rollout import play as play_episode
 from mtrl.evaluation import score as evaluation_score
+from mtrl.health.emf import EpisodeMetrics
 
 log = logging.getLogger("mtrl.serverless_agent")
 log.setLevel(logging.INFO)
@@ -243,6 +244,8 @@ def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> di
     except Exception as raised:  # outside the driver (it hands every episode error back in the rollout)
         failure = raised
     reward = _score(rollout.result if rollout else None, low_reward, evaluating=evaluating)
+    if rollout is not None:
+        _publish_metrics(env_id, rollout)
     if isinstance(failure, JobNotFoundError):
         log.warning(
             "Sample: job not found (%s) — wiring is OK if this is the smoke test: %s", json.dumps(context), failure
@@ -265,6 +268,14 @@ def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> di
     assert rollout.result is not None  # no error: result() returned
     components = {entry["name"]: entry["value"] for entry in rollout.result.metrics_list()}
     return _finish(job_arn, trajectory_id, region, reward, metrics=components, ended=ENDED.get(rollout.ended, "done"))
+
+
+def _publish_metrics(env_id: str, rollout: Rollout) -> None:
+    """The episode's environment-side metrics (EMF on stdout, which Lambda ships to CloudWatch Logs)."""
+    try:
+        EpisodeMetrics(env_id).publish([[rollout]])
+    except Exception as error:  # metrics never change the reward reported
+        log.warning("publishing the episode metrics failed: %s: %s", type(error).__name__, error)
 
 
 def _max_turns_cap() -> int | None:

@@ -28,6 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from mtrl.backends._aws import AwsClients, S3Uri, backend_error
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
+from mtrl.health.emf import EpisodeMetrics
 from mtrl.health.signals import SIGNALS_FILE, iso_time, render_signals
 from mtrl.local.agents import NoAgentError, agent_for
 from mtrl.local.config import ConfigError, TrainConfig
@@ -180,7 +181,11 @@ class LocalAdapter:
             if loaded.state.done:
                 return self._report(store, JobState.SUCCEEDED, loaded.state, "training complete")
             state = advance_run(
-                store, time_budget_s=self.chunk_seconds, extra_summary={"run_id": run.run_id}, on_step=_stamp_step
+                store,
+                time_budget_s=self.chunk_seconds,
+                extra_summary={"run_id": run.run_id},
+                on_step=_stamp_step,
+                metrics=EpisodeMetrics(loaded.state.config.env_id, dimensions={"RunId": run.run_id}),
             )
             self._write_signals(run, state)
         except TrainingError as error:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from mtrl.envs.registry import EnvironmentSpec, load_spec
+from mtrl.health.emf import EpisodeMetrics
 from mtrl.local.agents import Agent, agent_for
 from mtrl.local.config import TrainConfig
 from mtrl.local.report import plot_png, summarize
@@ -135,9 +136,12 @@ def advance_run(
     max_steps: int | None = None,
     on_step: Callable[[TrainingState, dict[str, Any]], None] | None = None,
     extra_summary: Mapping[str, Any] | None = None,
+    metrics: EpisodeMetrics | None = None,
 ) -> TrainingState:
-    """Train for one chunk, persist the state, and write the summary and plot when the run completes."""
+    """Train for one chunk, persist the state, and write the summary and plot when the run completes; ``metrics``
+    publishes each step's environment-side metrics."""
     loaded = load_run(store)
+    loaded.trainer.metrics = metrics
     if loaded.state.done:
         return loaded.state
     state = loaded.trainer.advance(loaded.state, time_budget_s=time_budget_s, max_steps=max_steps, on_step=on_step)

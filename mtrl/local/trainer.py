@@ -20,6 +20,7 @@ from mtrl.envs.registry import EnvironmentSpec
 from mtrl.envs.rollout import Message, play
 from mtrl.envs.rollout import Rollout as Played
 from mtrl.evaluation import figures as evaluation_figures
+from mtrl.health.emf import EpisodeMetrics
 from mtrl.health.episodes import episode_fields
 from mtrl.local.agents import Agent, EpisodeAgent
 from mtrl.local.config import TrainConfig
@@ -134,6 +135,7 @@ class Trainer:
         self.agent = agent
         self.tasks = tasks
         self.env_args = dict(env_args or {})
+        self.metrics: EpisodeMetrics | None = None  # the environment-side EMF of each step's groups, when set
 
     def rollout(
         self, policy: LogLinearPolicy, task: Task, rng: np.random.Generator, *, greedy: bool = False
@@ -198,6 +200,8 @@ class Trainer:
         for index in picks:
             task = self.tasks.train[int(index)]
             groups.append([self.rollout(state.policy, task, rng) for _ in range(config.group_size)])
+        if self.metrics is not None:
+            self.metrics.publish(groups)
         gradient = np.zeros(state.policy.theta.size)
         informative = 0
         for group in groups:

@@ -16,8 +16,9 @@ Guarantees:
   abandon the rest: they are released back to the queue unpublished. Each result is published as one
   message before its request is acknowledged, so nothing is ever half-written and an abandoned rollout is
   replayed elsewhere;
-- signal health: per group of rollouts of the same task, published as CloudWatch EMF log lines, with the
-  episodes' external evaluation mean beside their reward mean (``mtrl.evaluation.emit_emf``).
+- signal health: per group of rollouts of the same task, published as CloudWatch EMF log lines by the one
+  environment-side metrics writer (``mtrl.health.emf``): spread per component, the external evaluation beside the
+  reward, and the episode shares (malformed actions, turn-limit hits, turns, errors, timeouts).
 """
 
 from __future__ import annotations
@@ -32,10 +33,10 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Literal, Protocol, TextIO
 
-from mtrl import evaluation, signal_health
 from mtrl.envs.contract import EpisodeResult
 from mtrl.envs.registry import EnvironmentSpec
 from mtrl.envs.rollout import play
+from mtrl.health.emf import EpisodeMetrics
 
 log = logging.getLogger("mtrl.worker")
 
@@ -177,6 +178,7 @@ class WorkerRuntime:
         self.policy = policy
         self.config = config or WorkerConfig()
         self.health_stream = health_stream
+        self._metrics = EpisodeMetrics(self.spec.env_id, dimensions=self.config.health_dimensions, stream=health_stream)
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._state: dict[str, str] = {}  # rollout id -> running | publishing | abandoned
@@ -276,13 +278,8 @@ class WorkerRuntime:
             if final:
                 groups += [group for group in self._groups.values() if len(group) >= 2]
                 self._groups = {}
-        scored = [[o.result for o in group if o.result is not None] for group in groups]
-        scored = [group for group in scored if len(group) >= 2]
-        if not scored:
-            return
-        report = signal_health.compute(scored)
-        dimensions = {"Environment": self.spec.env_id, **dict(self.config.health_dimensions)}
-        signal_health.emit_emf(report, dimensions=dimensions, stream=self.health_stream)
-        evaluation.emit_emf([r for group in scored for r in group], dimensions=dimensions, stream=self.health_stream)
-        for warning in report.warnings:
+        if not any(sum(o.result is not None for o in group) >= 2 for group in groups):
+            return  # no group can show a spread yet
+        self._metrics.publish(groups)
+        for warning in self._metrics.warnings:
             log.warning("signal health: %s", warning)

@@ -12,10 +12,12 @@
 - the episode stops at the environment's turn limit, its end, the deadline, or when the response length is used up.
 
 ``reward_score`` is the environment's reward (verl then skips its own reward computation); the named components,
-``success``, ``evaluation`` and the driver's end reason go to ``extra_fields["reward_extra_info"]``.
+``success``, ``evaluation`` and how the episode ended go to ``extra_fields["reward_extra_info"]``. Each episode's
+environment-side metrics go out through the one metrics writer (``mtrl.health.emf``), as the reward workers' do.
 
 Rows (written by the verl backend's dataset conversion): ``extra_info`` holds ``env_id``, ``task`` (the mtrl row's
-``metadata``) and optionally ``env_args``. The trainer config's optional ``mtrl.episode_timeout_s`` is the deadline.
+``metadata``) and optionally ``env_args``. The trainer config's optional ``mtrl.episode_timeout_s`` is the deadline
+and ``mtrl.run_id`` the metrics' ``RunId``.
 
 Only the stable core of verl's agent-loop API is used (``run``, ``AgentLoopOutput``, ``server_manager.generate``):
 observations are tokenized here, so none of verl's churning Continuous Token helpers are needed. verl is pinned
@@ -24,6 +26,7 @@ exactly (requirements/verl.txt) and this module is tested against the real class
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import (
@@ -35,7 +38,10 @@ from verl.experimental.agent_loop.agent_loop import (
 
 from mtrl.backends.verl.bridge import TokenBridge, chat_ids, reward_extra_info
 from mtrl.envs.registry import load_spec
-from mtrl.envs.rollout import play_async
+from mtrl.envs.rollout import Rollout, play_async
+from mtrl.health.emf import EpisodeMetrics
+
+log = logging.getLogger("mtrl.backends.verl.agent_loop")
 
 AGENT_NAME = "mtrl"
 
@@ -51,6 +57,16 @@ class MtrlAgentLoop(AgentLoopBase):  # type: ignore[misc]
         mtrl_config = self.config.get("mtrl") or {}
         timeout = mtrl_config.get("episode_timeout_s")
         self.episode_timeout_s = float(timeout) if timeout else None
+        run_id = mtrl_config.get("run_id")
+        self.metric_dimensions = {"RunId": str(run_id)} if run_id else {}
+
+    def _publish(self, env_id: str, rollout: Rollout) -> None:
+        """The episode's environment-side metrics, as the reward workers publish theirs (EMF lines on stdout, which
+        the cluster's log agent ships to CloudWatch Logs)."""
+        try:
+            EpisodeMetrics(env_id, dimensions=self.metric_dimensions).publish([[rollout]])
+        except Exception as error:  # metrics never change the reward
+            log.warning("publishing the episode metrics failed: %s: %s", type(error).__name__, error)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra = kwargs.get("extra_info") or {}
@@ -65,6 +81,7 @@ class MtrlAgentLoop(AgentLoopBase):  # type: ignore[misc]
         )
         env = spec.make(**dict(extra.get("env_args") or {}))
         rollout = await play_async(env, task, bridge.act, spec.rules(timeout_s=self.episode_timeout_s))
+        self._publish(spec.env_id, rollout)
         reward = rollout.reward if rollout.reward is not None else self.error_reward
         if not bridge.prompt_ids:  # the episode ended before its first action (done at reset, or an error)
             bridge.prompt_ids = chat_ids(self.tokenizer, rollout.messages[:2], generation_prompt=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import sys
@@ -152,7 +153,8 @@ async def check_environment(
             data_config=DictConfigWrap(config.data),
         )
         raw_prompt = [{"role": "user", "content": str(task.get("prompt", ""))}]
-        output = await loop.run({}, extra_info={"env_id": env_id, "task": task}, raw_prompt=raw_prompt)
+        with contextlib.redirect_stdout(sys.stderr):  # the loop's metric lines must not mix with the report
+            output = await loop.run({}, extra_info={"env_id": env_id, "task": task}, raw_prompt=raw_prompt)
         worker = _Worker(tokenizer, config.actor_rollout_ref.rollout)
         internal = await AgentLoopWorker._agent_loop_postprocess(worker, output, validate=False, raw_prompt=raw_prompt)
         batch = AgentLoopWorker._postprocess(
