@@ -31,17 +31,25 @@ LAYER_STAMP := .build/.stamp-layer-$(shell cat requirements/lambda.txt requireme
 EMULATOR_VENV := .venv-emulator
 EMULATOR_STAMP := $(EMULATOR_VENV)/.stamp-$(shell sha1sum requirements/emulator.txt 2>/dev/null | cut -c1-12)
 
+# uv with the system's certificate store (where this machine's and CI's extra CA certificates are).
+UV_INSTALL = UV_NATIVE_TLS=1 $(BIN)/uv pip install --quiet
+
 setup: $(PY_STAMP) $(NODE_STAMP) $(LAYER_STAMP)
 
 $(PY_STAMP): requirements/dev.txt requirements/llm.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (set PYTHON=...)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24"
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements/dev.txt
-	# The mtrl[llm] extra (torch==2.13.0 CPU build from the local wheel, transformers, trl, peft, openai) for the
-	# language-model policy tests; never in the Lambda layer or the worker image.
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements/llm.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	# uv (pinned in the dev lock) installs the locks several times faster than pip; pip bootstraps it.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$$(grep -E '^uv==' requirements/dev.txt | cut -d' ' -f1)"
+	# The mtrl[llm] extra's torch==2.13.0 is the CPU build on this machine's disk, which pip finds (its configured
+	# find-links) and uv does not look for: pip installs it first, and uv then finds the pin satisfied.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$$(grep -E '^torch==' requirements/llm.txt | cut -d' ' -f1)"
+	$(UV_INSTALL) --python $(BIN)/python -r requirements/dev.txt
+	# The rest of the mtrl[llm] extra (transformers, trl, peft, openai) for the language-model policy tests; never in
+	# the Lambda layer or the worker image.
+	$(UV_INSTALL) --python $(BIN)/python -r requirements/llm.txt
+	$(UV_INSTALL) --python $(BIN)/python --no-deps -e .
 	rm -f $(VENV)/.stamp-* && touch $@
 
 $(NODE_STAMP): package.json package-lock.json
@@ -68,9 +76,9 @@ $(LAYER_STAMP): requirements/lambda.txt requirements/runtime.txt $(PY_STAMP)
 # a botocore that conflicts with the project's boto3.
 emulator: $(EMULATOR_STAMP)
 
-$(EMULATOR_STAMP): requirements/emulator.txt
+$(EMULATOR_STAMP): requirements/emulator.txt $(PY_STAMP)
 	test -x $(EMULATOR_VENV)/bin/python || $(PYTHON) -m venv $(EMULATOR_VENV)
-	$(EMULATOR_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/emulator.txt
+	$(UV_INSTALL) --python $(EMULATOR_VENV)/bin/python -r requirements/emulator.txt
 	rm -f $(EMULATOR_VENV)/.stamp-* && touch $@
 
 # The Nova Forge runner's Python environment (.venv-nova): the SDK needs Python >= 3.12, so the contract tests
@@ -88,7 +96,7 @@ NOVA_PYTHON_CANDIDATES = $${NOVA_PYTHON:-} python3.12 $$(ls -d "$$(pyenv root 2>
 
 nova: $(NOVA_STAMP)
 
-$(NOVA_STAMP): requirements/nova-runner.txt pyproject.toml
+$(NOVA_STAMP): requirements/nova-runner.txt pyproject.toml $(PY_STAMP)
 	@if ! test -x $(NOVA_VENV)/bin/python; then \
 	  found=""; for candidate in $(NOVA_PYTHON_CANDIDATES); do \
 	    if "$$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then found="$$candidate"; break; fi; \
@@ -101,8 +109,8 @@ $(NOVA_STAMP): requirements/nova-runner.txt pyproject.toml
 	  echo "creating $(NOVA_VENV) with $$found ($$("$$found" --version))"; "$$found" -m venv $(NOVA_VENV); \
 	fi
 	$(NOVA_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24"
-	$(NOVA_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements/nova-runner.txt
-	$(NOVA_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	$(UV_INSTALL) --python $(NOVA_VENV)/bin/python --no-deps -r requirements/nova-runner.txt
+	$(UV_INSTALL) --python $(NOVA_VENV)/bin/python --no-deps -e .
 	$(NOVA_VENV)/bin/python -m pip check
 	rm -f $(NOVA_VENV)/.stamp-* && touch $@
 
@@ -118,8 +126,8 @@ verl: $(VERL_STAMP)
 $(VERL_STAMP): requirements/verl.txt pyproject.toml $(PY_STAMP)
 	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
-	$(BIN)/uv pip install --quiet --python $(VERL_VENV)/bin/python --no-deps -r requirements/verl.txt
-	$(BIN)/uv pip install --quiet --python $(VERL_VENV)/bin/python --no-deps -e .
+	$(UV_INSTALL) --python $(VERL_VENV)/bin/python --no-deps -r requirements/verl.txt
+	$(UV_INSTALL) --python $(VERL_VENV)/bin/python --no-deps -e .
 	rm -f $(VERL_VENV)/.stamp-* && touch $@
 
 lint: setup
@@ -138,7 +146,10 @@ pytest: setup emulator nova verl
 	rc=0; $(BIN)/python -m pytest -q -n 2 --dist loadfile || rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
 
-test: lint typecheck pytest
+# The environments are built side by side (-j: mostly downloads), then checked in order.
+test:
+	$(MAKE) --no-print-directory -j 4 setup emulator nova verl
+	$(MAKE) --no-print-directory lint typecheck pytest
 
 synth: setup
 	rm -rf cdk.out
