@@ -380,7 +380,7 @@ def test_execution_role_is_managed_policy_plus_scoped_extras(
     eni = statements["PodNetworkingInThisVpc"]
     assert vpc_id in json.dumps(eni["Condition"]["ArnEquals"]["ec2:Vpc"])
     assert vpc_id in json.dumps(statements["TagInterfacesInThisVpc"]["Condition"]["ArnEquals"]["ec2:Vpc"])
-    assert set(as_list(statements["EcrPullInRegion"]["Action"])) == {
+    assert set(as_list(statements["EcrPull"]["Action"])) == {
         "ecr:BatchGetImage",
         "ecr:GetDownloadUrlForLayer",
         "ecr:BatchCheckLayerAvailability",
