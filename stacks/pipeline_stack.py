@@ -183,7 +183,7 @@ class PipelineStack(cdk.Stack):
             "capacity_guard",
             "GPU safety net: scale back GPU groups above idle that no live run holds",
             cdk.Duration.minutes(5),
-            # It only reads runs, through the listing index.
+            # It only reads runs: the listing index, then (below) single run items.
             table_actions=["dynamodb:Query"],
             table_resources=[f"{self._table.table_arn}/index/{RUN_TABLE_LISTING_INDEX}"],
             environment={
@@ -194,6 +194,16 @@ class PipelineStack(cdk.Stack):
         )
         self.functions.capacity_guard = guard
         cluster_resource = cluster_arn or self.format_arn(service="sagemaker", resource="cluster", resource_name="*")
+        guard.policy.add_statements(
+            iam.PolicyStatement(
+                # A group that looks unheld in the (eventually consistent) index is confirmed against each live run's
+                # item with a strongly consistent GetItem; run items only (pk RUN#<id>), never the slot items.
+                sid="ConfirmHoldersConsistently",
+                actions=["dynamodb:GetItem"],
+                resources=[self._table.table_arn],
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["RUN#*"]}},
+            ),
+        )
         guard.policy.add_statements(
             iam.PolicyStatement(
                 sid="ScaleBackGpuGroups",  # GpuCapacity.describe / GpuCapacity.scale

@@ -216,9 +216,13 @@ class ServiceModel:
     aliases: tuple[str, ...] = ()
 
 
-# The base models serverless MTRL offers, and where (GUIDE: "at the time of writing"; the MTRL docs list the current
-# ones). Gemma 4 31B (instruction-tuned) and Qwen 3.6 27B are offered in us-west-2, but our sources give no hub model
-# id for them: add their ids here to use them.
+# The base models serverless MTRL offers, and where. Sources: GUIDE ("at the time of writing") for GPT-OSS-20B and
+# Nova 2 Lite; for Qwen 3.6 27B, the SageMaker AI developer guide "Open weight model customization" (its table marks
+# huggingface-vlm-qwen3-6-27b for MTRL (LoRA)) and aws/sagemaker-hyperpod-recipes
+# launcher/recipe_templatization/mtrl/mtrl_regional_parameters.json (the MTRL rft-trainer image is in us-west-2 only),
+# as summarised in shared/reference/open_model_grpo_research.md §4, read 2026-12-01. Gemma 4 31B is offered in
+# us-west-2 too, but no source gives its hub model id: add it here to use it. The live list is
+# MultiTurnRLTrainer.list_supported_models() (sagemaker-train) in an account; this table is what preflight checks.
 SERVICE_MODELS: tuple[ServiceModel, ...] = (
     ServiceModel(
         "openai-reasoning-gpt-oss-20b", "GPT-OSS-20B", frozenset({"us-east-1", "us-west-2"}), ("gpt-oss-20b",)
@@ -229,6 +233,7 @@ SERVICE_MODELS: tuple[ServiceModel, ...] = (
         frozenset({"us-east-1", "us-west-2"}),
         ("nova-2-lite", "amazon.nova-2-lite-v1:0:256k"),
     ),
+    ServiceModel("huggingface-vlm-qwen3-6-27b", "Qwen3.6 27B", frozenset({"us-west-2"}), ("qwen3.6-27b",)),
 )
 
 

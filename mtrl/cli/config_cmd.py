@@ -9,9 +9,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from mtrl.cli.output import console, fail, print_json
+from mtrl.cli.output import console, error_console, fail, print_json
 from mtrl.envs import custom_environment_problems
-from mtrl.settings import SettingsError, load_settings, parse_overrides, read_cdk_json_context
+from mtrl.settings import SettingsError, eks_support, load_settings, parse_overrides, read_cdk_json_context
 from mtrl.settings.deploy import DeploySettings, settings_keys_from_context
 from mtrl.settings.docs import render_configuration_reference
 
@@ -40,6 +40,12 @@ def show(
             raise SettingsError(problems)
     except SettingsError as error:
         fail(str(error), as_json=as_json)
+    # The same warning synth prints (on stderr, so --json output stays one JSON document).
+    warning = (
+        None if settings.emulator else eks_support.kubernetes_support_warning(settings, today=eks_support.utc_today())
+    )
+    if warning:
+        error_console.print(f"[bold yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     values = settings.model_dump(mode="json")
     if as_json:
         print_json(values)

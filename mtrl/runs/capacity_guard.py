@@ -7,8 +7,12 @@ GPUs can never stay up for days unnoticed.
 
 A group is *held* when a run that is not final has a ``hyperpod-capacity`` resource for it that was not removed. The
 hyperpod adapter records that resource **before** it scales the group, and this check reads the cluster **before**
-the run table, so a run that starts scaling during the check is always seen as a holder. Scaling back goes through
-``GpuCapacity.scale`` (the adapter's own implementation); a cluster that is busy updating is left for the next check.
+the run table, so a run that starts scaling during the check is seen as a holder. The run listing comes from the
+table's GSI, which DynamoDB keeps only eventually consistent with the table ("Global secondary indexes ... support
+eventually consistent reads only"): right after ``record_resource`` the index can still show the run without its
+capacity. So a group that looks unheld is scaled back only after every live run of the listing has been re-read from
+the table itself with a strongly consistent ``GetItem``. Scaling back goes through ``GpuCapacity.scale`` (the
+adapter's own implementation); a cluster that is busy updating is left for the next check.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from botocore.exceptions import ClientError
 from mtrl.backends.base import BackendError
 from mtrl.backends.hyperpod import CAPACITY_KIND, GpuCapacity, HyperPodSettings, ProvisioningInProgress, find_group
 from mtrl.runs.errors import InternalError, TransientError
-from mtrl.runs.registry import TERMINAL_STATUSES, decode_item, raise_for_client_error
+from mtrl.runs.registry import TERMINAL_STATUSES, decode_item, raise_for_client_error, run_key
 from mtrl.runs.runtime import Runtime
 
 # Environment variables PipelineStack.add_capacity_guard sets on the guard function.
@@ -70,34 +74,58 @@ class GuardResult:
         return {"scaled_back": self.scaled_back, "held": self.held, "busy": self.busy, "problems": self.problems}
 
 
-def live_holders(runtime: Runtime, cluster: str) -> dict[str, list[str]]:
-    """Instance group → ids of the runs that are not final and hold it (capacity recorded, not removed)."""
+def live_runs(runtime: Runtime) -> list[dict[str, Any]]:
+    """The records of runs that are not final, as the listing index shows them (eventually consistent)."""
     request: dict[str, Any] = {
         "TableName": runtime.table,
         "IndexName": LISTING_INDEX,
         "KeyConditionExpression": "kind = :kind",
         "ExpressionAttributeValues": {":kind": {"S": RUN_KIND}},
     }
-    holders: dict[str, list[str]] = {}
+    runs: list[dict[str, Any]] = []
     while True:
         try:
             page = runtime.dynamodb.query(**request)
         except ClientError as error:
             raise_for_client_error(error, "capacity guard: reading the run table")
             raise
-        for item in page.get("Items", []):
-            record = decode_item(item)
-            if record.get("status") in TERMINAL_STATUSES:
-                continue
-            for resource in record.get("resources") or []:
-                details = resource.get("details") or {}
-                if resource.get("kind") != CAPACITY_KIND or resource.get("removed_at"):
-                    continue
-                if details.get("cluster", cluster) == cluster and details.get("group"):
-                    holders.setdefault(str(details["group"]), []).append(str(record.get("run_id")))
+        # A run the index shows as final is final in the table too (a final status never changes).
+        runs += [r for r in map(decode_item, page.get("Items", [])) if r.get("status") not in TERMINAL_STATUSES]
         if "LastEvaluatedKey" not in page:
-            return holders
+            return runs
         request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def holders_in(records: list[dict[str, Any]], cluster: str) -> dict[str, list[str]]:
+    """Instance group → ids of the runs among ``records`` that are not final and hold it (capacity recorded, not
+    removed)."""
+    holders: dict[str, list[str]] = {}
+    for record in records:
+        if record.get("status") in TERMINAL_STATUSES:
+            continue
+        for resource in record.get("resources") or []:
+            details = resource.get("details") or {}
+            if resource.get("kind") != CAPACITY_KIND or resource.get("removed_at"):
+                continue
+            if details.get("cluster", cluster) == cluster and details.get("group"):
+                holders.setdefault(str(details["group"]), []).append(str(record.get("run_id")))
+    return holders
+
+
+def confirmed_holders(runtime: Runtime, runs: list[dict[str, Any]], cluster: str) -> dict[str, list[str]]:
+    """The same, with each listed run re-read from the table with a strongly consistent read (what a run recorded
+    is there, whatever the index shows yet). A run deleted since the listing holds nothing."""
+    records = []
+    for listed in runs:
+        run_id = str(listed.get("run_id"))
+        try:
+            response = runtime.dynamodb.get_item(TableName=runtime.table, Key=run_key(run_id), ConsistentRead=True)
+        except ClientError as error:
+            raise_for_client_error(error, f"capacity guard: reading run {run_id}")
+            raise
+        if "Item" in response:
+            records.append(decode_item(response["Item"]))
+    return holders_in(records, cluster)
 
 
 def _capacity(sagemaker: Any, cluster: str, group: str) -> GpuCapacity:
@@ -114,7 +142,9 @@ def check_capacity(runtime: Runtime, sagemaker: Any, guarded: GuardedCluster) ->
         cluster = _capacity(sagemaker, guarded.name, groups[0]).describe()  # before the run table: see module doc
     except BackendError as error:
         raise TransientError(f"capacity guard: {error}") from error
-    holders = live_holders(runtime, guarded.name)
+    runs = live_runs(runtime)
+    holders = holders_in(runs, guarded.name)
+    confirmed: dict[str, list[str]] | None = None  # read from the table only when a group looks unheld
     for group in groups:
         idle = guarded.idle_counts[group]
         try:
@@ -126,6 +156,10 @@ def check_capacity(runtime: Runtime, sagemaker: Any, guarded: GuardedCluster) ->
         if target <= idle:
             continue
         entry = {"group": group, "instance_type": details.get("InstanceType", ""), "target": target, "idle": idle}
+        if not holders.get(group):
+            if confirmed is None:
+                confirmed = confirmed_holders(runtime, runs, guarded.name)
+            holders[group] = confirmed.get(group, [])
         if holders.get(group):
             result.held.append({**entry, "runs": holders[group]})
             continue

@@ -202,6 +202,20 @@ def _ceiling_problems(defaults: PipelineSettings, manifest: Mapping[str, Any], s
     return problems
 
 
+def _runtime_problems(defaults: PipelineSettings, options: Mapping[str, Any]) -> list[str]:
+    """An AgentCore runtime a manifest names must be one the operator listed (it plays the run's episodes with the
+    job's role: a manifest must not point a run at any runtime of the account)."""
+    runtime = options.get("agent_runtime_arn")
+    allowed = defaults.run_allowed_agent_runtime_arns
+    if runtime is None or runtime in allowed:
+        return []
+    listed = ", ".join(allowed) if allowed else "none"
+    return [
+        f"key 'backend_options.agent_runtime_arn': {runtime} is not a runtime this deployment allows "
+        f"(run_allowed_agent_runtime_arns: {listed}); ask the operator to list it and redeploy"
+    ]
+
+
 def resolve_run_settings(
     defaults: PipelineSettings, manifest: dict[str, Any] | None, *, source: str = "manifest"
 ) -> RunSettings:
@@ -228,6 +242,7 @@ def resolve_run_settings(
             problems.append(str(error))
         else:
             settings = settings.model_copy(update={"backend_options": checked})
+            problems += _runtime_problems(defaults, checked)
         if settings.backend == "serverless":
             # Training hyperparameters against the service's documented ranges (one table, its own module).
             problems += hyperparameter_problems(

@@ -23,16 +23,28 @@ LOG_RETENTION_DAYS: tuple[int, ...] = (
     1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
 )  # fmt: skip
 
-# Kubernetes versions an EKS cluster for HyperPod may run: those the SageMaker HyperPod EKS prerequisites page
-# ("Getting started with Amazon EKS support in SageMaker HyperPod": 1.28-1.34) documents AND Amazon EKS still
-# supports ("Understand the Kubernetes version lifecycle on EKS": 1.28-1.31 are past extended support by
-# 2026-12-01) AND the deploy-time kubectl layer (kubectl 1.34, requirements/infra.in) may talk to (Kubernetes
-# version skew policy: kubectl within one minor version of the API server), which leaves out 1.32.
-# Value: the end of EKS *standard* support; after it the control plane is billed extended support (6x the hourly
-# price) until the version's end of extended support, 12 months later.
-HYPERPOD_EKS_KUBERNETES_VERSIONS: dict[str, str] = {
-    "1.33": "2026-07-29",
-    "1.34": "2026-12-02",
+# The EKS version calendar mtrl checks kubernetes_version against. Source: endoflife.date "Amazon EKS" (read
+# 2026-12-01), which follows the EKS user guide page "Understand the Kubernetes version lifecycle on EKS" (the copy
+# of that page we could read stops at 1.34). Each version: (end of standard support, end of extended support).
+EKS_VERSION_CALENDAR_SOURCE = (
+    'endoflife.date "Amazon EKS" / EKS user guide "Understand the Kubernetes version lifecycle on EKS"'
+)
+EKS_SUPPORT_CALENDAR: dict[str, tuple[str, str]] = {
+    "1.34": ("2026-12-02", "2027-12-02"),
+    "1.35": ("2027-03-27", "2028-03-27"),
 }
-# The default: the newest version HyperPod documents that is in EKS standard support on 2026-12-01.
-DEFAULT_KUBERNETES_VERSION = "1.34"
+# Kubernetes versions an EKS cluster for HyperPod may run: those SageMaker HyperPod documents for EKS ("Getting
+# started with Amazon EKS support in SageMaker HyperPod": 1.30-1.35) that are still in EKS standard support on
+# 2026-12-01 (EKS_SUPPORT_CALENDAR: 1.33 and older are past it), and that the deploy-time kubectl layer and the runner
+# image's kubectl (1.34) may talk to under the Kubernetes version skew policy (kubectl within one minor of the API
+# server). Value: the end of EKS *standard* support.
+HYPERPOD_EKS_KUBERNETES_VERSIONS: dict[str, str] = {
+    version: standard_end for version, (standard_end, _) in EKS_SUPPORT_CALENDAR.items()
+}
+# The default: the newest version HyperPod documents for EKS (1.36 is not in its list yet).
+DEFAULT_KUBERNETES_VERSION = "1.35"
+# `mtrl config show` and synth warn when the chosen version leaves standard support within this many days.
+STANDARD_SUPPORT_WARNING_DAYS = 60
+# EKS control-plane list prices (USD per cluster-hour), EKS pricing page: standard and extended support.
+EKS_STANDARD_HOURLY_USD = 0.10
+EKS_EXTENDED_HOURLY_USD = 0.60

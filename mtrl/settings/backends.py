@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from mtrl.settings.base import SettingsGroup
 
-_RUNTIME_ARN = re.compile(r"^arn:aws[a-z\-]*:bedrock-agentcore:[a-z0-9\-]+:\d{12}:runtime/[A-Za-z0-9_\-]+$")
+AGENT_RUNTIME_ARN = re.compile(r"^arn:aws[a-z\-]*:bedrock-agentcore:[a-z0-9\-]+:\d{12}:runtime/[A-Za-z0-9_\-]+$")
 _MLFLOW_APP_ARN = re.compile(r"^arn:aws[a-z\-]*:sagemaker:[a-z0-9\-]+:\d{12}:mlflow-app/.+$")
 
 
@@ -31,7 +31,8 @@ class BackendSettings(SettingsGroup):
         None,
         description="An existing Bedrock AgentCore runtime (arn:aws:bedrock-agentcore:<region>:<account>:runtime/<id>) "
         "that plays serverless episodes of environments without a deployed agent Lambda; a manifest's "
-        "backend_options.agent_runtime_arn overrides it per run. Empty = only the per-environment agent Lambdas.",
+        "backend_options.agent_runtime_arn overrides it per run (with a runtime from run_allowed_agent_runtime_arns). "
+        "Empty = only the per-environment agent Lambdas.",
     )
     serverless_base_model: str = Field(
         "openai-reasoning-gpt-oss-20b",
@@ -70,7 +71,9 @@ class BackendSettings(SettingsGroup):
 
     @model_validator(mode="after")
     def _agent_runtime_arn_shape(self) -> Self:
-        if self.serverless_agent_runtime_arn is not None and not _RUNTIME_ARN.match(self.serverless_agent_runtime_arn):
+        if self.serverless_agent_runtime_arn is not None and not AGENT_RUNTIME_ARN.match(
+            self.serverless_agent_runtime_arn
+        ):
             raise ValueError(
                 "serverless_agent_runtime_arn: must look like arn:aws:bedrock-agentcore:<region>:<account>:runtime/<id>"
             )

@@ -188,9 +188,18 @@ class ClusterSettings(SettingsGroup):
 
     kubernetes_version: str = Field(
         DEFAULT_KUBERNETES_VERSION,
-        description="Kubernetes version of the EKS cluster: one SageMaker HyperPod documents for EKS and EKS still "
-        f"supports ({', '.join(HYPERPOD_EKS_KUBERNETES_VERSIONS)}). Past its end of EKS standard support the "
-        "control plane is billed extended support (6x the hourly price).",
+        description="Kubernetes version of the EKS cluster: one SageMaker HyperPod documents for EKS that is still in "
+        f"EKS standard support ({', '.join(HYPERPOD_EKS_KUBERNETES_VERSIONS)}; ends of standard support: "
+        + ", ".join(f"{v} {end}" for v, end in HYPERPOD_EKS_KUBERNETES_VERSIONS.items())
+        + "). `mtrl config show` and synth warn, naming the date, within 60 days of it.",
+    )
+    eks_support_type: Literal["STANDARD", "EXTENDED"] = Field(
+        "STANDARD",
+        description="The EKS cluster's UpgradePolicy.SupportType: what happens when kubernetes_version leaves EKS "
+        "standard support. STANDARD: EKS upgrades the control plane to the next minor version itself on that date "
+        "(no extended-support charge; upgrade kubernetes_version and deploy before then). EXTENDED: the cluster "
+        "stays on its version for up to 12 more months, billed extended support (6x the control-plane price). "
+        "CloudFormation's own default is EXTENDED.",
     )
     eks_endpoint_access: Literal["public", "public_and_private"] = Field(
         "public",
@@ -288,7 +297,7 @@ class ClusterSettings(SettingsGroup):
     def _kubernetes_version_supported(cls, value: str) -> str:
         if value not in HYPERPOD_EKS_KUBERNETES_VERSIONS:
             raise ValueError(
-                f"'{value}' is not a version both SageMaker HyperPod documents for EKS and EKS still supports "
+                f"'{value}' is not a version SageMaker HyperPod documents for EKS that is in EKS standard support "
                 f"(supported: {', '.join(HYPERPOD_EKS_KUBERNETES_VERSIONS)})"
             )
         return value

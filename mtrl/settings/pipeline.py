@@ -13,6 +13,7 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from mtrl.settings.backends import AGENT_RUNTIME_ARN
 from mtrl.settings.base import SettingsGroup
 
 Backend = Literal["hyperpod", "serverless", "local"]
@@ -133,6 +134,12 @@ class PipelineSettings(SettingsGroup):
         "set a lower limit, never a higher one or none.",
         json_schema_extra=_per_run("max_budget_usd", ceiling=True),
     )
+    run_allowed_agent_runtime_arns: list[str] = Field(
+        default_factory=list,
+        description="The Bedrock AgentCore runtimes (arn:aws:bedrock-agentcore:<region>:<account>:runtime/<id>) a "
+        "serverless run's manifest may name in backend_options.agent_runtime_arn; any other runtime is refused at "
+        "Register. Empty = a manifest cannot name a runtime.",
+    )
     dataset_max_bytes: int = Field(5 * 1024**3, ge=1024, description="Largest accepted dataset object, in bytes.")
     dataset_max_rows: int = Field(2_000_000, ge=1, description="Most rows accepted in one dataset.")
     dataset_min_rows: int = Field(1, ge=1, description="Fewest rows a dataset must have.")
@@ -151,6 +158,18 @@ class PipelineSettings(SettingsGroup):
     def _email_is_plausible(cls, value: str | None) -> str | None:
         if value is not None and not _EMAIL.match(value):
             raise ValueError("must be an e-mail address like ml-team@example.com")
+        return value
+
+    @field_validator("run_allowed_agent_runtime_arns")
+    @classmethod
+    def _runtime_arns_shape(cls, value: list[str]) -> list[str]:
+        bad = [arn for arn in value if not AGENT_RUNTIME_ARN.match(arn)]
+        if bad:
+            raise ValueError(
+                f"not AgentCore runtime ARNs (arn:aws:bedrock-agentcore:<region>:<account>:runtime/<id>): {bad}"
+            )
+        if len(set(value)) != len(value):
+            raise ValueError("contains duplicates")
         return value
 
     @model_validator(mode="after")

@@ -79,6 +79,10 @@ class BackendPermissions(Construct):
             f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}:*": "Log groups of the deleted per-run functions.",
             f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}": "Log groups of the deleted per-run functions "
             "(the name form of the log-group ARN).",
+            f"{arn}:logs:{where}:log-group:/ecs/{run_scoped}": "The Nova Forge SDK's per-run task log group "
+            "/ecs/<stem>-nf<run hash>-NovaForgeSDK, deleted at teardown.",
+            f"{arn}:logs:{where}:log-group:/ecs/{run_scoped}:*": "The Nova Forge SDK's per-run task log group (the "
+            "log-group ARN with its stream suffix).",
             f"{arn}:lambda:{where}:event-source-mapping:*": "Event source mappings have generated ids; conditioned on "
             "per-run functions (lambda:FunctionArn).",
             f"{arn}:sagemaker:{where}:job/*/mtrl-*": "Serverless job names are derived from run ids (mtrl-<run>, "
@@ -172,6 +176,9 @@ class BackendPermissions(Construct):
                     f"{arn}:dynamodb:{where}:table/{run_scoped}",
                     f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}",
                     f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}:*",
+                    # The SDK's /ecs/<base>-NovaForgeSDK, created by setup() outside the stack (cleanup deletes it).
+                    f"{arn}:logs:{where}:log-group:/ecs/{run_scoped}",
+                    f"{arn}:logs:{where}:log-group:/ecs/{run_scoped}:*",
                 ],
             ),
             iam.PolicyStatement(

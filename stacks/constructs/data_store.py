@@ -142,14 +142,27 @@ class DataStore(Construct):
                 conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": log_groups_here}},
             )
         )
-        # CloudWatch alarms and EventBridge rules publish to KMS-encrypted SNS topics and SQS queues.
-        for sid, service in (("CloudWatchAlarmsPublish", "cloudwatch"), ("EventBridgeDeliver", "events")):
-            self.key.add_to_resource_policy(
-                iam.PolicyStatement(
-                    sid=sid,
-                    principals=[iam.ServicePrincipal(f"{service}.amazonaws.com")],
-                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                    resources=["*"],
-                    conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
-                )
+        # CloudWatch alarms publish to the KMS-encrypted SNS topic.
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
             )
+        )
+        # EventBridge writes undeliverable events to the KMS-encrypted rule-target DLQs. The statement is the one the
+        # Amazon SQS developer guide documents for AWS event sources ("Configure KMS permissions for AWS services":
+        # the service principal, kms:GenerateDataKey and kms:Decrypt, no condition); the source-context keys are not
+        # supported for EventBridge delivery to encrypted targets (Amazon SNS developer guide, "Key management"), and
+        # with them the DLQ write fails and the event is lost unseen. Which rule may write which queue is held by
+        # each queue's policy (aws:SourceArn = the rule), not by the key.
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EventBridgeDeliver",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=["*"],
+            )
+        )

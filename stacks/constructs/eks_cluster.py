@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import cast
 
+import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
+from mtrl.settings import eks_support
 from mtrl.settings.cluster import ClusterSettings
 from stacks.nag import acknowledge
 
@@ -74,6 +76,14 @@ class EksCluster(Construct):
             secrets_encryption_key=secrets_key,
             security_group=security_group,
         )
+        # The L2 construct has no upgrade-policy property; CloudFormation's default is EXTENDED (billed extended
+        # support after the end of standard support), so the policy is always stated (docs/cluster.md).
+        cfn_cluster = self.cluster.node.default_child
+        assert isinstance(cfn_cluster, eks.CfnCluster)
+        cfn_cluster.upgrade_policy = eks.CfnCluster.UpgradePolicyProperty(support_type=settings.eks_support_type)
+        warning = eks_support.kubernetes_support_warning(settings, today=eks_support.utc_today())
+        if warning:
+            cdk.Annotations.of(self).add_warning_v2("mtrl:kubernetes-standard-support", warning)
         acknowledge(
             self.cluster.role,
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]",

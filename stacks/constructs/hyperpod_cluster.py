@@ -169,9 +169,11 @@ class HyperPodCluster(Construct):
         vpc_arn = f"{arn}:vpc/{vpc.vpc_id}"
         eni, subnet, security_group = f"{arn}:network-interface/*", f"{arn}:subnet/*", f"{arn}:security-group/*"
         instance = f"{arn}:instance/*"
-        # System images (EKS add-ons, HyperPod agents, Nova Forge) live in AWS-owned accounts that differ
-        # per region, so the account is a wildcard; pull (read) actions only.
-        repositories = f"arn:{stack.partition}:ecr:{stack.region}:*:repository/*"
+        # System images (EKS add-ons, HyperPod agents, Nova Forge) live in AWS-owned accounts that differ per region,
+        # and the official execution-role template grants the pulls in every region: account and region are
+        # wildcards; pull (read) actions only.
+        repositories = f"arn:{stack.partition}:ecr:*:*:repository/*"
+        alarms = f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"
         lifecycle_objects = self.lifecycle_bucket.arn_for_objects(f"{LIFECYCLE_PREFIX}*")
         statements = [
             iam.PolicyStatement(
@@ -183,8 +185,13 @@ class HyperPodCluster(Construct):
             ),
             iam.PolicyStatement(
                 sid="AttachToOwnInstance",
-                actions=["ec2:AttachNetworkInterface", "ec2:DetachNetworkInterface"],
-                # The instance side of attach/detach; the ENI side is held to this VPC by the statement above.
+                # The instance side of the ENI actions that authorize an instance (Service Authorization Reference:
+                # attach, detach, modify-attribute); the ENI side is held to this VPC by the statement above.
+                actions=[
+                    "ec2:AttachNetworkInterface",
+                    "ec2:DetachNetworkInterface",
+                    "ec2:ModifyNetworkInterfaceAttribute",
+                ],
                 resources=[instance],
             ),
             iam.PolicyStatement(
@@ -209,9 +216,16 @@ class HyperPodCluster(Construct):
             # GetAuthorizationToken has no resource-level permissions.
             iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
             iam.PolicyStatement(
-                sid="EcrPullInRegion",
+                sid="EcrPull",
                 actions=_ECR_PULL_ACTIONS,
                 resources=[repositories],
+            ),
+            iam.PolicyStatement(
+                # Granted by the official execution-role template (which does not say what on the node calls it);
+                # alarms of this account and region only.
+                sid="ReadAlarms",
+                actions=["cloudwatch:DescribeAlarms"],
+                resources=[alarms],
             ),
             iam.PolicyStatement(
                 sid="PodIdentityAgent",
@@ -236,7 +250,8 @@ class HyperPodCluster(Construct):
             security_group: "ENIs carry the cluster security group; the ec2:Vpc condition holds them to this VPC.",
             instance: "Node instance IDs exist only at run time; the attached ENI must still be in this VPC.",
             repositories: "System and training images come from AWS-owned registries whose accounts vary by "
-            "region; pull-only actions.",
+            "region (the official template grants every region); pull-only actions.",
+            alarms: "cloudwatch:DescribeAlarms lists the account's alarms in this region (read only).",
             lifecycle_objects: "Read of the lifecycle-script prefix only (its subfolders are content-hash versions).",
         }
         for resource, reason in wildcard_reasons.items():

@@ -51,12 +51,12 @@ class SimulatedCluster(FakeCluster):
     refused with ConflictException first (an update someone else started)."""
 
     def __init__(self, aws: FakeAws, *, capacity: bool, arrival_polls: int, scale_down_conflicts: int) -> None:
-        super().__init__(aws)
+        super().__init__(aws, restricted=True)  # Nova Forge trains on a restricted instance group (preflight)
         self.capacity, self.arrival_polls, self.scale_down_conflicts = capacity, arrival_polls, scale_down_conflicts
         self._polls = 0
 
     def _update(self, params: dict[str, Any]) -> dict[str, Any]:
-        (spec,) = params["InstanceGroups"]
+        (spec,) = params["RestrictedInstanceGroups"]
         if spec["InstanceCount"] < self.target and self.scale_down_conflicts > 0:
             self.scale_down_conflicts -= 1
             self.updates.append(params)
@@ -254,7 +254,7 @@ def test_hyperpod_run_succeeds_and_releases_everything() -> None:
         assert record["job_id"] == nova_runner.job_name({"run_id": started["run_id"]})
         kinds = {r["kind"] for r in record["resources"]}
         assert {CAPACITY_KIND, TASKS_KIND, STACK_KIND} <= kinds
-        assert [u["InstanceGroups"][0]["InstanceCount"] for u in world.cluster.updates] == [1, 0]
+        assert [u["RestrictedInstanceGroups"][0]["InstanceCount"] for u in world.cluster.updates] == [1, 0]
         assert world.runner_commands[:2] == ["setup", "submit"]
         assert "cancel" not in world.runner_commands  # a finished job is not cancelled
         (note,) = pipeline.notifications()
@@ -325,7 +325,7 @@ def test_teardown_that_fails_once_is_retried_until_the_gpus_are_released() -> No
     with _pipeline(world) as pipeline:
         started = pipeline.upload_and_trigger("training-data/hp-sticky.jsonl", DATA)
         assert pipeline.wait(started["execution_arn"])["status"] == "SUCCEEDED"
-        scale_downs = [u for u in world.cluster.updates if u["InstanceGroups"][0]["InstanceCount"] == 0]
+        scale_downs = [u for u in world.cluster.updates if u["RestrictedInstanceGroups"][0]["InstanceCount"] == 0]
         assert len(scale_downs) == 2  # refused once, then done by the retried teardown
         record = world.assert_released(pipeline, started["run_id"])
         assert record["phases"]["teardown"]["outcome"] == "ok"

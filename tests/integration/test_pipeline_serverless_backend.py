@@ -231,7 +231,12 @@ class ServerlessWorld:
 
 def _pipeline(world: ServerlessWorld) -> Any:
     return pipeline_context(
-        world.adapter, backend_name="serverless", backend_settings=world.deploy, run_backend="serverless"
+        world.adapter,
+        backend_name="serverless",
+        backend_settings=world.deploy,
+        run_backend="serverless",
+        # The operator lists the AgentCore runtimes a manifest may name (issue 20 item 6).
+        run_allowed_agent_runtime_arns=[RUNTIME_ARN],
     )
 
 

@@ -9,7 +9,13 @@ from botocore.exceptions import ClientError
 
 from mtrl.backends._aws import error_message
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
-from mtrl.backends.hyperpod.capacity import _CAPACITY_PATTERN, GpuCapacity, find_group, gpu_holds
+from mtrl.backends.hyperpod.capacity import (
+    _CAPACITY_PATTERN,
+    GpuCapacity,
+    find_group,
+    gpu_holds,
+    nova_forge_group_problem,
+)
 from mtrl.backends.hyperpod.cleanup import Cleanup
 from mtrl.backends.hyperpod.common import (
     CAPACITY_KIND,
@@ -48,6 +54,14 @@ class HyperPodAdapter(RunnerTasks, RewardWorkers, Cleanup):
             findings.append(Finding("cluster", False, f"cluster {gpu.cluster_name} is {cluster['ClusterStatus']}"))
         else:
             findings.append(Finding("cluster", True, f"cluster {gpu.cluster_name} is {cluster['ClusterStatus']}"))
+        restricted = nova_forge_group_problem(cluster, gpu.group)
+        findings.append(
+            Finding(
+                "restricted-group",
+                restricted is None,
+                restricted or f"{gpu.group} ({details.get('InstanceType')}) is a restricted instance group",
+            )
+        )
         findings.append(self._check_task_definitions(settings))
         try:
             findings.append(Finding("environment-package", True, settings.package_uri(run.run_id)))

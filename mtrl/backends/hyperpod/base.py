@@ -49,6 +49,9 @@ class AdapterBase:
     def _cfn(self, settings: HyperPodSettings) -> Any:
         return self._clients.client("cloudformation", settings.region)
 
+    def _logs(self, settings: HyperPodSettings) -> Any:
+        return self._clients.client("logs", settings.region)
+
     @staticmethod
     def _backend_prefix(run: RunContext) -> S3Uri:
         return S3Uri.parse(run.output_uri).join("backend")

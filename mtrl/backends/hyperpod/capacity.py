@@ -34,6 +34,30 @@ def find_group(cluster: Mapping[str, Any], group: str) -> tuple[str, Mapping[str
     raise BackendError(f"HyperPod cluster {cluster.get('ClusterName')} has no instance group '{group}' (has: {names})")
 
 
+def nova_forge_group_problem(cluster: Mapping[str, Any], group: str) -> str | None:
+    """Why the Nova Forge SDK would refuse a job on ``group`` once it is scaled (None when it would not).
+
+    The SDK's own infrastructure check (``amzn_nova_forge.validation.validator``, ``_validate_infrastructure``)
+    looks only at the cluster's ``RestrictedInstanceGroups``: one of them must have the job's instance type, with
+    ``CurrentCount`` at least the job's instance count. The job's instance type is the type of the group the run
+    scales, so that group must itself be a restricted instance group; the count is then the run's own scale-up
+    (bounded by the group's run_count, the preflight's ``instance-count`` check).
+    """
+    key, details = find_group(cluster, group)
+    if key == "RestrictedInstanceGroups":
+        return None
+    restricted = [
+        f"{g.get('InstanceGroupName')} ({g.get('InstanceType')})" for g in cluster.get("RestrictedInstanceGroups") or []
+    ]
+    return (
+        f"Nova Forge trains only on a restricted instance group, and '{group}' ({details.get('InstanceType')}) is a "
+        f"normal instance group of cluster {cluster.get('ClusterName')}; the SDK would refuse the job after the GPUs "
+        f"were scaled (\"Instance type '{details.get('InstanceType')}' not available in restricted instance groups\"; "
+        f"restricted groups: {', '.join(restricted) or 'none'}). Configure hyperpod_restricted_instance_group "
+        "(docs/cluster.md) and redeploy, or run this environment on another backend"
+    )
+
+
 def group_spec(service_model: Any, key: str, details: Mapping[str, Any], count: int) -> dict[str, Any]:
     """The UpdateCluster specification equal to the group's current configuration, with ``InstanceCount`` changed.
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from mtrl.backends._aws import backend_error, error_message
+from mtrl.backends._aws import backend_error, error_code, error_message
 from mtrl.backends.base import BackendError, CreatedResource, RunContext
 from mtrl.backends.hyperpod.base import AdapterBase
 from mtrl.backends.hyperpod.capacity import GpuCapacity
@@ -22,6 +22,7 @@ from mtrl.backends.hyperpod.common import (
     now_iso,
     parse_settings,
 )
+from mtrl.backends.hyperpod.naming import sdk_log_group_name
 
 
 class Cleanup(AdapterBase):
@@ -73,15 +74,25 @@ class Cleanup(AdapterBase):
         cfn = self._cfn(settings)
         name = resource.identifier
         status = _stack_status(cfn, name)
-        if status is None or status == "DELETE_COMPLETE":
-            return True
-        if status == "DELETE_IN_PROGRESS":
-            return self._wait_stack_deleted(cfn, name)
+        if status not in {None, "DELETE_COMPLETE"}:
+            if status != "DELETE_IN_PROGRESS":
+                try:
+                    cfn.delete_stack(StackName=name)
+                except ClientError as error:
+                    raise backend_error(f"DeleteStack {name}", error) from error
+            self._wait_stack_deleted(cfn, name)
+        self._delete_sdk_log_group(settings, name)
+        return True
+
+    def _delete_sdk_log_group(self, settings: HyperPodSettings, stack_name: str) -> None:
+        """The SDK's setup() creates ``/ecs/<stack name>`` for its starter-kit task outside the stack (no retention,
+        never deleted by the SDK): the run removes it with the stack."""
+        group = sdk_log_group_name(stack_name)
         try:
-            cfn.delete_stack(StackName=name)
+            self._logs(settings).delete_log_group(logGroupName=group)
         except ClientError as error:
-            raise backend_error(f"DeleteStack {name}", error) from error
-        return self._wait_stack_deleted(cfn, name)
+            if error_code(error) != "ResourceNotFoundException":
+                raise backend_error(f"DeleteLogGroup {group}", error) from error
 
     def _wait_stack_deleted(self, cfn: Any, name: str) -> bool:
         deadline = self._clock() + (self._wait_override if self._wait_override is not None else 300)

@@ -61,3 +61,8 @@ def sdk_stack_name(settings: HasPrefix, run_id: str) -> str:
 def cloudformation_stack_name(settings: HasPrefix, run_id: str) -> str:
     """The stack the SDK deploys for the run: ``<base>-NovaForgeSDK``."""
     return f"{sdk_stack_name(settings, run_id)}-{SDK_STACK_SUFFIX}"
+
+
+def sdk_log_group_name(stack_name: str) -> str:
+    """The log group the SDK's setup() creates for its starter-kit ECS task: ``/ecs/<base>-NovaForgeSDK``."""
+    return f"/ecs/{stack_name}"

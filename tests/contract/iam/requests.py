@@ -701,6 +701,12 @@ _simple(
 )
 _simple(
     "logs",
+    "DeleteLogGroup",
+    lambda p, e, r: e.arn("logs", f"log-group:{p['logGroupName']}", r),
+    {"logGroupName": "/g"},
+)
+_simple(
+    "logs",
     "CreateLogStream",
     lambda p, e, r: e.arn("logs", f"log-group:{p['logGroupName']}:log-stream:{p['logStreamName']}", r),
     {"logGroupName": "/g", "logStreamName": "s"},

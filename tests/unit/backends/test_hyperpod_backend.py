@@ -508,6 +508,12 @@ def test_cleanup_is_complete_and_idempotent(world: World) -> None:
     world.ecs.register_task_definition(
         family=sdk_family, containerDefinitions=[{"name": "sam", "image": "x", "memory": 512}]
     )
+    # What the SDK's setup() creates outside its stack (nova_forge_sdk_observed.md: logs:CreateLogGroup
+    # /ecs/<base>-NovaForgeSDK, no retention, never deleted by the SDK); issue 20 item 6: teardown removes it.
+    logs = world.aws.session.client("logs")
+    sdk_group = f"/ecs/{cloudformation_stack_name(parse_settings(world.settings()), world.run_id)}"
+    logs.create_log_group(logGroupName=sdk_group)
+    logs.create_log_group(logGroupName="/ecs/someone-elses-task")
     world.clock.now += 3600
     run = world.run()
     removed = world.adapter.cleanup(run)
@@ -525,6 +531,8 @@ def test_cleanup_is_complete_and_idempotent(world: World) -> None:
     ]
     assert statuses == ["DELETE_COMPLETE"]
     assert world.ecs.list_task_definitions(familyPrefix=sdk_family, status="ACTIVE")["taskDefinitionArns"] == []
+    groups = [g["logGroupName"] for g in logs.describe_log_groups(logGroupNamePrefix="/ecs/")["logGroups"]]
+    assert groups == ["/ecs/someone-elses-task"]  # the run's SDK log group is gone, nothing else
     # Cost of the run from what cleanup returned: 2 GPUs held for the hour.
     holds = gpu_holds(removed)
     assert len(holds) == 1
@@ -572,7 +580,35 @@ def test_cleanup_with_nothing_recorded_is_a_no_op(world: World) -> None:
 # -- preflight -----------------------------------------------------------------------------------------------------
 
 
-def test_preflight(world: World) -> None:
+@pytest.fixture
+def rig_world(shared: Shared) -> World:
+    """A cluster whose GPU group is a restricted instance group, as Nova Forge requires."""
+    return World(shared, restricted=True)
+
+
+def test_preflight_refuses_a_group_that_is_not_a_restricted_instance_group(world: World) -> None:
+    # Issue 20 item 4. The Nova Forge SDK checks, before it starts the job, that the cluster has a restricted instance
+    # group of the job's instance type with enough nodes (amzn_nova_forge 1.4.10, validation/validator.py,
+    # _validate_infrastructure: only DescribeCluster's RestrictedInstanceGroups count). A run scaling a normal group
+    # would pay for the scale-up and then be refused: preflight refuses it first, before any UpdateCluster.
+    findings = {f.check: f for f in world.adapter.preflight(world.run())}
+    refused = findings["restricted-group"]
+    assert not refused.ok
+    assert "'gpu' (ml.p5.48xlarge) is a normal instance group of cluster mtrl-hp" in refused.message
+    assert "not available in restricted instance groups" in refused.message
+    assert "restricted groups: none" in refused.message
+    assert "hyperpod_restricted_instance_group" in refused.message
+    assert world.cluster.updates == []  # nothing was scaled
+
+
+def test_preflight_accepts_the_restricted_group_the_run_scales(rig_world: World) -> None:
+    findings = {f.check: f for f in rig_world.adapter.preflight(rig_world.run())}
+    assert findings["restricted-group"].ok
+    assert findings["restricted-group"].message == "gpu (ml.p5.48xlarge) is a restricted instance group"
+
+
+def test_preflight(rig_world: World) -> None:
+    world = rig_world
     findings = {f.check: f for f in world.adapter.preflight(world.run())}
     assert all(f.ok for f in findings.values()), findings
     world.cluster.target = 2  # another run holds the group

@@ -97,6 +97,16 @@ def test_region_model_table() -> None:
     assert "is not one serverless MTRL offers" in str(model_region_problem("llama-9", "us-east-1"))
 
 
+def test_qwen_3_6_27b_is_offered_in_us_west_2_only() -> None:
+    # Issue 20 item 9. SageMaker AI developer guide, "Open weight model customization": huggingface-vlm-qwen3-6-27b
+    # (Qwen3.6 27B) is marked for MTRL (LoRA); aws/sagemaker-hyperpod-recipes mtrl_regional_parameters.json: the MTRL
+    # trainer image is in us-west-2 only (shared/reference/open_model_grpo_research.md §4).
+    assert model_region_problem("huggingface-vlm-qwen3-6-27b", "us-west-2") is None
+    assert model_region_problem("qwen3.6-27b", "us-west-2") is None
+    refused = str(model_region_problem("huggingface-vlm-qwen3-6-27b", "us-east-1"))
+    assert "offers Qwen3.6 27B (huggingface-vlm-qwen3-6-27b) in us-west-2, not in us-east-1" in refused
+
+
 def test_manifest_is_checked_at_register_for_serverless_runs_only() -> None:
     with pytest.raises(ConfigurationError, match=r"'group_size' must be in \[2, 32\] \(got 64\)"):
         resolve_run_settings(DEFAULTS, {"hyperparameters": {"group_size": 64}}, source="m.run.json")

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Template
 
+from mtrl.settings import eks_support
 from stacks.app_builder import Deployment
 from tests.conftest import make_app
-from tests.unit.cluster.custom_cluster import CUSTOM_CLUSTER
+from tests.unit.cluster.custom_cluster import CUSTOM_CLUSTER, SYNTH_DATE
 
 
 @pytest.fixture(scope="session")
@@ -24,7 +25,9 @@ def cluster_json(cluster_template: Template) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def custom_deployment() -> Deployment:
-    app, deployment = make_app(CUSTOM_CLUSTER)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(eks_support, "utc_today", lambda: SYNTH_DATE)  # the support-window warning's clock
+        app, deployment = make_app(CUSTOM_CLUSTER)
     app.synth()  # with cdk-nag: raises on any unacknowledged finding
     return deployment
 

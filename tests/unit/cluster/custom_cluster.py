@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 ADMIN_ROLE = "arn:aws:iam::123456789012:role/PlatformAdmin"
 VIEWER_ROLE = "arn:aws:iam::123456789012:role/Auditor"
 
+# The day the custom cluster is synthesized on (a fixed clock): 1.34 leaves EKS standard support the next day.
+SYNTH_DATE = date(2026, 12, 1)
+
 # Every optional cluster feature at once, so one extra synth covers them all.
 CUSTOM_CLUSTER: dict[str, Any] = {
+    # The older allowed version with extended support: synthesized with the clock at SYNTH_DATE (conftest).
+    "kubernetes_version": "1.34",
+    "eks_support_type": "EXTENDED",
     "eks_admin_role_arns": [ADMIN_ROLE],
     "eks_viewer_role_arns": [VIEWER_ROLE],
     "eks_endpoint_access": "public_and_private",

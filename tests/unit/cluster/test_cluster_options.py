@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from aws_cdk.assertions import Template
+from aws_cdk.assertions import Annotations, Match, Template
 from cfnlint.api import ManualArgs, lint
 
 from stacks.app_builder import Deployment
@@ -191,3 +191,21 @@ def test_zone_without_a_private_subnet_is_refused() -> None:
     groups = [{"name": "gpu", "instance_type": "ml.g5.8xlarge", "availability_zone_id": "use1-az9"}]
     with pytest.raises(ValueError, match=r"maps to us-east-1c, but the private subnets are in"):
         make_app({"hyperpod_instance_groups": groups, "hyperpod_availability_zone_names": {"use1-az9": "us-east-1c"}})
+
+
+def test_a_version_near_its_end_of_standard_support_synthesizes_with_a_dated_warning(
+    custom_deployment: Deployment, custom_json: dict[str, Any]
+) -> None:
+    # Issue 20 item 1: kubernetes_version 1.34 leaves EKS standard support on 2026-12-02 (endoflife.date "Amazon EKS",
+    # EKS user guide "Understand the Kubernetes version lifecycle on EKS"); synthesized on 2026-12-01 (fixed clock),
+    # the synth warns naming the date, and the chosen EXTENDED policy is stated in the template.
+    _, eks = only(custom_json, "AWS::EKS::Cluster")
+    assert eks["Properties"]["Version"] == "1.34"
+    assert eks["Properties"]["UpgradePolicy"] == {"SupportType": "EXTENDED"}
+    assert custom_deployment.cluster is not None
+    warnings = Annotations.from_stack(custom_deployment.cluster).find_warning("*", Match.any_value())
+    texts = [str(w.entry.data) for w in warnings]
+    (warning,) = [text for text in texts if "kubernetes_version 1.34" in text]
+    assert "leaves EKS standard support on 2026-12-02 (in 1 day)" in warning
+    assert "billed extended support ($0.60 instead of $0.10 per cluster-hour) until 2027-12-02" in warning
+    assert "endoflife.date" in warning

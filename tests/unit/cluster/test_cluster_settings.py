@@ -27,7 +27,8 @@ def test_defaults_idle_the_gpu_group_at_zero() -> None:
     assert settings.eks_endpoint_access == "public"
     assert not settings.uses_existing_cluster
     assert settings.hyperpod_restricted_instance_group is None
-    assert settings.kubernetes_version == "1.34"
+    assert settings.kubernetes_version == "1.35"
+    assert settings.eks_support_type == "STANDARD"
     assert settings.hyperpod_node_access_entry is False  # HyperPod creates its own entries (defect 8)
     assert settings.hyperpod_deploy_interrupts_runs == []
     assert group.spread_across_zones is False  # one AZ per group (defect 6)
@@ -68,8 +69,10 @@ def test_groups_parse_from_a_cli_json_string() -> None:
         ({"hyperpod_helm_chart_revision": "main"}, "hyperpod_helm_chart_revision"),
         ({"hyperpod_helm_chart_revision": "b01cf90"}, "hyperpod_helm_chart_revision"),  # short sha
         ({"hyperpod_helm_chart_revision": "v3.9.0"}, "hyperpod_helm_chart_revision"),  # a tag name moves
-        ({"kubernetes_version": "1.35"}, "not a version both SageMaker HyperPod documents"),  # not in HyperPod's list
-        ({"kubernetes_version": "1.31"}, "supported: 1.33, 1.34"),  # past EKS extended support
+        ({"kubernetes_version": "1.36"}, "not a version SageMaker HyperPod documents"),  # not in HyperPod's list
+        ({"kubernetes_version": "1.33"}, "supported: 1.34, 1.35"),  # in extended support since 2026-07-29
+        ({"kubernetes_version": "1.31"}, "supported: 1.34, 1.35"),  # past EKS extended support
+        ({"eks_support_type": "standard"}, "eks_support_type"),  # the API's values are upper case
         ({"hyperpod_helm_extra_components": ["kuberay"]}, "hyperpod_helm_extra_components"),  # not in the pinned chart
         ({"hyperpod_deploy_interrupts_runs": ["all"]}, "not run ids"),
         (

@@ -158,27 +158,33 @@ def test_no_job_submission_role(cluster_json: dict[str, Any]) -> None:
 # --- Kubernetes version ---------------------------------------------------------------------------------
 
 
-def test_kubernetes_version_is_the_newest_hyperpod_and_eks_standard_support_share(
+def test_default_cluster_runs_kubernetes_1_35_with_an_explicit_standard_upgrade_policy(
     deployment: Deployment, cluster_json: dict[str, Any]
 ) -> None:
-    # Defect 2. SageMaker HyperPod supports Kubernetes 1.28-1.34 ("Getting started with Amazon EKS support in
-    # SageMaker HyperPod"); on 2026-12-01 EKS standard support covers 1.34 (until 2026-12-02) and newer
-    # ("Understand the Kubernetes version lifecycle on EKS"), so 1.34 is the newest both have. 1.35 is not in
-    # HyperPod's list.
-    assert DEFAULT_KUBERNETES_VERSION == "1.34" == deployment.settings.kubernetes_version
-    assert max(HYPERPOD_EKS_KUBERNETES_VERSIONS, key=lambda v: int(v.split(".")[1])) == "1.34"
-    assert HYPERPOD_EKS_KUBERNETES_VERSIONS["1.34"] >= "2026-12-01"  # still in standard support that day
+    # Issue 20 item 1. SageMaker HyperPod supports Kubernetes 1.30-1.35 on EKS ("Getting started with Amazon EKS
+    # support in SageMaker HyperPod"); 1.35 is in EKS standard support until 2027-03-27 (endoflife.date "Amazon EKS"),
+    # 1.34 only until 2026-12-02 and 1.33 not since 2026-07-29. CloudFormation's UpgradePolicy.SupportType defaults
+    # to EXTENDED (AWS::EKS::Cluster UpgradePolicy: "The default value is EXTENDED"), which bills extended support
+    # at the end of standard support: the template must always state the policy, STANDARD by default.
+    assert DEFAULT_KUBERNETES_VERSION == "1.35" == deployment.settings.kubernetes_version
+    assert max(HYPERPOD_EKS_KUBERNETES_VERSIONS, key=lambda v: int(v.split(".")[1])) == "1.35"
+    assert sorted(HYPERPOD_EKS_KUBERNETES_VERSIONS) == ["1.34", "1.35"]  # 1.33 dropped (in extended support)
+    assert all(end >= "2026-12-01" for end in HYPERPOD_EKS_KUBERNETES_VERSIONS.values())
     _, eks = only(cluster_json, "AWS::EKS::Cluster")
-    assert eks["Properties"]["Version"] == "1.34"
+    assert eks["Properties"]["Version"] == "1.35"
+    assert eks["Properties"]["UpgradePolicy"] == {"SupportType": "STANDARD"}
 
 
-def test_kubectl_layer_matches_every_supported_version() -> None:
-    # Kubernetes "Version Skew Policy": kubectl is supported within one minor version of kube-apiserver.
-    assert KUBECTL_LAYER_VERSION == DEFAULT_KUBERNETES_VERSION
+def test_kubectl_layer_is_within_one_minor_of_every_allowed_version() -> None:
+    # Kubernetes "Version Skew Policy": kubectl is supported within one minor version (older or newer) of
+    # kube-apiserver. The layer (aws-cdk.lambda-layer-kubectl-v34) must serve every version a deployment may choose.
     for version in HYPERPOD_EKS_KUBERNETES_VERSIONS:
+        assert abs(int(version.split(".")[1]) - int(KUBECTL_LAYER_VERSION.split(".")[1])) <= 1, version
         check_kubectl_skew(version)
     with pytest.raises(ValueError, match="more than one minor version away"):
         check_kubectl_skew("1.32")
+    with pytest.raises(ValueError, match="more than one minor version away"):
+        check_kubectl_skew("1.36")
     infra = (Path(__file__).resolve().parents[3] / "requirements" / "infra.in").read_text()
     assert f"aws-cdk.lambda-layer-kubectl-v{KUBECTL_LAYER_VERSION.split('.')[1]}" in infra
 
@@ -374,7 +380,7 @@ def test_execution_role_is_managed_policy_plus_scoped_extras(
     eni = statements["PodNetworkingInThisVpc"]
     assert vpc_id in json.dumps(eni["Condition"]["ArnEquals"]["ec2:Vpc"])
     assert vpc_id in json.dumps(statements["TagInterfacesInThisVpc"]["Condition"]["ArnEquals"]["ec2:Vpc"])
-    assert set(as_list(statements["EcrPullInRegion"]["Action"])) == {
+    assert set(as_list(statements["EcrPull"]["Action"])) == {
         "ecr:BatchGetImage",
         "ecr:GetDownloadUrlForLayer",
         "ecr:BatchCheckLayerAvailability",

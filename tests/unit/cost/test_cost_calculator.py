@@ -201,3 +201,15 @@ def test_cli_usage_errors_exit_2(args: list[str]) -> None:
 
 def test_cli_negative_tokens_rejected() -> None:
     assert runner.invoke(app, ["cost", "--region", "us-east-1", "--model", "x", "--train-tokens", "-1"]).exit_code == 2
+
+
+def test_qwen_3_6_27b_is_known_but_unpriced_and_mtrl_cost_says_so() -> None:
+    # Issue 20 item 9: serverless MTRL offers Qwen3.6 27B (huggingface-vlm-qwen3-6-27b) in us-west-2, and no source we
+    # have publishes its token prices: `mtrl cost` names the missing price instead of inventing one (or calling the
+    # model unknown).
+    result = runner.invoke(
+        app, ["cost", "--region", "us-west-2", "--model", "huggingface-vlm-qwen3-6-27b", "--train-tokens", "1000"]
+    )
+    assert result.exit_code != 0
+    assert "no serverless token price for model 'huggingface-vlm-qwen3-6-27b' in region 'us-west-2'" in result.output
+    assert "unknown serverless model" not in result.output

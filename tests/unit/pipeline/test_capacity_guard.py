@@ -225,6 +225,75 @@ def test_a_group_the_cluster_lacks_is_alerted_not_ignored(world: World) -> None:
     assert "could not check" in alert["Subject"]
 
 
+def _stale_listing(world: World) -> None:
+    """From now on the listing index answers with what it held at this moment (a GSI lagging its table)."""
+    original = world.runtime.dynamodb.query
+    snapshot = [original(**request) for request in [_listing_request()]]
+
+    def lagging(**request: Any) -> Any:
+        assert request.get("IndexName") == RUN_TABLE_LISTING_INDEX  # only the index lags; the table is consistent
+        return snapshot[0]
+
+    world.runtime.dynamodb.query = lagging
+
+
+def _listing_request() -> dict[str, Any]:
+    return {
+        "TableName": TABLE,
+        "IndexName": RUN_TABLE_LISTING_INDEX,
+        "KeyConditionExpression": "kind = :kind",
+        "ExpressionAttributeValues": {":kind": {"S": "run"}},
+    }
+
+
+def test_a_capacity_the_listing_index_does_not_show_yet_is_not_scaled_back(world: World) -> None:
+    # Issue 20 item 2. "Global secondary indexes support eventually consistent reads only" (DynamoDB developer guide,
+    # "Read consistency"), and the cluster stays InService while it scales (NodeProvisioningMode Continuous): between
+    # a run's record_resource and the index catching up, the guard saw a group above idle that "no run holds",
+    # scaled it back and alerted falsely. The index here still shows the run as it was before record_resource.
+    registry = world.runtime.registry
+    run_id = f"wordle-{uuid.uuid4().hex[:8]}"
+    registry.create(run_id, {})
+    registry.set_status(run_id, RunStatus.PROVISIONING)
+    _stale_listing(world)
+    registry.record_resource(
+        run_id,
+        CreatedResource(
+            "hyperpod-capacity",
+            f"{world.cluster.name}/gpu",
+            {"cluster": world.cluster.name, "group": "gpu", "idle_count": 0, "target_count": 2},
+        ),
+    )
+    _leak(world)  # the run's scale-up has started
+    result = world.check()
+    assert result["held"] == [
+        {"group": "gpu", "instance_type": "ml.p5.48xlarge", "target": 2, "idle": 0, "runs": [run_id]}
+    ]
+    assert world.cluster.updates == []
+    assert world.alerts() == []
+    # The unheld-looking group was confirmed from the table itself, with a strongly consistent read.
+    assert "dynamodb:GetItem" in world.calls
+
+
+def test_a_holder_the_index_still_shows_is_left_for_the_next_check(world: World) -> None:
+    # The other way round: the index still shows a holder that the table says is final. A positive sighting is never
+    # re-read (scaling back is the only harmful mistake), so the group waits one more interval.
+    run_id = world.run(RunStatus.TRAINING)
+    _stale_listing(world)
+    world.runtime.registry.finish(run_id, RunStatus.FAILED)  # final without release: a teardown bug
+    _leak(world)
+    result = world.check()
+    # The (stale) index names a holder, so the group counts as held this time; the next check sees it final.
+    assert [entry["runs"] for entry in result["held"]] == [[run_id]]
+
+
+def test_groups_at_idle_need_no_consistent_reads(world: World) -> None:
+    world.run(RunStatus.TRAINING)
+    world.calls.clear()
+    world.check()
+    assert "dynamodb:GetItem" not in world.calls
+
+
 def test_many_runs_are_read_across_pages(world: World) -> None:
     _leak(world)
     for _ in range(30):
@@ -311,6 +380,7 @@ def test_every_call_the_guard_makes_is_granted_and_resource_scoped(
     world: World, pipeline: dict[str, Any], deployment: Deployment
 ) -> None:
     _leak(world)
+    world.run(RunStatus.TRAINING, group="another-group")  # a live run: the unheld group is confirmed by GetItem
     world.check()
     _, function = _guard_function(pipeline)
     statements = _statements(pipeline, function["Role"]["Fn::GetAtt"][0])
@@ -322,7 +392,13 @@ def test_every_call_the_guard_makes_is_granted_and_resource_scoped(
             granted.setdefault(action, []).append(statement["Resource"])
     made = set(world.calls)
     # UpdateCluster re-states the group's ExecutionRole: SageMaker checks iam:PassRole on it.
-    assert made >= {"sagemaker:DescribeCluster", "sagemaker:UpdateCluster", "dynamodb:Query", "sns:Publish"}
+    assert made >= {
+        "sagemaker:DescribeCluster",
+        "sagemaker:UpdateCluster",
+        "dynamodb:Query",
+        "dynamodb:GetItem",
+        "sns:Publish",
+    }
     for call in made | {"iam:PassRole"}:
         assert call in granted, f"{call} is made but not granted"
         assert "*" not in granted[call], f"{call} is granted on every resource"

@@ -175,7 +175,8 @@ def test_per_run_serverless_options_reach_the_adapter_and_replace_only_what_they
         {
             "backend": "serverless",
             "backend_options": {"agent_runtime_arn": runtime_arn, "eval_group_size": 4},
-        }
+        },
+        PipelineSettings.model_validate({"run_allowed_agent_runtime_arns": [runtime_arn]}),
     )
     assert isinstance(view, dict), view
     parsed = ServerlessSettings.model_validate(view)
@@ -183,6 +184,31 @@ def test_per_run_serverless_options_reach_the_adapter_and_replace_only_what_they
     assert parsed.serverless_agent_lambda_arns == ServerlessSettings.model_validate(DEPLOY).serverless_agent_lambda_arns
     assert parsed.eval_group_size == 4
     assert parsed.serverless_job_role_arn == DEPLOY["serverless_job_role_arn"]
+
+
+@pytest.mark.parametrize(
+    "allowed",
+    [[], ["arn:aws:bedrock-agentcore:us-east-1:111122223333:runtime/the_operators_agent-abc123"]],
+    ids=["none listed", "another listed"],
+)
+def test_an_agent_runtime_the_operator_did_not_list_is_refused_at_register(allowed: list[str]) -> None:
+    # Issue 20 item 6: a manifest's agent_runtime_arn could name any AgentCore runtime of the account, which then plays
+    # the run's episodes (and is invoked with the job role). Only the runtimes the operator lists may be named.
+    foreign = "arn:aws:bedrock-agentcore:us-east-1:111122223333:runtime/someone_elses-xyz789"
+    defaults = PipelineSettings.model_validate({"run_allowed_agent_runtime_arns": allowed})
+    manifest = {"backend": "serverless", "backend_options": {"agent_runtime_arn": foreign}}
+    with pytest.raises(ConfigurationError) as refused:
+        resolve_run_settings(defaults, manifest, source="manifest m.run.json")
+    message = str(refused.value)
+    assert f"key 'backend_options.agent_runtime_arn': {foreign} is not a runtime this deployment allows" in message
+    assert f"run_allowed_agent_runtime_arns: {', '.join(allowed) or 'none'}" in message
+    assert adapter_view(manifest, defaults) == message  # and nothing reaches the adapter
+
+
+def test_the_runtime_allow_list_takes_only_runtime_arns() -> None:
+    for bad in (["runtime/abc"], ["arn:aws:lambda:us-east-1:111122223333:function:f"], ["a", "a"]):
+        with pytest.raises(ValueError, match="run_allowed_agent_runtime_arns"):
+            PipelineSettings.model_validate({"run_allowed_agent_runtime_arns": bad})
 
 
 # -- ceilings -------------------------------------------------------------------------------------------------

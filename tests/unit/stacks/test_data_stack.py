@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import pytest
 from aws_cdk.assertions import Match, Template
 
+from stacks.app_builder import Deployment
 from stacks.constructs.data_store import RUN_TABLE_LISTING_INDEX, RUNS_PREFIX
 from tests.conftest import make_app
+
+
+@pytest.fixture(scope="module")
+def pipeline_template(deployment: Deployment) -> Template:
+    return Template.from_stack(deployment.pipeline)
 
 
 def test_key_rotates_and_grants_the_services_that_encrypt_for_us(data_template: Template) -> None:
@@ -18,11 +25,61 @@ def test_key_rotates_and_grants_the_services_that_encrypt_for_us(data_template: 
     logs = by_sid["CloudWatchLogsEncryptLogGroups"]
     assert logs["Principal"] == {"Service": "logs.us-east-1.amazonaws.com"}
     assert "kms:EncryptionContext:aws:logs:arn" in logs["Condition"]["ArnLike"]
-    for sid, service in (("CloudWatchAlarmsPublish", "cloudwatch"), ("EventBridgeDeliver", "events")):
-        statement = by_sid[sid]
-        assert statement["Principal"] == {"Service": f"{service}.amazonaws.com"}
-        assert set(statement["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
-        assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+    alarms = by_sid["CloudWatchAlarmsPublish"]
+    assert alarms["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    assert set(alarms["Action"]) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    assert alarms["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+
+
+def test_eventbridge_may_encrypt_into_the_dead_letter_queues_as_documented(data_template: Template) -> None:
+    # Issue 20 item 3. Amazon SQS developer guide, "Key management" > "Configure KMS permissions for AWS services":
+    # an AWS event source writing to an encrypted queue needs, in the key policy, its service principal with
+    # kms:GenerateDataKey and kms:Decrypt, and the documented statement carries no condition. Amazon SNS developer
+    # guide, "Key management": adding aws:SourceAccount / aws:SourceArn to the key policy "is not supported for
+    # EventBridge-to-encrypted topics" (quoted in awslabs/landing-zone-accelerator-on-aws#407, where that condition
+    # dropped every event). With such a condition an event EventBridge cannot deliver to the trigger or reaper is
+    # not written to its encrypted DLQ either, and the DLQ alarm never fires.
+    (key,) = data_template.find_resources("AWS::KMS::Key").values()
+    by_sid = {s.get("Sid"): s for s in key["Properties"]["KeyPolicy"]["Statement"]}
+    events = by_sid["EventBridgeDeliver"]
+    assert events["Effect"] == "Allow"
+    assert events["Principal"] == {"Service": "events.amazonaws.com"}
+    assert sorted(events["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"]
+    assert "Condition" not in events
+    # No other statement names EventBridge with a source-context condition either.
+    for statement in key["Properties"]["KeyPolicy"]["Statement"]:
+        if statement.get("Principal") == {"Service": "events.amazonaws.com"}:
+            assert not any(
+                k.lower().startswith("aws:source") for c in statement.get("Condition", {}).values() for k in c
+            )
+
+
+def test_each_dead_letter_queue_admits_only_its_own_rule(pipeline_template: Template) -> None:
+    # EventBridge user guide, "Granting permissions to the dead-letter queue": the queue policy allows
+    # events.amazonaws.com sqs:SendMessage with ArnEquals aws:SourceArn = the rule. That condition is where the
+    # scoping lives now that the key statement has none.
+    template = pipeline_template.to_json()
+    resources = template["Resources"]
+    rules = {lid: r["Properties"] for lid, r in resources.items() if r["Type"] == "AWS::Events::Rule"}
+    dlqs = {
+        target["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0]: lid
+        for lid, rule in rules.items()
+        for target in rule.get("Targets", [])
+        if "DeadLetterConfig" in target
+    }
+    assert len(dlqs) == 2  # the upload trigger's and the reaper's delivery DLQs
+    policies = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::SQS::QueuePolicy"]
+    for queue, rule in dlqs.items():
+        statements = [
+            s
+            for policy in policies
+            if {"Ref": queue} in policy["Queues"]
+            for s in policy["PolicyDocument"]["Statement"]
+            if s.get("Principal") == {"Service": "events.amazonaws.com"}
+        ]
+        (send,) = statements
+        assert send["Action"] == "sqs:SendMessage"
+        assert send["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": [rule, "Arn"]}}}
 
 
 def test_data_bucket_is_versioned_encrypted_private_and_emits_events(data_template: Template) -> None:
