@@ -115,6 +115,7 @@ class AskToCodeEnv:
             raise RuntimeError("call reset() before step()")
         if self._done:
             return StepResult("The conversation is over.", True)
+        action = action if isinstance(action, str) else ""  # not text: neither a question nor code
         self.actions.append(action)
         code = extract_code(action)
         if code is not None:

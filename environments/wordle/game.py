@@ -99,7 +99,7 @@ def parse_guess(action: str) -> tuple[str | None, bool, str]:
             word = found.group(1)
             return (word.lower(), True, word) if len(word) == WORD_LENGTH else (None, True, word)
     shown = text if len(text) <= 40 else text[:37] + "..."
-    return None, False, shown
+    return None, False, shown.encode("utf-8", "replace").decode("utf-8")  # a lone surrogate is echoed as "?"
 
 
 @dataclass
@@ -267,7 +267,7 @@ class WordleEnv:
         if self._done:
             return StepResult(self._over_message(), True)
         self.actions += 1
-        word, recovered, shown = parse_guess(action)
+        word, recovered, shown = parse_guess(action if isinstance(action, str) else "")  # not text: malformed
         if word is None:
             self.points -= MALFORMED_PENALTY
             self.invalid_actions += 1

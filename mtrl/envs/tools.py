@@ -155,6 +155,24 @@ def argument_problem(parameters: Mapping[str, str], arguments: Any, optional: It
     return None
 
 
+def text_problem(value: Any) -> str | None:
+    """Why ``value`` holds text no database, hash or wire format can take (a lone surrogate, which JSON's
+    ``"\\ud800"`` escape decodes to), else None. A tool function only ever sees valid Unicode."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "arguments must be valid Unicode text (a lone surrogate is not)"
+        elif isinstance(item, Mapping):
+            pending += [*item.keys(), *item.values()]
+        elif isinstance(item, list):
+            pending += item
+    return None
+
+
 @runtime_checkable
 class Tool(Protocol):
     """What ``ToolBox`` dispatches to: a name, a description, documented parameters and ``call``."""
@@ -333,7 +351,7 @@ class FunctionTool:
     optional: tuple[str, ...] = ()
 
     def call(self, arguments: Mapping[str, Any]) -> str:
-        problem = argument_problem(self.parameters, arguments, self.optional)
+        problem = argument_problem(self.parameters, arguments, self.optional) or text_problem(arguments)
         if problem:
             return tool_error(problem)
         try:

@@ -26,6 +26,7 @@ from mtrl.settings.pipeline import (
     manifest_ceilings,
     manifest_defaults,
     poll_budget_problem,
+    worker_floor_problem,
 )
 from mtrl.validation.strict_json import MAX_MANIFEST_DEPTH, StrictJSONError, loads_strict, position
 
@@ -254,6 +255,10 @@ def resolve_run_settings(
             )
             if problem:
                 problems.append(problem)
+        floor = worker_floor_problem(settings.backend, "key 'worker_count'", settings.worker_count)
+        if floor:
+            given_by = "" if "worker_count" in manifest else " (the deployment's default run_worker_count)"
+            problems.append(floor + given_by)
         problems += _ceiling_problems(defaults, manifest, settings)
         budget = poll_budget_problem(defaults, settings.run_timeout_minutes, baseline=settings.baseline_evaluation)
         if budget:

@@ -1,20 +1,21 @@
 """Runs inside the sandbox child. Standard library only; holds nothing the program must not see.
 
-The parent compiles this file once and sends the code object, marshalled with the data, on stdin to a
-one-line bootstrap (``python -I -S -B -c runner.BOOTSTRAP``): compiling it per execution would cost ~7 ms.
+The parent compiles this file (and ``_seccomp.py``, run first in the same namespace) once and sends the code
+objects, marshalled with the data, on stdin to a one-line bootstrap (``python -I -S -B -c runner.BOOTSTRAP``):
+compiling them per execution would cost ~7 ms.
 
 Phase 1, per tier (``cfg["tier"]``):
 - ``full`` (root with CAP_SYS_ADMIN): join the run's memory+pids cgroup; fresh network, mount, IPC, UTS and
-  PID namespaces; a new root file system built from an allow-list (interpreter, shared libraries, a few
-  device nodes, a fresh /proc) with every site-packages directory and project copy left out, a size-capped
-  tmpfs work directory and /tmp; a reaper as PID 1 (when it ends, the kernel kills everything left in the
-  namespace); then the program process: its own session, rlimits, a fresh unprivileged uid.
+  PID namespaces; a new root file system built from the allow-list (``filesystem.py``: the interpreter, the
+  files it maps, its standard library without site-packages, a few device nodes, a fresh /proc), a
+  size-capped tmpfs work directory and /tmp; a reaper as PID 1 (when it ends, the kernel kills everything
+  left in the namespace); then the program process: its own session, rlimits, a fresh unprivileged uid.
 - ``fargate`` (root without CAP_SYS_ADMIN): rlimits, the run's own throwaway uid (RLIMIT_NPROC counts only
-  it), Landlock (read-only allow-list, the work directory writable) where the kernel has it.
-- ``lambda`` (an unprivileged uid): rlimits, non-dumpable, Landlock where the kernel has it (also scoping
-  signals to the sandbox on Landlock ABI 6+).
-Always, last: the seccomp filter (no sockets, no signals/resource calls aimed at other processes, no leaving
-the process group, no ptrace/process_vm/pidfd/io_uring/namespaces/mounts/keyrings/bpf/perf).
+  it), Landlock: read only the allow-list, write nothing.
+- ``lambda`` (no CAP_SETUID): rlimits, non-dumpable, Landlock as fargate (also scoping signals and abstract
+  sockets on ABI 6+); code that keeps uid 0 may start threads but no processes (see ``_seccomp.py``).
+Every tier: the OOM killer's first choice (oom_score_adj 1000), every capability set emptied (bounding set
+too when this process may: CAP_SETPCAP), then last the seccomp filter (``_seccomp.py``).
 
 Phase 2: import the program as module ``solution``; then, per mode, either nothing more (``program``), the
 hidden-test source in the same interpreter (``tests``: a developer tool, NOT forgery-proof — see runner), or
@@ -38,6 +39,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
+
+    from mtrl.sandbox._seccomp import install_seccomp  # at run time: defined by _seccomp.py, run first
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
@@ -75,27 +78,64 @@ def _full_tier(cfg: dict[str, Any]) -> None:
     flags = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID
     if libc.unshare(flags) != 0:
         _fail_setup("unshare(net, mount, ipc, uts, pid): " + os.strerror(ctypes.get_errno()))
-    _forward_exit(os.fork())  # the child is PID 1 of the new PID namespace
+    _supervise(os.fork(), group=False)  # the child is PID 1 of the new PID namespace
     _build_root(cfg, libc, ctypes)
-    _forward_exit(os.fork())  # PID 1 stays a reaper; the program runs in its child
+    _supervise(os.fork(), group=False)  # PID 1 stays a reaper; the program runs in its child
     os.setsid()  # its own session and group: what the seccomp filter lets it signal
 
 
-def _forward_exit(child: int) -> None:
-    """In the parent: wait for ``child`` (reaping any orphans meanwhile) and exit with its status."""
+def _supervise(child: int, *, group: bool) -> None:
+    """In the parent: wait for ``child`` and exit with its status (a signal death as 128 + signal).
+
+    SIGTERM (the worker's deadline) kills ``child`` — with ``group``, its whole process group. With ``group``
+    this process is a child subreaper, every descendant of ``child`` stays in that group (the filter forbids
+    leaving it), and once ``child`` is done the group is killed and every descendant reaped before exiting:
+    nothing the program started outlives the run, not even as a zombie of whoever would inherit it.
+    """
     if child == 0:
         return
+    import _signal  # type: ignore[import-not-found]  # the C module: ``signal`` would import enum
+
+    def stop(*_: object) -> None:
+        try:  # noqa: SIM105 - contextlib would cost start-up time
+            (os.killpg if group else os.kill)(child, 9)
+        except OSError:
+            pass
+
+    _signal.signal(15, stop)
     null = os.open(os.devnull, os.O_WRONLY)
     for descriptor in (1, 2):  # the program's output must reach EOF when the program is done
         os.dup2(null, descriptor)
     os.closerange(3, 256)
+    code = -1
     while True:
         try:
             pid, status = os.wait()
         except ChildProcessError:
-            os._exit(0)
+            os._exit(max(code, 0))
         if pid == child:
-            os._exit(os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+            code = os.waitstatus_to_exitcode(status) & 0xFF if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+            if not group:
+                os._exit(code)
+        if code >= 0:
+            stop()
+
+
+def _reaper(libc: Any) -> None:
+    """Outside the full tier: this process stays behind as the program's subreaper; returns in the program."""
+    import ctypes
+
+    if libc.prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER: orphans of the program come back to us
+        _fail_setup("PR_SET_CHILD_SUBREAPER: " + os.strerror(ctypes.get_errno()))
+    child = os.fork()
+    if child == 0:
+        os.setpgid(0, 0)  # its own group: all the filter lets it signal, and what the reaper ends
+        return
+    try:  # noqa: SIM105 - also from this side, so the group exists before anything may kill it
+        os.setpgid(child, child)
+    except OSError:
+        pass
+    _supervise(child, group=True)
 
 
 def _build_root(cfg: dict[str, Any], libc: Any, ctypes: Any) -> None:
@@ -113,21 +153,26 @@ def _build_root(cfg: dict[str, Any], libc: Any, ctypes: Any) -> None:
     mount("none", "/", None, MS_REC | MS_PRIVATE, None)
     root = cfg["root_dir"]
     mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=0755")
-    for path in cfg["expose"]:
-        target = root + path
-        if os.path.islink(path):
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            if not os.path.lexists(target):
-                os.symlink(os.readlink(path), target)
-        elif os.path.isdir(path):
-            os.makedirs(target, exist_ok=True)
-            bind_readonly(path, target)
-        elif os.path.exists(path):
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            open(target, "a").close()
-            bind_readonly(path, target)
+    # One tmpfs holds everything the program may write (/tmp and its work directory): disk_mb and max_files
+    # bound the run as a whole. Mounted first, so an interpreter kept under /tmp is bound inside it, not hidden.
+    uid = cfg["uid"]
+    size = f"size={cfg['disk_mb']}m,nr_inodes={cfg['max_files']},mode=0700,uid={uid},gid={uid}"
+    os.makedirs(root + "/tmp")
+    mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, size)
+    # Every path here is real (no symlink on the way), so the directories made are inside the new root.
+    for path in cfg["directories"]:
+        os.makedirs(root + path, exist_ok=True)
+        bind_readonly(path, root + path)
+    for path in cfg["files"]:
+        os.makedirs(root + os.path.dirname(path), exist_ok=True)
+        open(root + path, "a").close()
+        bind_readonly(path, root + path)
+    for path, target in cfg["links"]:
+        os.makedirs(root + os.path.dirname(path), exist_ok=True)
+        if not os.path.lexists(root + path):
+            os.symlink(target, root + path)
     for hidden in cfg["hide"]:
-        if os.path.isdir(root + hidden):  # every copy of the project and every site-packages: an empty dir
+        if os.path.isdir(root + hidden):  # every site-packages and copy of the project: an empty directory
             mount("tmpfs", root + hidden, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0755")
     os.makedirs(root + "/dev", exist_ok=True)
     for device in DEVICES:
@@ -138,11 +183,14 @@ def _build_root(cfg: dict[str, Any], libc: Any, ctypes: Any) -> None:
     os.symlink("/proc/self/fd/2", root + "/dev/stderr")
     os.makedirs(root + "/proc", exist_ok=True)
     mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)  # this PID namespace only
-    uid = cfg["uid"]
-    size = f"size={cfg['disk_mb']}m,nr_inodes={cfg['max_files']},mode=0700,uid={uid},gid={uid}"
-    for writable in ("/tmp", cfg["workdir"]):  # /tmp first: the work directory usually lives inside it
-        os.makedirs(root + writable, exist_ok=True)
-        mount("tmpfs", root + writable, "tmpfs", MS_NOSUID | MS_NODEV, size)
+    workdir = cfg["workdir"]
+    inside_tmp = workdir.startswith("/tmp/")
+    storage = root + (workdir if inside_tmp else "/tmp/.work")
+    os.makedirs(storage, exist_ok=True)
+    os.chown(storage, uid, uid)
+    if not inside_tmp:  # elsewhere (TMPDIR): the same tmpfs, bound there
+        os.makedirs(root + workdir, exist_ok=True)
+        mount(storage, root + workdir, None, MS_BIND, None)
     os.chdir(root)
     os.chroot(".")
     os.chdir(cfg["workdir"])
@@ -162,14 +210,46 @@ def _limit(cfg: dict[str, Any]) -> None:
         resource.setrlimit(which, (value, value))
 
 
-def _drop(cfg: dict[str, Any]) -> None:
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, CAP_SETPCAP = 24, 47, 4, 8
+CAPABILITY_SETS = ("CapInh", "CapPrm", "CapEff", "CapAmb")
+
+
+def _capabilities() -> dict[str, int]:
+    found = {}
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith("Cap"):
+                name, _, value = line.partition(":")
+                found[name] = int(value, 16)
+    return found
+
+
+def _drop(cfg: dict[str, Any], libc: Any) -> None:
+    """Leave no capability in any set; switch to the run's own uid where there is one."""
+    import ctypes
+
+    had_setpcap = _capabilities().get("CapEff", 0) >> CAP_SETPCAP & 1
+    if had_setpcap:  # the bounding set: what any later execve could ever grant
+        with open("/proc/sys/kernel/cap_last_cap") as handle:
+            last = int(handle.read())
+        for capability in range(last + 1):
+            if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+                _fail_setup("drop the capability bounding set: " + os.strerror(ctypes.get_errno()))
     uid = cfg["uid"]
-    if os.getuid() == 0:
+    if os.getuid() == 0 and uid != 0:
         os.setgroups([])
         os.setgid(uid)
-        os.setuid(uid)  # from root to another uid: every capability is gone
+        os.setuid(uid)  # from root to another uid: the permitted, effective and ambient sets are emptied
         if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
             _fail_setup("could not drop privileges")
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    if libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:  # inheritable survives setuid; a kept uid keeps all
+        _fail_setup("capset: " + os.strerror(ctypes.get_errno()))
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    left = _capabilities()
+    kept = [name for name in (*CAPABILITY_SETS, *(["CapBnd"] if had_setpcap else [])) if left.get(name)]
+    if kept:
+        _fail_setup("capabilities left in " + ", ".join(kept))
 
 
 # Landlock (unprivileged file-system sandboxing, Linux 5.13+): same syscall numbers on x86_64 and aarch64.
@@ -179,16 +259,18 @@ LANDLOCK_READ_DIR_RIGHTS = 1 | 4 | 8  # + READ_DIR
 # Per ABI version: every file-system right it knows (so none is left unhandled = allowed).
 LANDLOCK_FS_RIGHTS = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
 LANDLOCK_WRITE_FILE_RIGHTS = 2 | (1 << 14)  # WRITE_FILE, TRUNCATE (ABI 3)
+LANDLOCK_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/urandom", "/dev/random")
 
 
 def _landlock(cfg: dict[str, Any]) -> None:
-    """Reads only from the allow-list, writes only in the work directory; TCP and signals scoped too."""
+    """Read only the allow-list and the work directory, write nothing (devices aside); TCP and signals scoped."""
     import ctypes
 
     libc = _libc()
     abi = cfg["landlock_abi"]
     fs_rights = LANDLOCK_FS_RIGHTS[min(abi, 5)]
-    attr = (ctypes.c_uint64 * 3)(fs_rights, 3 if abi >= 4 else 0, 3 if abi >= 6 else 0)  # TCP bind/connect; scopes
+    # Handled: every file-system right; TCP bind/connect (ABI 4); abstract-socket and signal scopes (ABI 6).
+    attr = (ctypes.c_uint64 * 3)(fs_rights, 3 if abi >= 4 else 0, 3 if abi >= 6 else 0)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     ruleset = libc.syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0)
     if ruleset < 0:
@@ -198,161 +280,26 @@ def _landlock(cfg: dict[str, Any]) -> None:
         _pack_ = 1
         _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
-    def allow(path: str, directory_rights: int, file_rights: int) -> None:
+    rule = PathBeneath(0, -1)
+    device_rights = LANDLOCK_READ_FILE_RIGHTS | LANDLOCK_WRITE_FILE_RIGHTS
+    read_rights = (LANDLOCK_READ_FILE_RIGHTS, LANDLOCK_READ_DIR_RIGHTS)
+    rules = [(path, read_rights[is_dir]) for path, is_dir in cfg["readable"]]
+    rules += [(device, device_rights) for device in LANDLOCK_DEVICES] + [(cfg["workdir"], LANDLOCK_READ_DIR_RIGHTS)]
+    for path, rights in rules:
         try:
             handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
         except OSError:
-            return
-        try:
-            rights = directory_rights if os.path.isdir(path) else file_rights
-            rule = PathBeneath(rights & fs_rights, handle)
-            if libc.syscall(LANDLOCK_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0) != 0:
-                _fail_setup(f"landlock rule {path}: " + os.strerror(ctypes.get_errno()))
-        finally:
-            os.close(handle)
-
-    for path in cfg["readable"]:
-        allow(path, LANDLOCK_READ_DIR_RIGHTS, LANDLOCK_READ_FILE_RIGHTS)
-    for device in ("/dev/null", "/dev/zero", "/dev/full", "/dev/urandom", "/dev/random"):
-        allow(device, 0, LANDLOCK_READ_FILE_RIGHTS | LANDLOCK_WRITE_FILE_RIGHTS)
-    allow(cfg["workdir"], fs_rights, fs_rights)
+            continue
+        rule.allowed_access, rule.parent_fd = rights & fs_rights, handle
+        failed = libc.syscall(LANDLOCK_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0) != 0
+        os.close(handle)
+        if failed:
+            _fail_setup(f"landlock rule {path}: " + os.strerror(ctypes.get_errno()))
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS (required for an unprivileged restrict_self)
         _fail_setup("prctl(NO_NEW_PRIVS): " + os.strerror(ctypes.get_errno()))
     if libc.syscall(LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
         _fail_setup("landlock restrict: " + os.strerror(ctypes.get_errno()))
     os.close(ruleset)
-
-
-# seccomp-BPF (works without privileges, e.g. on Fargate or Lambda where namespaces are unavailable).
-AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-# name: (x86_64, aarch64). Calls that are denied outright (EPERM; socket: EACCES, clone3: ENOSYS).
-DENIED = {
-    "socket": (41, 198),
-    "tkill": (200, 130),
-    "setsid": (112, 157),
-    "setpgid": (109, 154),
-    "ptrace": (101, 117),
-    "process_vm_readv": (310, 270),
-    "process_vm_writev": (311, 271),
-    "kcmp": (312, 272),
-    "pidfd_open": (434, 434),
-    "pidfd_send_signal": (424, 424),
-    "pidfd_getfd": (438, 438),
-    "process_madvise": (440, 440),
-    "process_mrelease": (448, 448),
-    "io_uring_setup": (425, 425),
-    "io_uring_enter": (426, 426),
-    "io_uring_register": (427, 427),
-    "unshare": (272, 97),
-    "setns": (308, 268),
-    "mount": (165, 40),
-    "umount2": (166, 39),
-    "pivot_root": (155, 41),
-    "chroot": (161, 51),
-    "open_tree": (428, 428),
-    "move_mount": (429, 429),
-    "fsopen": (430, 430),
-    "fsconfig": (431, 431),
-    "fsmount": (432, 432),
-    "fspick": (433, 433),
-    "mount_setattr": (442, 442),
-    "keyctl": (250, 219),
-    "add_key": (248, 217),
-    "request_key": (249, 218),
-    "bpf": (321, 280),
-    "perf_event_open": (298, 241),
-    "userfaultfd": (323, 282),
-    "fanotify_init": (300, 262),
-    "name_to_handle_at": (303, 264),
-    "open_by_handle_at": (304, 265),
-    "clone3": (435, 435),  # its flags are behind a pointer: ENOSYS makes libc fall back to clone()
-}
-# Calls allowed only when the target (argument ``index``) is the caller itself (0) or its own group leader.
-OWN_TARGET = {
-    "kill": ((62, 129), 0),
-    "rt_sigqueueinfo": ((129, 138), 0),
-    "tgkill": ((234, 131), 0),
-    "rt_tgsigqueueinfo": ((297, 240), 0),
-    "prlimit64": ((302, 261), 0),
-    "sched_setaffinity": ((203, 122), 0),
-    "sched_setscheduler": ((144, 119), 0),
-    "sched_setparam": ((142, 118), 0),
-    "sched_setattr": ((314, 274), 0),
-    "migrate_pages": ((256, 238), 0),
-    "move_pages": ((279, 239), 0),
-    "setpriority": ((141, 140), 1),  # (which, who, prio); which == PRIO_USER is denied first
-    "ioprio_set": ((251, 30), 1),  # (which, who, ioprio); which == IOPRIO_WHO_USER is denied first
-}
-USER_WIDE = {"setpriority": 2, "ioprio_set": 3}  # PRIO_USER / IOPRIO_WHO_USER: every process of the uid
-CLONE = (56, 220)
-NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
-_RET_KILL, _RET_ALLOW = 0x80000000, 0x7FFF0000
-_EPERM, _EACCES, _ENOSYS = 0x00050000 | 1, 0x00050000 | 13, 0x00050000 | 38
-LD, JEQ, JSET, JGE, RET = 0x20, 0x15, 0x45, 0x35, 0x06
-
-
-def _arg(index: int) -> tuple[int, int, int, int]:
-    return (LD, 0, 0, 16 + 8 * index)  # low 32 bits (little endian): what the kernel reads for an int pid
-
-
-def seccomp_program(machine: str, own_group: int) -> list[tuple[int, int, int, int]]:
-    """The BPF filter as (code, jt, jf, k) tuples. Module-level so tests can inspect it."""
-    column = 0 if machine == "x86_64" else 1
-    program = [
-        (LD, 0, 0, 4),  # A = arch
-        (JEQ, 1, 0, AUDIT_ARCH[machine]),
-        (RET, 0, 0, _RET_KILL),
-        (LD, 0, 0, 0),  # A = syscall number
-        (JGE, 0, 1, 0x40000000),  # x32 ABI numbers: refuse outright
-        (RET, 0, 0, _RET_KILL),
-    ]
-    allowed_targets = (0, own_group & 0xFFFFFFFF, (-own_group) & 0xFFFFFFFF)
-    for name, (numbers, index) in OWN_TARGET.items():
-        block: list[tuple[int, int, int, int]] = []
-        if name in USER_WIDE:
-            block += [_arg(0), (JEQ, len(allowed_targets) + 1, 0, USER_WIDE[name])]  # -> deny
-        block.append(_arg(index))
-        for position, value in enumerate(allowed_targets):
-            block.append((JEQ, len(allowed_targets) - position, 0, value))  # -> allow
-        block += [(RET, 0, 0, _EPERM), (RET, 0, 0, _RET_ALLOW)]
-        program.append((JEQ, 0, len(block), numbers[column]))
-        program += block
-    program += [
-        (JEQ, 0, 3, CLONE[column]),
-        _arg(0),
-        (JSET, 0, 1, NAMESPACE_FLAGS),
-        (RET, 0, 0, _EPERM),
-        (LD, 0, 0, 0),  # A = syscall number again
-    ]
-    for name, numbers in DENIED.items():
-        error = _EACCES if name == "socket" else _ENOSYS if name == "clone3" else _EPERM
-        program += [(JEQ, 0, 1, numbers[column]), (RET, 0, 0, error)]
-    program.append((RET, 0, 0, _RET_ALLOW))
-    return program
-
-
-def _seccomp() -> None:
-    """Install the filter for this process and everything it starts (see ``seccomp_program``)."""
-    import ctypes
-
-    libc = _libc()
-    machine = os.uname().machine
-    if machine not in AUDIT_ARCH:
-        _fail_setup(f"seccomp: unsupported architecture {machine}")
-    program = seccomp_program(machine, os.getpgrp())
-
-    class Filter(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
-
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
-
-    filters = (Filter * len(program))(*[Filter(*instruction) for instruction in program])
-    fprog = Program(len(program), filters)
-    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
-        _fail_setup("prctl(NO_NEW_PRIVS): " + os.strerror(ctypes.get_errno()))
-    if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
-        _fail_setup("seccomp filter: " + os.strerror(ctypes.get_errno()))
 
 
 def _flush_and_exit(code: int) -> None:
@@ -486,17 +433,21 @@ def main(data: tuple[Any, ...]) -> None:
         import _json  # noqa: F401 - loaded while the standard library is certainly readable (before the uid drop)
 
         libc = _libc()
+        with open("/proc/self/oom_score_adj", "w") as handle:  # under memory pressure, sandboxed code dies first
+            handle.write("1000")
         if tier == "full":
             _full_tier(cfg)
         else:
             os.chdir(cfg["workdir"])
+            libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0 (the reaper too): the same uid cannot open our /proc
+            _reaper(libc)
         _limit(cfg)
-        _drop(cfg)
+        _drop(cfg, libc)
         if tier != "full":
             libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: other sandboxes of this uid cannot open our /proc files
-            if cfg["landlock_abi"]:
-                _landlock(cfg)
-        _seccomp()  # last: it forbids mount/unshare/setsid, which the tiers above need
+            _landlock(cfg)
+        # Last: it forbids mount/unshare/setsid, which the tiers above need.
+        install_seccomp(_fail_setup, allow_processes=cfg["allow_processes"])
     except Exception as error:
         _fail_setup(f"{type(error).__name__}: {error}")
     answers = cfg["result_fd"]

@@ -35,9 +35,9 @@ import ast
 import contextlib
 import marshal
 import os
+import resource
 import secrets
 import selectors
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -46,30 +46,26 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from mtrl.sandbox import judge
+from mtrl.sandbox import judge, tiers
+from mtrl.sandbox.filesystem import InterpreterError, filesystem_view, interpreter, unreachable_by_other_uids
 from mtrl.sandbox.judge import Case
-from mtrl.sandbox.tiers import (
-    UID_RANGE,
-    UIDS,
-    RunCgroup,
-    Tier,
-    detect_tier,
-    filesystem_view,
-    interpreter,
-    landlock_abi,
-    protect_worker,
-    tasks_of_uid,
-)
+from mtrl.sandbox.tiers import UID_RANGE, UIDS, RunCgroup, Tier, detect_tier, protect_worker, remove_tree, tasks_of_uid
 
-_HARNESS_PATH = Path(__file__).resolve().parent / "_harness.py"
-# Compiled once per process; the child only unmarshals it (same interpreter, so the same bytecode format).
-HARNESS_CODE = compile(_HARNESS_PATH.read_text(encoding="utf-8"), str(_HARNESS_PATH), "exec")
+_HERE = Path(__file__).resolve().parent
+# Compiled once per process; the child only unmarshals them (the same Python version, so the same bytecode format)
+# and runs them in one namespace: the seccomp filter's module first, then the harness, which ends by running main.
+HARNESS_CODE = tuple(
+    compile((_HERE / name).read_text(encoding="utf-8"), str(_HERE / name), "exec")
+    for name in ("_seccomp.py", "_harness.py")
+)
 BOOTSTRAP = (
     "import marshal,sys;c,d=marshal.loads(sys.stdin.buffer.read());"
-    "exec(c,{'__name__':'__sandbox__','__builtins__':__builtins__,'DATA':d})"
+    "g={'__name__':'__sandbox__','__builtins__':__builtins__,'DATA':d};[exec(x,g) for x in c]"
 )
 SETUP_FAILED_EXIT = 125
 ANSWERS_CAP = 1024 * 1024
+WORKER_RESERVE = 32  # process slots of the worker's uid no run may take (lambda tier)
+REAPER_GRACE_S = 2.0  # after SIGTERM, for the harness to kill and reap what the program left
 TIER_CHOICES = ("auto", "full", "fargate", "lambda", "seccomp")  # "seccomp": the lambda tier's former name
 TIER_RANK = {"lambda": 0, "fargate": 1, "full": 2}
 
@@ -246,42 +242,82 @@ def _finish(result: SandboxResult, run: _Run) -> SandboxResult:
     return result
 
 
+def _prepare(tier: Tier) -> tuple[int, dict[str, Any]]:
+    """The Landlock ABI and the file-system allow-list of ``tier``; SandboxUnavailableError before anything runs."""
+    abi = 0
+    if tier != "full":
+        abi = tiers.landlock_abi()
+        if not abi:  # its file-system barrier: without it the code could read the worker's /proc, share /tmp...
+            raise SandboxUnavailableError(
+                f"the {tier} sandbox tier needs Landlock (Linux 5.13+ with landlock among the enabled LSMs); this "
+                "kernel has none, so generated code is not run (docs/sandbox.md)"
+            )
+    try:
+        view = filesystem_view()
+    except InterpreterError as error:
+        raise SandboxUnavailableError(str(error)) from None
+    unreachable = unreachable_by_other_uids(view) if tier == "fargate" else ""
+    if unreachable:
+        raise SandboxUnavailableError(
+            f"the fargate sandbox tier runs code as throwaway uids, which cannot reach {unreachable} (a directory "
+            "on its way is not world-traversable): install Python where every uid can read it (as the reward-worker "
+            "image does, /usr/local) or point MTRL_SANDBOX_PYTHON at such a copy"
+        )
+    return abi, {
+        "directories": list(view.directories),
+        "files": list(view.files),
+        "links": [list(link) for link in view.links],
+        "hide": list(view.hide),
+        "readable": [list(entry) for entry in view.readable],
+    }
+
+
+def _process_limit(limits: Limits, own_uid: bool, uid: int) -> int:
+    """RLIMIT_NPROC counts every process and thread of the uid: a fresh uid has none, the worker's has its own.
+
+    With the worker's uid, runs share the worker's own limit (Lambda's, for one): no run may push the uid's
+    count within WORKER_RESERVE of it, so however many runs attack at once, the worker can still start the
+    next run and its threads (and RLIMIT_NPROC can never be raised above the worker's hard limit).
+    """
+    if own_uid:
+        return limits.max_processes
+    wanted = limits.max_processes + tasks_of_uid(uid) + 1  # + the run's reaper
+    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    ceilings = [value for value in (hard, soft - WORKER_RESERVE) if value != resource.RLIM_INFINITY and value >= 0]
+    return max(1, min([wanted, *ceilings]))
+
+
 def _execute(program: str, mode: str, payload: Any, limits: Limits, *, marker: str = "") -> _Run:
     tier = limits.tier()
+    abi, view = _prepare(tier)
     own_uid = tier in ("full", "fargate")
     uid = UIDS.acquire() if own_uid else os.getuid()
     if tier == "lambda" and os.geteuid() != 0:
         protect_worker()
-    view = filesystem_view()
-    abi = landlock_abi() if tier != "full" else 0
+    keeps_root = not own_uid and uid == 0  # the kernel applies no RLIMIT_NPROC to uid 0: threads only
     workdir = tempfile.mkdtemp(prefix="mtrl-sandbox-")
     root_dir = tempfile.mkdtemp(prefix="mtrl-root-") if tier == "full" else ""
     cgroup = RunCgroup.create(limits.memory_mb * 1024 * 1024, limits.max_processes + 2) if tier == "full" else None
-    if tier == "fargate":
-        os.chown(workdir, uid, uid)
-    isolation = ["clean-env", "rlimits", "seccomp", "fresh-workdir", "deadline"]
+    isolation = ["clean-env", "rlimits", "seccomp", "no-capabilities", "fresh-workdir", "deadline"]
     if tier == "full":
         isolation += ["netns", "ipcns", "pidns", "utsns", "mountns-allowlist-root", "fresh-uid"]
         isolation += ["cgroup-memory-pids"] if cgroup else []
-    elif tier == "fargate":
-        isolation += ["fresh-uid", *(["landlock"] if abi else [])]
     else:
-        isolation += ["non-dumpable", *(["landlock"] if abi else [])]
+        isolation += ["fresh-uid"] if tier == "fargate" else ["non-dumpable"]
+        isolation += ["landlock", "read-only-fs", *(["threads-only"] if keeps_root else [])]
     config = {
         "tier": tier,
         "uid": uid,
         "workdir": workdir,
         "root_dir": root_dir,
         "executable": interpreter(),
-        "expose": list(view.expose),
-        "hide": list(view.hide),
-        "readable": list(view.readable),
+        **view,
         "landlock_abi": abi,
         "cgroups": cgroup.directories if cgroup else [],
         "cpu_s": limits.cpu_s,
         "memory_mb": limits.memory_mb,
-        # RLIMIT_NPROC counts every process and thread of the uid: a fresh uid has none, ours has the worker's.
-        "max_processes": limits.max_processes + (0 if own_uid else tasks_of_uid(uid)),
+        "max_processes": _process_limit(limits, own_uid, uid),
+        "allow_processes": not keeps_root,
         "file_mb": limits.file_mb,
         "disk_mb": limits.disk_mb,
         "max_files": limits.max_files,
@@ -311,19 +347,28 @@ def _execute(program: str, mode: str, payload: Any, limits: Limits, *, marker: s
         if write_results >= 0:
             os.close(write_results)
         if process is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            _stop(process)
         if cgroup is not None:
             cgroup.remove()
         if own_uid:
             UIDS.release(uid)
         os.close(read_results)
-        shutil.rmtree(workdir, ignore_errors=True)
-        if root_dir:
-            shutil.rmtree(root_dir, ignore_errors=True)
+        for directory in filter(None, (workdir, root_dir)):
+            remove_tree(directory)
     assert process is not None
     return _Run(captured, timed_out, process.returncode, tier, isolation, uid if own_uid else None, started)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """End the run: the harness (its reaper) kills what the program left and reaps it; then its own group dies."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=REAPER_GRACE_S)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def _judge(run: _Run, cases: tuple[Case, ...]) -> SandboxResult:  # noqa: PLR0912

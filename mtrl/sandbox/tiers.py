@@ -1,28 +1,25 @@
-"""What this machine lets the sandbox use: the tier, the file-system allow-list, cgroups and the uid pool."""
+"""What this machine lets the sandbox use: the tier, Landlock, cgroups, the uid pool; and cleaning up after a run."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
 import functools
-import glob
 import os
 import secrets
+import shutil
 import signal
-import sys
+import stat
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from mtrl.sandbox.filesystem import inside
 
 Tier = Literal["full", "fargate", "lambda"]
 UID_RANGE = (200_000, 1_200_000)  # far above any real account; one fresh uid per concurrent execution
 CAP_SETGID, CAP_SETUID, CAP_SYS_ADMIN = 6, 7, 21
-# System directories the interpreter and its shared libraries need (symlinks are recreated as symlinks).
-SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache", "/etc/localtime")
-SOURCE_DIRS = ("/usr/src", "/usr/local/src")
-PROJECT_PACKAGES = ("mtrl", "environments", "custom-environments", "custom_environments")
 
 
 def effective_capabilities() -> int:
@@ -43,87 +40,6 @@ def detect_tier() -> Tier:
     if caps >> CAP_SETUID & 1 and caps >> CAP_SETGID & 1:
         return "fargate"
     return "lambda"
-
-
-def interpreter() -> str:
-    """The real interpreter binary (not a virtualenv's symlink: the sandbox runs the standard library only)."""
-    return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
-
-
-def project_roots() -> list[str]:
-    """The running checkout (task banks, hidden tests, reference solutions) and MTRL_PROJECT_ROOT."""
-    roots = {str(Path(__file__).resolve().parents[2])}
-    override = os.environ.get("MTRL_PROJECT_ROOT")
-    if override:
-        roots.add(str(Path(override).resolve()))
-    return sorted(roots)
-
-
-@dataclass(frozen=True)
-class FileSystemView:
-    expose: tuple[str, ...]  # full tier: bound read-only into the new root
-    hide: tuple[str, ...]  # full tier: empty directories over these (inside exposed ones)
-    readable: tuple[str, ...]  # Landlock: exactly what may be read (expose minus hide, expanded)
-
-
-def _stdlib() -> str:
-    return os.path.realpath(os.path.dirname(os.__file__))
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
-
-
-@functools.cache
-def filesystem_view() -> FileSystemView:
-    """The allow-list: system libraries and the standard library; no site-packages, no project copy.
-
-    Every copy of the project reachable by import (site-packages of any interpreter, the checkout, sys.path
-    entries, MTRL_PROJECT_ROOT) is hidden; anything outside the allow-list (/work, /home, /opt, /srv, /app,
-    /var, /tmp, /root...) is simply absent, wherever other copies may live.
-    """
-    stdlib = _stdlib()
-    base = os.path.realpath(sys.base_prefix)
-    expose = [path for path in SYSTEM_ROOTS if os.path.lexists(path)]
-    for extra in (base, stdlib, os.path.dirname(interpreter())):
-        if not any(_inside(extra, root) for root in expose if os.path.isdir(root) and not os.path.islink(root)):
-            expose.append(extra)
-    site_dirs: set[str] = set()
-    for prefix in {base, "/usr", "/usr/local", os.path.realpath(sys.prefix)}:
-        for pattern in ("lib*/python3*/site-packages", "lib*/python3*/dist-packages", "lib/python3/dist-packages"):
-            site_dirs.update(os.path.realpath(path) for path in glob.glob(os.path.join(prefix, pattern)))
-    # Secret: anything holding a copy of the project (task banks, hidden tests, reference solutions).
-    secret = {path for path in site_dirs if any(os.path.exists(os.path.join(path, name)) for name in PROJECT_PACKAGES)}
-    for entry in [*sys.path, *project_roots(), *SOURCE_DIRS]:
-        real = os.path.realpath(entry or ".")
-        if os.path.isdir(real) and not _inside(real, stdlib):
-            secret.add(real)
-    secret = {path for path in secret if not _inside(stdlib, path)}  # never the standard library's own parents
-    exposed_dirs = [root for root in expose if os.path.isdir(root) and not os.path.islink(root)]
-
-    def within_exposed(paths: set[str]) -> list[str]:
-        return sorted(path for path in paths if any(_inside(path, root) for root in exposed_dirs))
-
-    # The full tier hides every site-packages too (cheap: one empty mount each; the program runs with -S);
-    # Landlock can only allow, so its list leaves out just the secret directories (fewer rules, faster).
-    hide = within_exposed(site_dirs | secret)
-    readable: list[str] = []
-    for root in expose:
-        readable += _expand(os.path.realpath(root), within_exposed(secret))
-    return FileSystemView(tuple(expose), tuple(hide), tuple(dict.fromkeys(readable)))
-
-
-def _expand(root: str, hide: list[str]) -> list[str]:
-    """``root`` itself, or its children minus the hidden ones when something inside it is hidden."""
-    if any(_inside(root, hidden) for hidden in hide):
-        return []
-    if not any(_inside(hidden, root) for hidden in hide):
-        return [root]
-    out: list[str] = []
-    with contextlib.suppress(OSError):
-        for entry in sorted(os.listdir(root)):
-            out += _expand(os.path.join(root, entry), hide)
-    return out
 
 
 @functools.cache
@@ -205,6 +121,26 @@ def kill_uid(uid: int) -> None:
         if not alive:
             return
         time.sleep(0.001)
+
+
+def remove_tree(path: str) -> bool:
+    """Delete ``path`` even when the code made parts of it unreadable (a tree chmod'ed to 0); True when gone.
+
+    The owner (or root) may always chmod: every directory is opened up to 0700 before it is listed.
+    """
+    pending = [path]
+    while pending:
+        directory = pending.pop()
+        try:
+            if stat.S_ISLNK(os.lstat(directory).st_mode):
+                continue
+            os.chmod(directory, 0o700)
+            with os.scandir(directory) as entries:
+                pending += [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+    shutil.rmtree(path, ignore_errors=True)
+    return not os.path.lexists(path)
 
 
 class RunCgroup:
@@ -298,7 +234,7 @@ def _cgroup_parents() -> dict[str, str] | None:
     def located(controller: str) -> str:
         point, root = points[controller]
         path = paths[controller]
-        relative = path[len(root) :] if root != "/" and _inside(path, root) else path
+        relative = path[len(root) :] if root != "/" and inside(path, root) else path
         return point + relative.rstrip("/")
 
     if "v2" in points and "v2" in paths:

@@ -20,6 +20,19 @@ Backend = Literal["hyperpod", "serverless", "local"]
 MAX_RUN_INSTANCES = 64
 MAX_RUN_WORKERS = 256
 
+# Backends whose rollouts are scored only by the run's reward workers: fewer than one cannot score any.
+REWARD_WORKER_BACKENDS = frozenset({"hyperpod"})
+
+
+def worker_floor_problem(backend: str, key: str, count: int | None) -> str | None:
+    """Why ``count`` reward workers cannot serve a ``backend`` run (``key`` names the setting), else None."""
+    if backend in REWARD_WORKER_BACKENDS and count is not None and count < 1:
+        return (
+            f"{key}: {count} reward workers cannot score a rollout; the {backend} backend scores every rollout "
+            "on reward workers, so it needs at least 1"
+        )
+    return None
+
 
 def _per_run(key: str, *, default: bool = True, ceiling: bool = False) -> dict[str, Any]:
     """Field metadata: this deploy-time setting is the default and/or the ceiling of manifest key ``key``."""
@@ -100,7 +113,8 @@ class PipelineSettings(SettingsGroup):
         2,
         ge=0,
         le=MAX_RUN_WORKERS,
-        description="Default number of reward workers a run starts (at most run_max_worker_count).",
+        description="Default number of reward workers a run starts (at most run_max_worker_count; at least 1 for "
+        "hyperpod, whose rollouts only reward workers score).",
         json_schema_extra=_per_run("worker_count"),
     )
     run_max_worker_count: int | None = Field(
@@ -176,6 +190,14 @@ class PipelineSettings(SettingsGroup):
     def _row_bounds_ordered(self) -> Self:
         if self.dataset_min_rows > self.dataset_max_rows:
             raise ValueError("dataset_min_rows: must not exceed dataset_max_rows")
+        return self
+
+    @model_validator(mode="after")
+    def _default_backend_has_workers(self) -> Self:
+        for key in ("run_max_worker_count", "run_worker_count"):
+            problem = worker_floor_problem(self.run_backend, key, getattr(self, key))
+            if problem:
+                raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

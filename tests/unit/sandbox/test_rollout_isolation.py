@@ -1,143 +1,103 @@
-"""One rollout cannot lower another's reward: a hostile member of a GRPO group of 8, played by the real
-WorkerRuntime with concurrency 4, leaves the other 7 scoring exactly what each scores alone — in every tier.
+"""One rollout cannot change another's reward: hostile members of a GRPO group of 8, played by the real
+WorkerRuntime with concurrency 4 (the reward worker's default), leave the others scoring exactly what each
+scores alone — in every tier, forced from this process and as CI runs each tier (issue 23).
+
+As CI runs them: the fargate tier as root without CAP_SYS_ADMIN (``setpriv``); the lambda tier as ``mtrl-ci``
+under a small process limit (a Lambda-sized limit scaled to this group: fewer slots than four hostile rollouts
+could take at their own limits), where four hostile rollouts once made the others fail with reward 0.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import threading
-import time
+import pwd
+import shutil
+import subprocess
+from typing import Any
 
 import pytest
 
-from environments.ask_to_code.tasks import TASKS
-from mtrl.envs import load_spec
 from mtrl.sandbox import Limits
-from mtrl.worker import RolloutOutcome, RolloutRequest, WorkerConfig, WorkerRuntime
+from tests.unit.sandbox.grpo_group import alone_and_together
+from tests.unit.sandbox.reachable_python import REACHABLE
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="forcing every tier needs root (as in CI)")
-ASK_TO_CODE = load_spec("ask_to_code")
-TASK = next(task for task in TASKS if task.task_id == "median")
-
-# Everything a rollout's code could do to its neighbours and the worker: signal, stop, renice, re-limit
-# every process it can name, write into other runs' work directories, then hog memory and CPU to its limit.
-HOSTILE = """
-import glob, os, resource, signal
-pids = []
-try:
-    pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-except OSError:
-    pass
-for pid in set(pids + [WORKER, os.getppid(), 1]):
-    for sig in (signal.SIGSTOP, signal.SIGKILL):
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
-    for call in (lambda: resource.prlimit(pid, resource.RLIMIT_CPU, (0, 0)),
-                 lambda: os.setpriority(os.PRIO_PROCESS, pid, 19)):
-        try:
-            call()
-        except (OSError, ValueError):
-            pass
-for call in (lambda: os.kill(-1, signal.SIGKILL), lambda: os.setpriority(os.PRIO_USER, 0, 19)):
-    try:
-        call()
-    except OSError:
-        pass
-for directory in glob.glob("/tmp/mtrl-sandbox-*"):
-    try:
-        open(os.path.join(directory, "x"), "w").write("x" * 1000)
-    except OSError:
-        pass
-hoard = []
-try:
-    while True:
-        hoard.append(bytearray(16 << 20))
-except MemoryError:
-    pass
-while True:
-    pass
+LIMITS = {"timeout_s": 4.0, "cpu_s": 2, "memory_mb": 256, "max_processes": 16}
+CONCURRENCY = 4
+PROBE = r"""
+import json, os, resource, sys
+document = json.loads(sys.stdin.read())
+sys.path.insert(0, document["project"])
+from mtrl.sandbox import Limits
+from mtrl.sandbox.tiers import tasks_of_uid
+if document["nproc_headroom"]:  # the worker's own process limit, as Lambda sets one for the function
+    limit = tasks_of_uid(os.getuid()) + document["nproc_headroom"]
+    resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+from tests.unit.sandbox.grpo_group import alone_and_together
+outcome = alone_and_together(document["hostile"], Limits(**document["limits"]), document["concurrency"], os.getpid())
+print(json.dumps(outcome))
 """
-# Seven honest submissions of differing quality (so their rewards differ within the group).
-HONEST = [
-    TASK.solution,
-    TASK.naive,
-    "def median(values):\n    return None\n",
-    "def median(values):\n    return sorted(values)[len(values) // 2] if values else None\n",
-    TASK.solution,
-    "def median(values):\n    raise ValueError\n",
-    TASK.naive,
-]
 
 
-class GroupPolicy:
-    """Asks once, then submits the program of the rollout named in the prompt."""
-
-    def __init__(self, programs: dict[str, str]) -> None:
-        self.programs = programs
-
-    def act(self, messages: list[dict[str, str]], *, timeout_s: float) -> str:
-        if len(messages) == 1:
-            return "What should happen for an empty list?"
-        tag = messages[1]["content"].split("]", 1)[0].strip("[")
-        return f"```python\n{self.programs[tag]}```"
-
-
-class Source:
-    def __init__(self, requests: list[RolloutRequest]) -> None:
-        self.pending = list(requests)
-        self.lock = threading.Lock()
-
-    def receive(self, max_count: int, wait_s: float) -> list[RolloutRequest]:
-        with self.lock:
-            taken, self.pending = self.pending[:max_count], self.pending[max_count:]
-        if not taken:
-            time.sleep(0.01)
-        return taken
-
-    def ack(self, request: RolloutRequest) -> None:
-        pass
-
-    def release(self, request: RolloutRequest) -> None:
-        pass
-
-
-class Sink:
-    def __init__(self) -> None:
-        self.outcomes: list[RolloutOutcome] = []
-
-    def publish(self, outcome: RolloutOutcome) -> None:
-        self.outcomes.append(outcome)
-
-
-def play(programs: dict[str, str], tags: list[str], tier: str, concurrency: int) -> dict[str, float]:
-    requests = [
-        RolloutRequest(tag, "g", {"prompt": f"[{tag}] {TASK.prompt}", "info": {"task_id": TASK.task_id}})
-        for tag in tags
-    ]
-    sink = Sink()
-    limits = Limits(timeout_s=4.0, cpu_s=2, memory_mb=256, max_processes=8, isolation=tier)  # type: ignore[arg-type]
-    config = WorkerConfig(concurrency=concurrency, group_size=len(tags), env_args={"limits": limits})
-    runtime = WorkerRuntime(ASK_TO_CODE, Source(requests), sink, GroupPolicy(programs), config)
-    thread = threading.Thread(target=runtime.run)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while len(sink.outcomes) < len(tags) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    runtime.request_shutdown()
-    thread.join(30)
-    assert len(sink.outcomes) == len(tags)
-    assert all(outcome.status == "completed" for outcome in sink.outcomes), [o.error for o in sink.outcomes]
-    return {outcome.rollout_id: outcome.reward for outcome in sink.outcomes}
+def unchanged(outcome: dict[str, Any]) -> None:
+    alone, group = outcome["alone"], outcome["group"]
+    assert len(group) == 8
+    assert all(status == "completed" for status, *_ in group.values()), group
+    assert {tag: group[tag] for tag in alone} == alone
+    assert alone["r0"][2] == 1.0  # the reference solution passes every hidden case: the tier really runs code
+    assert len({reward for _, reward, *_ in alone.values()}) > 2  # the group does discriminate
+    best = max(reward for _, reward, *_ in alone.values())
+    assert all(result[1] < best for tag, result in group.items() if tag.startswith("h"))
 
 
 @pytest.mark.parametrize("tier", ["full", "fargate", "lambda"])
 def test_a_hostile_rollout_does_not_change_its_group_mates_rewards(tier: str) -> None:
-    programs = {f"r{i}": program for i, program in enumerate(HONEST)}
-    programs["hostile"] = HOSTILE.replace("WORKER", str(os.getpid()))
-    alone = {tag: play(programs, [tag], tier, concurrency=1)[tag] for tag in sorted(set(programs) - {"hostile"})}
-    group = play(programs, ["r0", "r1", "hostile", "r2", "r3", "r4", "r5", "r6"], tier, concurrency=4)
-    assert {tag: group[tag] for tag in alone} == alone
-    assert len(set(alone.values())) > 2  # the group does discriminate
-    assert group["hostile"] < max(alone.values())
+    limits = Limits(**LIMITS, isolation=tier)  # type: ignore[arg-type]
+    unchanged(alone_and_together(1, limits, CONCURRENCY, os.getpid()))
+
+
+def probe(prefix: list[str], *, hostile: int, nproc_headroom: int = 0) -> dict[str, Any]:
+    document = {
+        "project": str(REACHABLE.project),
+        "hostile": hostile,
+        "limits": LIMITS,
+        "concurrency": CONCURRENCY,
+        "nproc_headroom": nproc_headroom,
+    }
+    completed = subprocess.run(
+        [*prefix, REACHABLE.executable, "-I", "-c", PROBE],
+        input=json.dumps(document),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    outcome: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    return outcome
+
+
+@pytest.mark.other_uids
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux; .ci/run installs it)")
+def test_four_hostile_rollouts_in_the_fargate_tier_as_ci_runs_it() -> None:
+    unchanged(probe(["setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", "--"], hostile=4))
+
+
+def _ci_user_exists() -> bool:
+    try:
+        pwd.getpwnam("mtrl-ci")
+    except KeyError:
+        return False
+    return True
+
+
+@pytest.mark.other_uids
+@pytest.mark.skipif(
+    not _ci_user_exists() and not os.environ.get("CI"),
+    reason="needs the unprivileged user mtrl-ci (.ci/run creates it; in CI its absence fails the test)",
+)
+def test_four_hostile_rollouts_under_a_process_limit_in_the_lambda_tier_as_ci_runs_it() -> None:
+    assert _ci_user_exists(), "mtrl-ci is missing: .ci/run must create it"
+    # 48 slots: fewer than the 4 x (16 + 1) four hostile rollouts could take at their own limits.
+    unchanged(probe(["runuser", "-u", "mtrl-ci", "--"], hostile=4, nproc_headroom=48))

@@ -3,7 +3,9 @@
 The fargate tier runs for real as root with CAP_SYS_ADMIN dropped from the bounding set (``setpriv``), the
 lambda tier as the unprivileged user ``mtrl-ci`` that .ci/run creates (``runuser``); both also run forced
 from this (root) process. The full-tier checks (IPC and PID namespaces, the run-wide memory cgroup, every
-copy of the project hidden) need root with CAP_SYS_ADMIN, as in CI.
+copy of the project hidden) need root with CAP_SYS_ADMIN, as in CI. The probes run an interpreter and a copy of
+the checkout that every uid can reach (conftest.py, reachable_python.py). Issue 23's ten classes:
+test_hostile_corpus.py.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from pathlib import Path
 import pytest
 
 from mtrl.sandbox import Limits, run_code
-from mtrl.sandbox.tiers import detect_tier, filesystem_view, interpreter
+from mtrl.sandbox.filesystem import filesystem_view
+from mtrl.sandbox.tiers import detect_tier
+from tests.unit.sandbox.reachable_python import REACHABLE
 from tests.unit.sandbox.test_forgery import TASKS
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -65,6 +69,7 @@ attempt("worker_environ", lambda: open(f"/proc/{{W}}/environ", "rb").read())
 attempt("worker_mem", lambda: os.close(os.open(f"/proc/{{W}}/mem", os.O_RDWR)))
 attempt("other_run_environ", lambda: open(f"/proc/{{V}}/environ", "rb").read())
 attempt("hidden_tests", lambda: open({tasks!r}).read())
+attempt("hidden_tests_copy", lambda: open({tasks_copy!r}).read())
 attempt("harness_source", lambda: open({harness!r}).read())
 attempt("socket", lambda: socket.socket())
 attempt("new_user_namespace", lambda: syscall(272, 97, 0x10000000))
@@ -73,8 +78,11 @@ print(json.dumps(out))
 """
 
 
-def attack_program(worker: int, victim: int) -> str:
-    return CROSS_PROCESS_ATTACKS.format(worker=worker, victim=victim, tasks=str(TASK_BANK), harness=str(HARNESS))
+def attack_program(worker: int | str, victim: int | str) -> str:
+    copy = REACHABLE.project / "environments" / "ask_to_code" / "tasks.py"
+    return CROSS_PROCESS_ATTACKS.format(
+        worker=worker, victim=victim, tasks=str(TASK_BANK), tasks_copy=str(copy), harness=str(HARNESS)
+    )
 
 
 def assert_all_blocked(report: dict[str, object]) -> None:
@@ -128,10 +136,9 @@ print(json.dumps({{
 
 
 def run_probe(prefix: list[str]) -> dict[str, object]:
-    program = CROSS_PROCESS_ATTACKS.format(worker="WORKER", victim="VICTIM", tasks=str(TASK_BANK), harness=str(HARNESS))
-    probe = PROBE.format(repo=str(REPO_ROOT), program=program)
+    probe = PROBE.format(repo=str(REACHABLE.project), program=attack_program("WORKER", "VICTIM"))
     completed = subprocess.run(
-        [*prefix, interpreter(), "-I", "-c", probe], capture_output=True, text=True, timeout=120, check=False
+        [*prefix, REACHABLE.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=120, check=False
     )
     assert completed.returncode == 0, completed.stderr[-2000:]
     document: dict[str, object] = json.loads(completed.stdout.splitlines()[-1])
@@ -149,6 +156,7 @@ def check_probe(document: dict[str, object], tier: str) -> None:
     assert document["naive"] == 0.0  # slugify's naive guess (hyphens, no cut) fails every case
 
 
+@pytest.mark.other_uids
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux; .ci/run installs it)")
 def test_fargate_tier_root_without_cap_sys_admin() -> None:
     """Root with Docker's default-like capabilities but no CAP_SYS_ADMIN: namespaces are impossible."""
@@ -167,6 +175,7 @@ def _ci_user_exists() -> bool:
     return True
 
 
+@pytest.mark.other_uids
 @pytest.mark.skipif(
     not _ci_user_exists() and not os.environ.get("CI"),
     reason=f"needs the unprivileged user {CI_USER} (.ci/run creates it; in CI its absence fails the test)",
@@ -186,6 +195,7 @@ FULL = Limits(timeout_s=10, cpu_s=5, memory_mb=512, max_processes=16, isolation=
 
 @needs_full
 def test_sysv_ipc_does_not_outlive_the_run() -> None:
+    """Refused by the filter in every tier (issue 23 §6); the full tier's IPC namespace would also end them."""
     before = Path("/proc/sysvipc/shm").read_text(encoding="ascii").splitlines()[1:]
     result = run_code(
         """
@@ -197,7 +207,8 @@ def test_sysv_ipc_does_not_outlive_the_run() -> None:
         """.replace("\n        ", "\n"),
         limits=FULL,
     )
-    assert result.stdout == "True True\n", result.stderr
+    assert result.stdout == "False False\n", result.stderr
+    assert "ipcns" in result.isolation
     assert Path("/proc/sysvipc/shm").read_text(encoding="ascii").splitlines()[1:] == before
 
 
@@ -278,8 +289,13 @@ def test_no_copy_of_the_project_is_readable(tier: str, project_copies: tuple[str
             for root, dirs, files in os.walk(top):
                 found += [os.path.join(root, name) for name in dirs + files if {token!r} in name]
         print(found)
-        listed = [sorted(os.listdir(path)) for path in {site_packages!r} if os.path.isdir(path)]
-        print(listed if {tier == "full"} else "")
+        listed = []
+        for path in {site_packages!r}:
+            try:
+                listed.append(sorted(os.listdir(path)))
+            except OSError:  # absent, or (Landlock) not readable
+                pass
+        print(listed)
         """.replace("\n        ", "\n"),
         limits=Limits(timeout_s=20, cpu_s=15, isolation=tier),  # type: ignore[arg-type]
     )
@@ -287,6 +303,8 @@ def test_no_copy_of_the_project_is_readable(tier: str, project_copies: tuple[str
     assert found == "[]", result.stdout
     if tier == "full":  # every site-packages of every interpreter is an empty directory
         assert listed.replace("[", "").replace("]", "").replace(",", "").strip() == "", listed
+    else:  # Landlock: none can even be listed
+        assert listed == "[]", listed
 
 
 def test_the_program_receives_inputs_only() -> None:
