@@ -19,6 +19,7 @@ BUILTIN_ADAPTERS: dict[str, str] = {
     "hyperpod": "mtrl.backends.hyperpod:HyperPodAdapter",
     "serverless": "mtrl.backends.serverless:ServerlessAdapter",
     "local": "mtrl.backends.local:LocalAdapter",
+    "verl": "mtrl.backends.verl.adapter:VerlAdapter",
 }
 
 _registered: dict[str, AdapterFactory] = {}
