@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from botocore.signers import RequestSigner
+
+from mtrl.kube.token import eks_token  # staged next to this handler (stacks/constructs/python_function.py)
 
 LOGGER = logging.getLogger()
 LOGGER.setLevel(logging.INFO)
@@ -55,24 +56,6 @@ Runner = Callable[[Sequence[str]], str]
 
 class HelmError(RuntimeError):
     """A helm command failed; the message carries its output."""
-
-
-def eks_token(cluster_name: str, region: str, session: boto3.session.Session | None = None) -> str:
-    """A bearer token for the EKS API: a presigned STS GetCallerIdentity URL bound to the cluster name."""
-    session = session or boto3.session.Session()
-    sts = session.client("sts", region_name=region)
-    signer = RequestSigner(
-        sts.meta.service_model.service_id, region, "sts", "v4", session.get_credentials(), session.events
-    )
-    params = {
-        "method": "GET",
-        "url": f"https://sts.{region}.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15",
-        "body": {},
-        "headers": {"x-k8s-aws-id": cluster_name},
-        "context": {},
-    }
-    url = signer.generate_presigned_url(params, region_name=region, expires_in=60, operation_name="")
-    return "k8s-aws-v1." + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
 
 
 def set_flags(values: Mapping[str, Any]) -> list[str]:

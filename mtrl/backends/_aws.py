@@ -39,6 +39,11 @@ class AwsClients:
         self._session = session or boto3.Session()
         self._cache: dict[tuple[str, str, int | None], Any] = {}
 
+    @property
+    def session(self) -> boto3.Session:
+        """The session the clients come from (what signs a presigned EKS token)."""
+        return self._session
+
     def client(self, service: str, region: str, *, read_timeout: int | None = None) -> Any:
         key = (service, region, read_timeout)
         if key not in self._cache:

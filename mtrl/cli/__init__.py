@@ -16,6 +16,7 @@ from mtrl.cli import (
     env_try,
     eval_cmd,
     health_cmd,
+    render_cmd,
     runs_cmd,
     sandbox_cmd,
     submit_cmd,
@@ -53,6 +54,7 @@ app.command("status")(runs_cmd.status)
 app.command("logs")(runs_cmd.logs)
 app.command("cancel")(runs_cmd.cancel)
 app.command("demo")(demo_cmd.demo)
+app.command("render")(render_cmd.render)
 
 
 def _print_version(value: bool) -> None:

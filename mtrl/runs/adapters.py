@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from typing import Any
 
 from mtrl.backends.base import BackendAdapter
 from mtrl.runs.errors import ConfigurationError
@@ -19,7 +20,12 @@ BUILTIN_ADAPTERS: dict[str, str] = {
     "hyperpod": "mtrl.backends.hyperpod:HyperPodAdapter",
     "serverless": "mtrl.backends.serverless:ServerlessAdapter",
     "local": "mtrl.backends.local:LocalAdapter",
+    "verl": "mtrl.backends.verl.adapter:VerlAdapter",
 }
+
+# name → "module:attribute" of ``(deploy settings, run settings, run) -> [Kubernetes objects]``: what ``mtrl render``
+# prints for a backend that submits Kubernetes objects (backends not listed submit none).
+BUILTIN_RENDERERS: dict[str, str] = {"verl": "mtrl.backends.verl.offline:render_run"}
 
 _registered: dict[str, AdapterFactory] = {}
 
@@ -47,3 +53,13 @@ def adapter_for(name: str) -> BackendAdapter:
             raise ConfigurationError(f"backend '{name}' is not available in this deployment ({error})") from None
         factory = getattr(module, attribute)
     return factory()
+
+
+def renderer_for(name: str) -> Callable[..., list[dict[str, Any]]] | None:
+    """The backend's offline renderer of the Kubernetes objects a run submits (None: it submits none)."""
+    target = BUILTIN_RENDERERS.get(name)
+    if target is None:
+        return None
+    module_name, _, attribute = target.partition(":")
+    renderer: Callable[..., list[dict[str, Any]]] = getattr(importlib.import_module(module_name), attribute)
+    return renderer

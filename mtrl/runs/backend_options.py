@@ -76,6 +76,7 @@ RUN_OPTIONS_MODELS: dict[str, str] = {
     "hyperpod": "mtrl.runs.backend_options:HyperPodRunOptions",
     "serverless": "mtrl.runs.backend_options:ServerlessRunOptions",
     "local": "mtrl.runs.backend_options:LocalRunOptions",
+    "verl": "mtrl.backends.verl.options:VerlRunOptions",
 }
 _registered: dict[str, type[RunOptions]] = {}
 

@@ -9,7 +9,7 @@ deploy-time settings are refused by name, wherever in the manifest they appear.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -22,6 +22,7 @@ from mtrl.settings.deploy import DeploySettings
 from mtrl.settings.pipeline import (
     MAX_RUN_INSTANCES,
     MAX_RUN_WORKERS,
+    Backend,
     PipelineSettings,
     manifest_ceilings,
     manifest_defaults,
@@ -59,7 +60,7 @@ class RunSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    backend: Literal["hyperpod", "serverless", "local"] = Field(description="Training backend.")
+    backend: Backend = Field(description="Training backend.")
     environment: str = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$", description="Reward environment id.")
     environment_args: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments for the environment's load_environment()."

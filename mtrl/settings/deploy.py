@@ -17,6 +17,7 @@ from typing import Any, Self
 
 from pydantic import ValidationError, model_validator
 
+from mtrl.backends.verl.settings import VerlSettings
 from mtrl.settings.backends import BackendSettings
 from mtrl.settings.base import SettingsError, SettingsGroup, problems_from_validation_error
 from mtrl.settings.cluster import ClusterSettings
@@ -42,6 +43,7 @@ SETTINGS_GROUPS: tuple[type[SettingsGroup], ...] = (
     ClusterSettings,
     RewardWorkerSettings,
     BackendSettings,
+    VerlSettings,
     EmulatorSettings,
 )
 
@@ -49,6 +51,7 @@ SETTINGS_GROUPS: tuple[type[SettingsGroup], ...] = (
 # Bases reversed: pydantic orders fields base-last.
 class DeploySettings(
     EmulatorSettings,
+    VerlSettings,
     BackendSettings,
     RewardWorkerSettings,
     ClusterSettings,
@@ -59,6 +62,28 @@ class DeploySettings(
     CoreSettings,
 ):
     """Everything a deployment can be configured with (docs/configuration.md is generated from it)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_backend_follows_the_cluster(cls, values: Any) -> Any:
+        # Nova Forge (hyperpod) trains only on a restricted instance group; without one, runs default to verl.
+        if (
+            isinstance(values, dict)
+            and values.get("run_backend") is None
+            and values.get("hyperpod_restricted_instance_group") is not None
+        ):
+            return {**values, "run_backend": "hyperpod"}
+        return values
+
+    @model_validator(mode="after")
+    def _hyperpod_backend_has_a_restricted_group(self) -> Self:
+        if self.run_backend == "hyperpod" and self.hyperpod_restricted_instance_group is None:
+            raise ValueError(
+                "run_backend: 'hyperpod' (Amazon Nova Forge) trains only on a restricted instance group, and "
+                "hyperpod_restricted_instance_group is not set (set it, with a Nova Forge subscription, or use "
+                "run_backend 'verl' to train open-weight models on the training group)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _zones_in_region(self) -> Self:

@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from mtrl.settings.backends import AGENT_RUNTIME_ARN
 from mtrl.settings.base import SettingsGroup
 
-Backend = Literal["hyperpod", "serverless", "local"]
+Backend = Literal["verl", "hyperpod", "serverless", "local"]
 MAX_RUN_INSTANCES = 64
 MAX_RUN_WORKERS = 256
 
@@ -86,7 +86,10 @@ class PipelineSettings(SettingsGroup):
         description="A run whose evaluation has not finished after this long fails (the evaluation job is stopped).",
     )
     run_backend: Backend = Field(
-        "hyperpod", description="Default training backend of a run.", json_schema_extra=_per_run("backend")
+        "verl",
+        description="Default training backend of a run: 'verl' (open-weight GRPO on the training group), or "
+        "'hyperpod' (Nova Forge, the default when hyperpod_restricted_instance_group is set, which it needs).",
+        json_schema_extra=_per_run("backend"),
     )
     run_environment: str = Field(
         "wordle",

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
 
 from botocore.exceptions import ClientError
 
 from mtrl.backends._aws import error_message
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.backends.hyperpod.capacity import (
-    _CAPACITY_PATTERN,
     GpuCapacity,
     find_group,
     gpu_holds,
+    hold_capacity,
     nova_forge_group_problem,
 )
 from mtrl.backends.hyperpod.cleanup import Cleanup
@@ -145,48 +144,17 @@ class HyperPodAdapter(RunnerTasks, RewardWorkers, Cleanup):
     def _ensure_capacity(
         self, run: RunContext, settings: HyperPodSettings, local: list[CreatedResource], waiting: list[str]
     ) -> CreatedResource:
-        gpu = GpuCapacity(self._sm(settings), settings)
-        identifier = f"{gpu.cluster_name}/{gpu.group}"
-        cluster = gpu.describe()
-        _, details = find_group(cluster, gpu.group)
-        target = max(settings.instance_count, settings.hyperpod_idle_instance_count)
-        resource = self._record(
+        resource, awaited = hold_capacity(
+            GpuCapacity(self._sm(settings), settings),
             run,
-            local,
-            CreatedResource(
-                CAPACITY_KIND,
-                identifier,
-                {
-                    "cluster": gpu.cluster_name,
-                    "group": gpu.group,
-                    "instance_type": details.get("InstanceType", ""),
-                    "idle_count": settings.hyperpod_idle_instance_count,
-                    "target_count": target,
-                    "requested_at": now_iso(self._clock),
-                },
-            ),
+            record=lambda resource: self._record(run, local, resource),
+            instance_count=settings.instance_count,
+            idle_count=settings.hyperpod_idle_instance_count,
+            timeout_minutes=settings.hyperpod_capacity_timeout_minutes,
+            clock=self._clock,
         )
-        gpu.scale(target)
-        requested_at = datetime.fromisoformat(str(resource.details["requested_at"]))
-        running, failures = gpu.running()
-        current = find_group(gpu.describe(), gpu.group)[1]
-        if running >= target and current.get("CurrentCount", 0) >= target:
-            return resource
-        problems = gpu.capacity_problems(requested_at) + [f for f in failures if _CAPACITY_PATTERN.search(f)]
-        what = f"{target} × {resource.details.get('instance_type') or 'GPU'} in {gpu.group}"
-        if problems:
-            raise BackendError(
-                f"run {run.run_id}: GPU capacity for {what} is not available: {problems[0]} — request a quota "
-                "increase (SageMaker HyperPod instance quota), use a training plan, or retry later"
-            )
-        waited = self._clock() - requested_at.timestamp()
-        if waited > settings.hyperpod_capacity_timeout_minutes * 60:
-            detail = f"; failed nodes: {'; '.join(failures)}" if failures else ""
-            raise BackendError(
-                f"run {run.run_id}: GPU capacity for {what} did not arrive within "
-                f"{settings.hyperpod_capacity_timeout_minutes} minutes ({running}/{target} nodes Running{detail})"
-            )
-        waiting.append(f"GPU nodes {running}/{target} Running in {gpu.group}")
+        if awaited:
+            waiting.append(awaited)
         return resource
 
     # -- Nova Forge runner -----------------------------------------------------------------------------------

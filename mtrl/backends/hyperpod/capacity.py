@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
 from mtrl.backends._aws import backend_error, error_code, error_message
-from mtrl.backends.base import BackendError, CreatedResource
-from mtrl.backends.hyperpod.common import CAPACITY_KIND, HyperPodSettings, ProvisioningInProgress
+from mtrl.backends.base import BackendError, CreatedResource, RunContext
+from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress, now_iso
 
 _BUSY_CLUSTER = {"Creating", "Updating", "SystemUpdating", "RollingBack"}
 _BUSY_GROUP = {"Creating", "Updating", "SystemUpdating"}
@@ -89,10 +90,26 @@ def _project(value: Any, shape: Any) -> Any:
     return value
 
 
+class CapacityTarget(Protocol):
+    """The instance group a backend scales per run (HyperPodSettings is one; the verl backend names its own)."""
+
+    @property
+    def hyperpod_cluster_name(self) -> str: ...
+
+    @property
+    def hyperpod_gpu_instance_group(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class GroupTarget:
+    hyperpod_cluster_name: str
+    hyperpod_gpu_instance_group: str
+
+
 class GpuCapacity:
     """Scale one instance group of a HyperPod cluster and tell when its nodes are there."""
 
-    def __init__(self, sagemaker: Any, settings: HyperPodSettings) -> None:
+    def __init__(self, sagemaker: Any, settings: CapacityTarget) -> None:
         self._sm = sagemaker
         self._settings = settings
 
@@ -182,6 +199,74 @@ class GpuCapacity:
             for event in events
             if _CAPACITY_PATTERN.search(str(event.get("Description", "")))
         ]
+
+
+def hold_capacity(
+    gpu: GpuCapacity,
+    run: RunContext,
+    *,
+    record: Callable[[CreatedResource], CreatedResource],
+    instance_count: int,
+    idle_count: int,
+    timeout_minutes: int,
+    clock: Callable[[], float],
+) -> tuple[CreatedResource, str | None]:
+    """Record, then scale the run's group to its count: (the capacity resource, what is still awaited or None).
+
+    Raises BackendError when the cluster reports missing capacity or quota, or after ``timeout_minutes``.
+    """
+    identifier = f"{gpu.cluster_name}/{gpu.group}"
+    _, details = find_group(gpu.describe(), gpu.group)
+    target = max(instance_count, idle_count)
+    resource = record(
+        CreatedResource(
+            CAPACITY_KIND,
+            identifier,
+            {
+                "cluster": gpu.cluster_name,
+                "group": gpu.group,
+                "instance_type": details.get("InstanceType", ""),
+                "idle_count": idle_count,
+                "target_count": target,
+                "requested_at": now_iso(clock),
+            },
+        )
+    )
+    gpu.scale(target)
+    requested_at = datetime.fromisoformat(str(resource.details["requested_at"]))
+    running, failures = gpu.running()
+    current = find_group(gpu.describe(), gpu.group)[1]
+    if running >= target and current.get("CurrentCount", 0) >= target:
+        return resource, None
+    problems = gpu.capacity_problems(requested_at) + [f for f in failures if _CAPACITY_PATTERN.search(f)]
+    what = f"{target} × {resource.details.get('instance_type') or 'GPU'} in {gpu.group}"
+    if problems:
+        raise BackendError(
+            f"run {run.run_id}: GPU capacity for {what} is not available: {problems[0]} — request a quota "
+            "increase (SageMaker HyperPod instance quota), use a training plan, or retry later"
+        )
+    waited = clock() - requested_at.timestamp()
+    if waited > timeout_minutes * 60:
+        detail = f"; failed nodes: {'; '.join(failures)}" if failures else ""
+        raise BackendError(
+            f"run {run.run_id}: GPU capacity for {what} did not arrive within "
+            f"{timeout_minutes} minutes ({running}/{target} nodes Running{detail})"
+        )
+    return resource, f"GPU nodes {running}/{target} Running in {gpu.group}"
+
+
+def release_capacity(sagemaker: Any, resource: CreatedResource, *, fallback: CapacityTarget, idle_count: int) -> bool:
+    """Scale the group a capacity resource holds back to its idle count (transient while an update runs)."""
+    idle = int(resource.details.get("idle_count", idle_count))
+    target = GroupTarget(
+        str(resource.details.get("cluster", fallback.hyperpod_cluster_name)),
+        str(resource.details.get("group", fallback.hyperpod_gpu_instance_group)),
+    )
+    try:
+        GpuCapacity(sagemaker, target).scale(idle)
+    except ProvisioningInProgress as error:
+        raise BackendError(f"GPU group not yet released: {error}", transient=True) from error
+    return True
 
 
 def gpu_holds(resources: Iterable[CreatedResource | Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -11,14 +11,13 @@ from botocore.exceptions import ClientError
 from mtrl.backends._aws import backend_error, error_code, error_message
 from mtrl.backends.base import BackendError, CreatedResource, RunContext
 from mtrl.backends.hyperpod.base import AdapterBase
-from mtrl.backends.hyperpod.capacity import GpuCapacity
+from mtrl.backends.hyperpod.capacity import release_capacity
 from mtrl.backends.hyperpod.common import (
     CAPACITY_KIND,
     STACK_KIND,
     TASK_DEFINITIONS_KIND,
     TASKS_KIND,
     HyperPodSettings,
-    ProvisioningInProgress,
     now_iso,
     parse_settings,
 )
@@ -119,21 +118,9 @@ class Cleanup(AdapterBase):
         return True
 
     def _release_capacity(self, settings: HyperPodSettings, resource: CreatedResource) -> bool:
-        idle = int(resource.details.get("idle_count", settings.hyperpod_idle_instance_count))
-        gpu = GpuCapacity(
-            self._sm(settings),
-            settings.model_copy(
-                update={
-                    "hyperpod_cluster_name": resource.details.get("cluster", settings.hyperpod_cluster_name),
-                    "hyperpod_gpu_instance_group": resource.details.get("group", settings.hyperpod_gpu_instance_group),
-                }
-            ),
+        return release_capacity(
+            self._sm(settings), resource, fallback=settings, idle_count=settings.hyperpod_idle_instance_count
         )
-        try:
-            gpu.scale(idle)
-        except ProvisioningInProgress as error:
-            raise BackendError(f"GPU group not yet released: {error}", transient=True) from error
-        return True
 
 
 def _stack_status(cfn: Any, name: str) -> str | None:

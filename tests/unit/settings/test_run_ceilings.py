@@ -53,7 +53,7 @@ def test_ceilings_cannot_exceed_what_they_follow_from(context: dict[str, Any], m
 def test_manifest_keys_come_from_the_field_metadata() -> None:
     settings = PipelineSettings(run_max_budget_usd=50, run_timeout_minutes=60)
     assert manifest_defaults(settings) == {
-        "backend": "hyperpod",
+        "backend": "verl",
         "environment": "wordle",
         "instance_count": 1,
         "worker_count": 2,

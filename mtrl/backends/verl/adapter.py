@@ -1,0 +1,309 @@
+"""The ``verl`` adapter: one KubeRay RayJob per run on the HyperPod cluster's training group, over the EKS API.
+
+No kubectl: HTTPS to the cluster endpoint with a presigned-STS bearer token (mtrl.kube), CA from DescribeCluster.
+GPU scaling is the hyperpod backend's (mtrl.backends.hyperpod.capacity: UpdateCluster + node readiness).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from mtrl.backends._aws import AwsClients, S3Uri, backend_error, error_code
+from mtrl.backends.base import BackendError, CreatedResource, Finding, JobStatus, RunContext
+from mtrl.backends.hyperpod.capacity import GpuCapacity, GroupTarget, find_group, hold_capacity, release_capacity
+from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress, now_iso
+from mtrl.backends.verl.config import VerlPlan, VerlRunConfig, parse_config, plan_for
+from mtrl.backends.verl.rayjob import progress_uri, rayjob_name, render
+from mtrl.backends.verl.status import job_status
+from mtrl.kube.client import KubeClient, KubeError
+from mtrl.kube.token import eks_token
+
+RAYJOB_KIND = "kuberay-rayjob"
+API_GROUP_PATH = "/apis/ray.io/v1"
+# What the pipeline's role must be allowed in the deployment's namespace (SelfSubjectAccessReview).
+REQUIRED_ACCESS = (("create", "ray.io", "rayjobs"), ("delete", "ray.io", "rayjobs"), ("create", "", "configmaps"))
+KubeFactory = Callable[[VerlRunConfig], KubeClient]
+
+
+def _rayjobs(namespace: str) -> str:
+    return f"{API_GROUP_PATH}/namespaces/{namespace}/rayjobs"
+
+
+def _configmaps(namespace: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/configmaps"
+
+
+class VerlAdapter:
+    name = "verl"
+
+    def __init__(
+        self,
+        clients: AwsClients | None = None,
+        *,
+        kube: KubeFactory | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._clients = clients or AwsClients()
+        self._kube_factory = kube
+        self._clock = clock
+        self._kube_cache: dict[str, KubeClient] = {}
+
+    # -- clients ---------------------------------------------------------------------------------------------
+
+    def _kube(self, config: VerlRunConfig) -> KubeClient:
+        if self._kube_factory is not None:
+            return self._kube_factory(config)
+        cached = self._kube_cache.get(config.eks_cluster_name)
+        if cached is None:
+            eks = self._clients.client("eks", config.region)
+            try:
+                cluster = eks.describe_cluster(name=config.eks_cluster_name)["cluster"]
+            except ClientError as error:
+                raise backend_error(f"run {config.run_id}: DescribeCluster {config.eks_cluster_name}", error) from None
+            session = self._clients.session
+            cached = KubeClient(
+                cluster["endpoint"],
+                token=lambda: eks_token(config.eks_cluster_name, config.region, session),
+                ca_pem=base64.b64decode(cluster["certificateAuthority"]["data"]).decode("utf-8", "replace"),
+                clock=self._clock,
+            )
+            self._kube_cache[config.eks_cluster_name] = cached
+        return cached
+
+    @staticmethod
+    def _get(run: RunContext, kube: KubeClient, path: str, *, text: bool = False) -> Any:
+        try:
+            return kube.text(path) if text else kube.request("GET", path)
+        except KubeError as error:
+            raise BackendError(f"run {run.run_id}: {error}", transient=error.transient) from None
+
+    def _gpu(self, config: VerlRunConfig) -> GpuCapacity:
+        target = GroupTarget(config.hyperpod_cluster_name, config.verl_instance_group)
+        return GpuCapacity(self._clients.client("sagemaker", config.region), target)
+
+    # -- preflight -------------------------------------------------------------------------------------------
+
+    def preflight(self, run: RunContext) -> list[Finding]:
+        try:
+            plan = plan_for(run.settings)
+            render(plan, run)
+        except BackendError as error:
+            return [Finding("settings", False, str(error))]
+        config = plan.config
+        findings = [Finding("settings", True, f"model {plan.model.id}, {plan.steps} steps, image {plan.image}")]
+        kube = self._kube(config)
+        try:
+            served = kube.request("GET", API_GROUP_PATH)
+        except KubeError as error:
+            missing = error.status == 404
+            message = "KubeRay is not installed (the API server serves no ray.io/v1)" if missing else str(error)
+            return [*findings, Finding("kuberay", False, f"run {run.run_id}: {message}")]
+        kinds = {resource.get("name") for resource in served.get("resources", [])}
+        findings.append(
+            Finding(
+                "kuberay",
+                "rayjobs" in kinds,
+                "ray.io/v1 serves rayjobs" if "rayjobs" in kinds else "ray.io/v1 has no rayjobs",
+            )
+        )
+        findings.append(self._access(run, kube, config.verl_namespace))
+        findings.append(self._idle_group(config))
+        return findings
+
+    def _access(self, run: RunContext, kube: KubeClient, namespace: str) -> Finding:
+        denied = []
+        for verb, group, resource in REQUIRED_ACCESS:
+            review = {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                "spec": {
+                    "resourceAttributes": {"namespace": namespace, "verb": verb, "group": group, "resource": resource}
+                },
+            }
+            try:
+                answer = kube.request("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review)
+            except KubeError as error:
+                return Finding("kubernetes-access", False, f"run {run.run_id}: SelfSubjectAccessReview: {error}")
+            if not (answer.get("status") or {}).get("allowed"):
+                denied.append(f"{verb} {resource}")
+        if denied:
+            return Finding(
+                "kubernetes-access",
+                False,
+                f"run {run.run_id}: the pipeline's role may not {', '.join(denied)} in namespace {namespace}",
+            )
+        return Finding("kubernetes-access", True, f"may manage RayJobs in namespace {namespace}")
+
+    def _idle_group(self, config: VerlRunConfig) -> Finding:
+        gpu = self._gpu(config)
+        try:
+            _, details = find_group(gpu.describe(), gpu.group)
+        except BackendError as error:
+            return Finding("gpu-group", False, str(error))
+        target, idle = details.get("TargetCount", 0), config.verl_idle_instance_count
+        if target != idle:
+            return Finding(
+                "gpu-group",
+                False,
+                f"{gpu.group} targets {target} instances, not its idle count {idle}: another run holds it",
+            )
+        return Finding("gpu-group", True, f"{gpu.group} ({details.get('InstanceType')}) is at its idle count {idle}")
+
+    # -- provision -------------------------------------------------------------------------------------------
+
+    def provision(self, run: RunContext) -> list[CreatedResource]:
+        config = plan_for(run.settings).config
+        local: list[CreatedResource] = []
+
+        def record(resource: CreatedResource) -> CreatedResource:
+            held = next(
+                (r for r in run.resources if (r.kind, r.identifier) == (resource.kind, resource.identifier)), None
+            )
+            if held is not None:
+                return held
+            run.record_resource(resource)
+            local.append(resource)
+            return resource
+
+        resource, awaited = hold_capacity(
+            self._gpu(config),
+            run,
+            record=record,
+            instance_count=config.instance_count,
+            idle_count=config.verl_idle_instance_count,
+            timeout_minutes=config.verl_pre_running_deadline_minutes,
+            clock=self._clock,
+        )
+        if awaited:
+            raise ProvisioningInProgress(f"run {run.run_id}: {awaited}")
+        return [resource]
+
+    # -- submit / status / cancel ----------------------------------------------------------------------------
+
+    def submit(self, run: RunContext) -> str:
+        """Create the ConfigMap and the RayJob; a 409 means an earlier attempt created them (idempotent)."""
+        plan = plan_for(run.settings)
+        config_map, rayjob = render(plan, run)
+        namespace, name = plan.config.verl_namespace, rayjob["metadata"]["name"]
+        job_id = f"{namespace}/{name}"
+        if not any(r.kind == RAYJOB_KIND and r.identifier == job_id for r in run.resources):
+            run.record_resource(CreatedResource(RAYJOB_KIND, job_id, {"namespace": namespace, "name": name}))
+        kube = self._kube(plan.config)
+        for path, body in ((_configmaps(namespace), config_map), (_rayjobs(namespace), rayjob)):
+            try:
+                kube.request("POST", path, body)
+            except KubeError as error:
+                if error.status != 409:
+                    raise BackendError(
+                        f"run {run.run_id}: create {body['kind']} {job_id}: {error}", transient=error.transient
+                    ) from None
+        return job_id
+
+    def status(self, run: RunContext, job_id: str) -> JobStatus:
+        plan = plan_for(run.settings)
+        namespace, name = _split(job_id)
+        try:
+            rayjob = self._kube(plan.config).request("GET", f"{_rayjobs(namespace)}/{name}")
+        except KubeError as error:
+            if error.status == 404:
+                raise BackendError(
+                    f"run {run.run_id}: RayJob {job_id} no longer exists (deleted outside the pipeline?)"
+                ) from None
+            raise BackendError(f"run {run.run_id}: read RayJob {job_id}: {error}", transient=error.transient) from None
+        return job_status(rayjob, planned_steps=plan.steps, last_step=self._last_step(run, plan))
+
+    def _last_step(self, run: RunContext, plan: VerlPlan) -> int | None:
+        uri = S3Uri.parse(progress_uri(run))
+        s3 = self._clients.client("s3", plan.config.region)
+        try:
+            body = s3.get_object(Bucket=uri.bucket, Key=uri.key)["Body"].read()
+        except ClientError as error:
+            if error_code(error) in {"NoSuchKey", "404"}:
+                return None
+            raise backend_error(f"run {run.run_id}: read {uri}", error) from None
+        try:
+            step = json.loads(body).get("step")
+        except (json.JSONDecodeError, AttributeError):
+            return None
+        return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+    def cancel(self, run: RunContext, job_id: str) -> None:
+        """Delete the RayJob (its finalizer stops the Ray job); already gone is fine."""
+        config = parse_config(run.settings)
+        namespace, name = _split(job_id)
+        self._delete(run, self._kube(config), f"{_rayjobs(namespace)}/{name}")
+
+    def _delete(self, run: RunContext, kube: KubeClient, path: str) -> None:
+        try:
+            kube.request("DELETE", path)
+        except KubeError as error:
+            if error.status != 404:
+                raise BackendError(f"run {run.run_id}: DELETE {path}: {error}", transient=error.transient) from None
+
+    # -- cleanup ---------------------------------------------------------------------------------------------
+
+    def cleanup(self, run: RunContext) -> list[CreatedResource]:
+        """Delete the RayJob and its ConfigMap, wait until its RayCluster is gone, then scale the group back."""
+        config = parse_config(run.settings)
+        removed: list[CreatedResource] = []
+        for resource in [r for r in run.resources if r.kind == RAYJOB_KIND]:
+            namespace, name = _split(resource.identifier)
+            kube = self._kube(config)
+            self._delete(run, kube, f"{_rayjobs(namespace)}/{name}")
+            self._delete(run, kube, f"{_configmaps(namespace)}/{name}")
+            listed = self._get(run, kube, f"{API_GROUP_PATH}/namespaces/{namespace}/rayclusters")
+            alive = [
+                c["metadata"]["name"] for c in listed.get("items", []) if c["metadata"]["name"].startswith(f"{name}-")
+            ]
+            if alive:
+                # GPUs stay held until KubeRay removes the cluster: scaling the group down now would kill its pods.
+                raise BackendError(
+                    f"run {run.run_id}: RayCluster {', '.join(alive)} still being deleted", transient=True
+                )
+            removed.append(resource)
+        sagemaker = self._clients.client("sagemaker", config.region)
+        fallback = GroupTarget(config.hyperpod_cluster_name, config.verl_instance_group)
+        for resource in [r for r in run.resources if r.kind == CAPACITY_KIND]:
+            release_capacity(sagemaker, resource, fallback=fallback, idle_count=config.verl_idle_instance_count)
+            removed.append(replace(resource, details={**resource.details, "released_at": now_iso(self._clock)}))
+        return removed
+
+    # -- logs ------------------------------------------------------------------------------------------------
+
+    def logs(self, run: RunContext, job_id: str, *, tail_lines: int = 200) -> str:
+        """The submitter pod's log (K8sJobMode: ``ray job submit`` streams the driver's output)."""
+        config = parse_config(run.settings)
+        namespace, name = _split(job_id)
+        kube = self._kube(config)
+        selector = urllib.parse.quote(f"job-name={name}")
+        pods = self._get(run, kube, f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}")
+        names = sorted(p["metadata"]["name"] for p in pods.get("items", []))
+        if not names:
+            return ""
+        path = f"/api/v1/namespaces/{namespace}/pods/{names[-1]}/log?tailLines={tail_lines}"
+        return str(self._get(run, kube, path, text=True))
+
+
+def _split(job_id: str) -> tuple[str, str]:
+    namespace, _, name = job_id.partition("/")
+    if not namespace or not name or name != rayjob_name_of(name):
+        raise BackendError(f"'{job_id}' is not a verl job id (<namespace>/mtrl-<16 hex>)")
+    return namespace, name
+
+
+def rayjob_name_of(name: str) -> str:
+    """``name`` when it has the shape rayjob_name gives (so a job id never addresses another object)."""
+    valid = (
+        name.startswith("mtrl-")
+        and len(name) == len(rayjob_name(""))
+        and all(c in "0123456789abcdef" for c in name[5:])
+    )
+    return name if valid else ""

@@ -1,0 +1,220 @@
+"""What one verl run resolves to: the deployment's ``verl_*`` settings, the run's settings and its per-run options,
+checked against the deployment's ceilings (the one place they are applied: render, Preflight and Submit).
+
+``verl_backend_values`` is the one mapping from deploy-time settings to the backend settings the adapter receives
+(``MTRL_BACKEND_SETTINGS``): the backends wiring ships it, and ``mtrl render`` uses it offline.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from mtrl.backends.base import BackendError
+from mtrl.backends.verl.settings import VerlModelSettings
+
+if TYPE_CHECKING:
+    from mtrl.settings.deploy import DeploySettings
+
+
+class Taint(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str
+    value: str | None = None
+    effect: str = "NoSchedule"
+
+
+class VerlRunConfig(BaseModel):
+    """The adapter's settings of one run (``RunContext.settings``; backend settings arrive as strings)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    run_id: str = Field(min_length=1)
+    region: str = Field(min_length=1)
+    prefix: str = Field("mtrl", min_length=1)
+    hyperpod_cluster_name: str = Field(min_length=1)
+    eks_cluster_name: str = Field(min_length=1)
+    verl_instance_group: str = Field(min_length=1)
+    verl_instance_type: str = Field(min_length=1)
+    verl_instance_taints: list[Taint] = []
+    verl_idle_instance_count: int = Field(0, ge=0)
+    verl_max_instance_count: int | None = Field(None, ge=1)
+    verl_namespace: str = Field(min_length=1)
+    verl_image_uri: str | None = None
+    verl_models: list[VerlModelSettings] = []
+    verl_hub_downloads: bool = False
+    verl_kueue_queue_name: str | None = None
+    verl_lora_rank: int = 32
+    verl_max_lora_rank: int = 64
+    verl_allow_full_finetuning: bool = False
+    verl_group_size: int = 8
+    verl_max_group_size: int = 16
+    verl_steps: int = 100
+    verl_max_steps: int = 1000
+    verl_prompt_length: int = 1024
+    verl_max_prompt_length: int = 4096
+    verl_response_length: int = 2048
+    verl_max_response_length: int = 8192
+    verl_pre_running_deadline_minutes: int = Field(30, ge=1)
+    verl_ttl_seconds_after_finished: int = Field(30, ge=0, le=60)
+    # the run's own settings
+    environment: str = Field(min_length=1)
+    environment_args: dict[str, Any] = {}
+    hyperparameters: dict[str, str | int | float | bool] = {}
+    instance_count: int = Field(ge=1)
+    run_timeout_minutes: int = Field(ge=1)
+    # the manifest's backend_options (mtrl.backends.verl.options), merged flat by effective_settings
+    model: str | None = None
+    lora_rank: int | None = None
+    group_size: int | None = None
+    steps: int | None = None
+    max_prompt_length: int | None = None
+    max_response_length: int | None = None
+
+    @field_validator("verl_models", "verl_instance_taints", mode="before")
+    @classmethod
+    def _json_text(cls, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+    @field_validator("verl_image_uri", "verl_kueue_queue_name", "verl_max_instance_count", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+
+@dataclass(frozen=True)
+class VerlPlan:
+    """The resolved training plan of one run (every value within the deployment's ceilings)."""
+
+    config: VerlRunConfig
+    image: str
+    model: VerlModelSettings
+    lora_rank: int
+    group_size: int
+    steps: int
+    max_prompt_length: int
+    max_response_length: int
+
+    @property
+    def run_id(self) -> str:
+        return self.config.run_id
+
+
+def parse_config(settings: Mapping[str, Any]) -> VerlRunConfig:
+    try:
+        return VerlRunConfig.model_validate(dict(settings))
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in error.errors())
+        run_id = settings.get("run_id", "?")
+        raise BackendError(f"run {run_id}: verl settings are invalid: {problems}") from None
+
+
+def _bounded(problems: list[str], name: str, value: int, ceiling: int, ceiling_name: str) -> int:
+    if value > ceiling:
+        problems.append(f"{name} {value} is above the deployment's limit {ceiling} ({ceiling_name})")
+    return value
+
+
+def plan_for(settings: Mapping[str, Any]) -> VerlPlan:
+    """The run's plan; one BackendError naming every problem (and the run id) when the run cannot train."""
+    config = parse_config(settings)
+    problems: list[str] = []
+    if config.verl_image_uri is None:
+        problems.append("verl_image_uri is not set (the deployment names no verl trainer image)")
+    models = {model.id: model for model in config.verl_models}
+    chosen = config.model or (config.verl_models[0].id if config.verl_models else None)
+    model = models.get(chosen) if chosen else None
+    if chosen is None:
+        problems.append("verl_models is empty (the deployment lists no model verl runs may train)")
+    elif model is None:
+        problems.append(f"model '{chosen}' is not one of the deployment's verl_models ({', '.join(sorted(models))})")
+    lora_rank = config.verl_lora_rank if config.lora_rank is None else config.lora_rank
+    _bounded(problems, "lora_rank", lora_rank, config.verl_max_lora_rank, "verl_max_lora_rank")
+    if lora_rank == 0 and not config.verl_allow_full_finetuning:
+        problems.append("lora_rank 0 (full fine-tuning) is not allowed by this deployment (verl_allow_full_finetuning)")
+    group_size = _bounded(
+        problems,
+        "group_size",
+        config.verl_group_size if config.group_size is None else config.group_size,
+        config.verl_max_group_size,
+        "verl_max_group_size",
+    )
+    steps = _bounded(
+        problems,
+        "steps",
+        config.verl_steps if config.steps is None else config.steps,
+        config.verl_max_steps,
+        "verl_max_steps",
+    )
+    prompt = _bounded(
+        problems,
+        "max_prompt_length",
+        config.verl_prompt_length if config.max_prompt_length is None else config.max_prompt_length,
+        config.verl_max_prompt_length,
+        "verl_max_prompt_length",
+    )
+    response = _bounded(
+        problems,
+        "max_response_length",
+        config.verl_response_length if config.max_response_length is None else config.max_response_length,
+        config.verl_max_response_length,
+        "verl_max_response_length",
+    )
+    ceiling = config.verl_max_instance_count
+    if ceiling is not None and config.instance_count > ceiling:
+        problems.append(
+            f"instance_count {config.instance_count} is above the run_count {ceiling} of {config.verl_instance_group}"
+        )
+    if problems or model is None or config.verl_image_uri is None:
+        raise BackendError(f"run {config.run_id}: " + "; ".join(problems))
+    return VerlPlan(
+        config=config,
+        image=config.verl_image_uri,
+        model=model,
+        lora_rank=lora_rank,
+        group_size=group_size,
+        steps=steps,
+        max_prompt_length=prompt,
+        max_response_length=response,
+    )
+
+
+def verl_backend_values(settings: DeploySettings, *, eks_cluster_name: str) -> dict[str, str | list[str]]:
+    """The verl backend settings of a deployment as the backend function receives them (strings); the HyperPod
+    cluster's name is the hyperpod backend's ``hyperpod_cluster_name``, shipped once for both."""
+    group = settings.training_instance_group
+    values: dict[str, str | list[str]] = {
+        "eks_cluster_name": eks_cluster_name,
+        "verl_instance_group": group.name,
+        "verl_instance_type": group.instance_type,
+        "verl_instance_taints": json.dumps([t.model_dump() for t in group.taints]),
+        "verl_idle_instance_count": str(group.idle_count),
+        "verl_max_instance_count": "" if settings.uses_existing_cluster else str(group.run_count),
+        "verl_namespace": settings.verl_namespace or f"{settings.prefix}-verl",
+        "verl_image_uri": settings.verl_image_uri or "",
+        "verl_models": json.dumps([m.model_dump(exclude_none=True) for m in settings.verl_models]),
+        "verl_hub_downloads": "true" if settings.verl_hub_downloads else "false",
+        "verl_kueue_queue_name": settings.verl_kueue_queue_name or "",
+        "verl_allow_full_finetuning": "true" if settings.verl_allow_full_finetuning else "false",
+    }
+    for name in (
+        "verl_lora_rank",
+        "verl_max_lora_rank",
+        "verl_group_size",
+        "verl_max_group_size",
+        "verl_steps",
+        "verl_max_steps",
+        "verl_prompt_length",
+        "verl_max_prompt_length",
+        "verl_response_length",
+        "verl_max_response_length",
+        "verl_pre_running_deadline_minutes",
+        "verl_ttl_seconds_after_finished",
+    ):
+        values[name] = str(getattr(settings, name))
+    return values

@@ -1,0 +1,46 @@
+"""A verl run's settings and Kubernetes objects computed offline from the deployment's settings (``mtrl render``).
+
+The same composition the pipeline makes at run time (mtrl.runs.pipeline.run_context): the backend settings the
+deployment ships (``verl_backend_values``) ∪ the run's settings ∪ its per-run options (``effective_settings``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from mtrl.backends.base import RunContext
+from mtrl.backends.verl.config import plan_for, verl_backend_values
+from mtrl.backends.verl.rayjob import render
+from mtrl.runs.backend_options import effective_settings
+from mtrl.runs.manifest import RunSettings
+from mtrl.settings.deploy import DeploySettings
+
+
+def offline_cluster_names(settings: DeploySettings) -> tuple[str, str]:
+    """(HyperPod cluster name, EKS cluster name) as the cluster stack names them (or the existing ones)."""
+    if settings.existing_hyperpod_cluster_name and settings.existing_eks_cluster_name:
+        return settings.existing_hyperpod_cluster_name, settings.existing_eks_cluster_name
+    return f"{settings.prefix}-hyperpod", f"{settings.prefix}-eks"
+
+
+def offline_run_settings(deploy: DeploySettings, run_settings: RunSettings, run_id: str) -> dict[str, Any]:
+    hyperpod_cluster, eks_cluster = offline_cluster_names(deploy)
+    backend = {
+        "region": deploy.region,
+        "prefix": deploy.prefix,
+        "hyperpod_cluster_name": hyperpod_cluster,
+        **verl_backend_values(deploy, eks_cluster_name=eks_cluster),
+    }
+    return effective_settings(
+        backend,
+        {**run_settings.model_dump(mode="json", exclude={"backend_options"}), "run_id": run_id},
+        backend="verl",
+        options=run_settings.backend_options,
+    )
+
+
+def render_run(deploy: DeploySettings, run_settings: RunSettings, run: RunContext) -> list[dict[str, Any]]:
+    """The run's [ConfigMap, RayJob] (``run.settings`` is ignored: they are computed from ``deploy``)."""
+    settings = offline_run_settings(deploy, run_settings, run.run_id)
+    return render(plan_for(settings), replace(run, settings=settings))

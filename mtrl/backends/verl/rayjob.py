@@ -1,0 +1,284 @@
+"""The Kubernetes objects one verl run submits: a KubeRay ``ray.io/v1`` RayJob and the ConfigMap it reads.
+
+Shape (KubeRay 1.7.0, ``ray-operator/apis/ray/v1/rayjob_types.go``; research note part B §1.4): ``K8sJobMode``, a
+head with no GPU, one worker group on the run's instance group, ``preRunningDeadlineSeconds`` and
+``activeDeadlineSeconds``, ``shutdownAfterJobFinishes`` with a short TTL (a failed job's Ray cluster keeps its GPUs
+for that long), no ``deletionPolicy`` (removed in 1.7.0; ``deletionStrategy`` excludes ``shutdownAfterJobFinishes``).
+
+Names: run ids are not DNS-1035 labels (uppercase ``T``/``Z``, up to 74 characters), so the RayJob is
+``mtrl-<16 hex of sha256(run id)>`` and the run id travels in the ``mtrl/run-id`` annotation.
+
+Progress: the trainer writes ``<run output>/progress.json`` (``{"step": n, "planned_steps": N}``) after each step;
+the RayJob's ``mtrl/planned-steps`` annotation says what a complete run reaches (a job that ends Complete below it
+is not SUCCEEDED: verl can exit cleanly after 0 steps on resume).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from mtrl.backends.base import BackendError, RunContext
+from mtrl.backends.verl.config import VerlPlan
+from mtrl.backends.verl.instances import instance_facts
+
+API_VERSION = "ray.io/v1"
+KIND = "RayJob"
+# The Ray version of the trainer image (docker/verl-trainer pins ray to it); KubeRay starts the cluster with it.
+RAY_VERSION = "2.52.0"
+# The trainer's entry point inside the image, reading the ConfigMap mounted at CONFIG_DIR.
+TRAINER_MODULE = "mtrl.backends.verl.train"
+CONFIG_DIR = "/etc/mtrl"
+CONFIG_FILE = "run.json"
+RUN_ID_ANNOTATION = "mtrl/run-id"
+PLANNED_STEPS_ANNOTATION = "mtrl/planned-steps"
+RUN_LABEL = "mtrl/run"
+DEPLOYMENT_LABEL = "mtrl/deployment"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"  # HyperPod: "Schedulable" = passed health checks
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# KubeRay: RayCluster names ≤ 53 characters, and a RayJob's cluster is its name plus a 6-character suffix.
+MAX_RAYJOB_NAME_LENGTH = 47
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+HEAD_CPU = "2"
+HEAD_MEMORY = "8Gi"
+
+
+def rayjob_name(run_id: str) -> str:
+    """``mtrl-<16 hex>``: a DNS-1035 label, the same for every call with this run id."""
+    return "mtrl-" + hashlib.sha256(run_id.encode()).hexdigest()[:16]
+
+
+def _tolerations(plan: VerlPlan, *, efa: bool) -> list[dict[str, Any]]:
+    tolerations: list[dict[str, Any]] = []
+    for taint in plan.config.verl_instance_taints:  # the taints the operator put on the run's group
+        toleration: dict[str, Any] = {"key": taint.key, "effect": taint.effect}
+        if taint.value is None:
+            toleration["operator"] = "Exists"
+        else:
+            toleration.update(operator="Equal", value=taint.value)
+        tolerations.append(toleration)
+    # Device taints GPU and EFA nodes commonly carry; tolerating an absent taint changes nothing.
+    tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
+    if efa:
+        tolerations.append({"key": EFA_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
+    return tolerations
+
+
+def _node_selector(plan: VerlPlan) -> dict[str, str]:
+    return {INSTANCE_TYPE_LABEL: plan.config.verl_instance_type, HEALTH_LABEL: "Schedulable"}
+
+
+def _volumes(name: str) -> list[dict[str, Any]]:
+    return [
+        {"name": "run-config", "configMap": {"name": name}},
+        # NCCL and vLLM use shared memory well beyond the container runtime's 64 MiB default.
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+    ]
+
+
+_MOUNTS = [
+    {"name": "run-config", "mountPath": CONFIG_DIR, "readOnly": True},
+    {"name": "dshm", "mountPath": "/dev/shm"},  # noqa: S108 - the pod's own memory volume, not a temp file
+]
+
+
+def _environment(plan: VerlPlan, run: RunContext, *, efa: bool) -> list[dict[str, str]]:
+    env = {
+        "MTRL_RUN_ID": run.run_id,
+        "MTRL_RUN_CONFIG": f"{CONFIG_DIR}/{CONFIG_FILE}",
+        "AWS_REGION": plan.config.region,
+        # Hub downloads only when the deployment allows them (then at the model's pinned revision).
+        "HF_HUB_OFFLINE": "0" if plan.config.verl_hub_downloads and plan.model.s3_uri is None else "1",
+        "NCCL_SOCKET_IFNAME": "^lo,docker,pod-id-link0",  # the pod-identity link carries no NCCL traffic
+    }
+    if efa:
+        env.update(FI_PROVIDER="efa", NCCL_NET="ofi")  # without them NCCL silently falls back to TCP
+    return [{"name": key, "value": value} for key, value in sorted(env.items())]
+
+
+def run_document(plan: VerlPlan, run: RunContext) -> dict[str, Any]:
+    """What the trainer reads (the ConfigMap's ``run.json``): the run's plan, data and output locations."""
+    return {
+        "run_id": run.run_id,
+        "environment": plan.config.environment,
+        "environment_args": plan.config.environment_args,
+        "model": {**plan.model.model_dump(exclude_none=True), "hub_downloads": plan.config.verl_hub_downloads},
+        "lora_rank": plan.lora_rank,
+        "group_size": plan.group_size,
+        "steps": plan.steps,
+        "max_prompt_length": plan.max_prompt_length,
+        "max_response_length": plan.max_response_length,
+        "hyperparameters": plan.config.hyperparameters,
+        "nnodes": plan.config.instance_count,  # workers only: the head holds no GPU
+        "dataset_uri": run.dataset_uri,
+        "eval_dataset_uri": run.eval_dataset_uri,
+        "output_uri": run.output_uri,
+        "progress_uri": progress_uri(run),
+    }
+
+
+def progress_uri(run: RunContext) -> str:
+    return run.output_uri.rstrip("/") + "/progress.json"
+
+
+def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
+    """[ConfigMap, RayJob] of the run; raises BackendError (with the run id) when the group cannot host it."""
+    facts = instance_facts(plan.config.verl_instance_type)
+    if facts is None:
+        raise BackendError(
+            f"run {run.run_id}: instance type {plan.config.verl_instance_type} of group "
+            f"{plan.config.verl_instance_group} is not in mtrl.backends.verl.instances (its GPUs and EFA are unknown)"
+        )
+    if facts.gpus < 1:
+        raise BackendError(f"run {run.run_id}: instance type {plan.config.verl_instance_type} has no GPU")
+    name = rayjob_name(run.run_id)
+    namespace = plan.config.verl_namespace
+    labels = {"app.kubernetes.io/managed-by": "mtrl", DEPLOYMENT_LABEL: plan.config.prefix, RUN_LABEL: name}
+    annotations = {RUN_ID_ANNOTATION: run.run_id, PLANNED_STEPS_ANNOTATION: str(plan.steps)}
+    efa = facts.efa_interfaces > 0
+    device_resources = {GPU_RESOURCE: str(facts.gpus)}
+    if efa:
+        device_resources[EFA_RESOURCE] = str(facts.efa_interfaces)
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations},
+        "data": {CONFIG_FILE: json.dumps(run_document(plan, run), indent=2, sort_keys=True)},
+    }
+    job_labels = dict(labels)
+    if plan.config.verl_kueue_queue_name:
+        job_labels[KUEUE_QUEUE_LABEL] = plan.config.verl_kueue_queue_name
+    head_resources = {"cpu": HEAD_CPU, "memory": HEAD_MEMORY}
+    head = {
+        "rayStartParams": {"dashboard-host": "0.0.0.0", "num-gpus": "0"},  # noqa: S104 - pod network only
+        "template": {
+            "metadata": {"labels": labels},
+            "spec": {
+                "nodeSelector": _node_selector(plan),
+                "tolerations": _tolerations(plan, efa=False),
+                "containers": [
+                    {
+                        "name": "ray-head",
+                        "image": plan.image,
+                        "env": _environment(plan, run, efa=False),
+                        "resources": {"requests": head_resources, "limits": head_resources},
+                        "ports": [
+                            {"containerPort": 6379, "name": "gcs-server"},
+                            {"containerPort": 8265, "name": "dashboard"},
+                            {"containerPort": 10001, "name": "client"},
+                        ],
+                        "volumeMounts": _MOUNTS,
+                    }
+                ],
+                "volumes": _volumes(name),
+            },
+        },
+    }
+    count = plan.config.instance_count
+    worker = {
+        "groupName": "gpu",
+        "replicas": count,
+        "minReplicas": count,
+        "maxReplicas": count,
+        "rayStartParams": {},
+        "template": {
+            "metadata": {"labels": labels},
+            "spec": {
+                "nodeSelector": _node_selector(plan),
+                "tolerations": _tolerations(plan, efa=efa),
+                "containers": [
+                    {
+                        "name": "ray-worker",
+                        "image": plan.image,
+                        "env": _environment(plan, run, efa=efa),
+                        "resources": {"requests": device_resources, "limits": device_resources},
+                        "volumeMounts": _MOUNTS,
+                    }
+                ],
+                "volumes": _volumes(name),
+            },
+        },
+    }
+    rayjob = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": name, "namespace": namespace, "labels": job_labels, "annotations": annotations},
+        "spec": {
+            "entrypoint": f"python -m {TRAINER_MODULE} --run-config {CONFIG_DIR}/{CONFIG_FILE}",
+            "submissionMode": "K8sJobMode",
+            "shutdownAfterJobFinishes": True,
+            "ttlSecondsAfterFinished": plan.config.verl_ttl_seconds_after_finished,
+            "activeDeadlineSeconds": plan.config.run_timeout_minutes * 60,
+            "preRunningDeadlineSeconds": plan.config.verl_pre_running_deadline_minutes * 60,
+            "backoffLimit": 0,  # a retry would start over from step 0; the pipeline decides what to do
+            "rayClusterSpec": {"rayVersion": RAY_VERSION, "headGroupSpec": head, "workerGroupSpecs": [worker]},
+        },
+    }
+    problems = controller_problems(rayjob)
+    if problems:
+        raise BackendError(f"run {run.run_id}: the rendered RayJob breaks KubeRay's rules: " + "; ".join(problems))
+    return [config_map, rayjob]
+
+
+def _positive(spec: Mapping[str, Any], field: str, problems: list[str]) -> None:
+    value = spec.get(field)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+        problems.append(f"spec.{field} must be a positive integer (got {value!r})")
+
+
+def controller_problems(rayjob: Mapping[str, Any]) -> list[str]:
+    """The KubeRay 1.7.0 controller's rules a CRD schema cannot express (``utils/validation.go``), plus mtrl's own
+    (run-id annotation, a TTL of at most 60 s). Empty when the RayJob is acceptable."""
+    return [*_metadata_problems(rayjob.get("metadata") or {}), *_spec_problems(rayjob.get("spec") or {})]
+
+
+def _metadata_problems(metadata: Mapping[str, Any]) -> list[str]:
+    problems: list[str] = []
+    name = metadata.get("name")
+    if not isinstance(name, str) or not _DNS_1035.match(name):
+        problems.append(f"metadata.name {name!r} is not a DNS-1035 label (lowercase letters, digits, '-')")
+    elif len(name) > MAX_RAYJOB_NAME_LENGTH:
+        problems.append(f"metadata.name {name!r} is longer than {MAX_RAYJOB_NAME_LENGTH} characters")
+    if not (metadata.get("annotations") or {}).get(RUN_ID_ANNOTATION):
+        problems.append(f"metadata.annotations has no {RUN_ID_ANNOTATION}")
+    return problems
+
+
+def _lifetime_problems(spec: Mapping[str, Any]) -> list[str]:
+    problems: list[str] = []
+    if "deletionPolicy" in spec:
+        problems.append("spec.deletionPolicy was removed in KubeRay 1.7.0 (use deletionStrategy)")
+    shutdown = spec.get("shutdownAfterJobFinishes") is True
+    ttl = spec.get("ttlSecondsAfterFinished")
+    if ttl is not None:
+        if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
+            problems.append(f"spec.ttlSecondsAfterFinished must be a non-negative integer (got {ttl!r})")
+        elif ttl > 0 and not shutdown:
+            problems.append("spec.ttlSecondsAfterFinished needs spec.shutdownAfterJobFinishes: true")
+        elif ttl > 60:
+            problems.append(f"spec.ttlSecondsAfterFinished {ttl} keeps a finished run's GPUs over 60 s")
+    if spec.get("deletionStrategy") is not None and shutdown:
+        problems.append("spec.deletionStrategy and spec.shutdownAfterJobFinishes exclude each other")
+    for field in ("activeDeadlineSeconds", "preRunningDeadlineSeconds"):
+        _positive(spec, field, problems)
+    return problems
+
+
+def _spec_problems(spec: Mapping[str, Any]) -> list[str]:
+    problems = _lifetime_problems(spec)
+    mode = spec.get("submissionMode", "K8sJobMode")
+    if mode not in {"K8sJobMode", "HTTPMode", "InteractiveMode", "SidecarMode"}:
+        problems.append(f"spec.submissionMode {mode!r} is not a KubeRay submission mode")
+    if spec.get("backoffLimit") and (spec.get("clusterSelector") or mode == "InteractiveMode"):
+        problems.append("spec.backoffLimit cannot be used with clusterSelector or InteractiveMode")
+    if not spec.get("clusterSelector") and not spec.get("rayClusterSpec"):
+        problems.append("spec.rayClusterSpec is required (no clusterSelector names an existing cluster)")
+    if mode != "InteractiveMode" and not spec.get("entrypoint"):
+        problems.append("spec.entrypoint is required outside InteractiveMode")
+    return problems

@@ -1,0 +1,245 @@
+"""The verl adapter against a fake Kubernetes API server over real HTTP, SageMaker faked at botocore and S3 in moto.
+
+Statuses: KubeRay v1.7.0 ``rayjob_types.go`` (deployment statuses incl. ValidationFailed; no Scheduling), the open
+kuberay issue #2314 (jobStatus RUNNING while the deployment is Failed) and verl #5725 (a clean exit after 0 steps on
+resume), as the research note part B §1.3-1.4 records them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from mtrl.backends._aws import AwsClients
+from mtrl.backends.base import BackendError, JobState, RunContext
+from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress
+from mtrl.backends.verl.adapter import RAYJOB_KIND, VerlAdapter
+from mtrl.backends.verl.config import parse_config
+from mtrl.backends.verl.rayjob import rayjob_name
+from mtrl.kube.client import KubeClient
+from tests.unit.backends.aws_fakes import FakeAws, FakeCluster, Recorder, new_session
+from tests.unit.backends.verl.fake_kube import RAY, FakeKube, serve
+from tests.unit.backends.verl.verl_support import RUN_ID, run_settings
+
+GROUPS = [{"name": "gpu", "instance_type": "ml.p5.48xlarge", "run_count": 2, "purpose": "training"}]
+STEPS = 3
+NAME = rayjob_name(RUN_ID)
+JOB_ID = f"mtrl-verl/{NAME}"
+JOB_PATH = f"{RAY}/namespaces/mtrl-verl/rayjobs/{NAME}"
+
+
+class Clock:
+    now = 1_795_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class World:
+    adapter: VerlAdapter
+    kube: FakeKube
+    cluster: FakeCluster
+    aws: FakeAws
+    recorder: Recorder
+    issued: list[str]
+    settings: dict[str, Any]
+
+    def run(self, **changes: Any) -> RunContext:
+        context = RunContext(
+            run_id=RUN_ID,
+            settings=self.settings,
+            dataset_uri=f"s3://data-bucket/runs/{RUN_ID}/data/train.jsonl",
+            eval_dataset_uri=None,
+            output_uri=f"s3://data-bucket/runs/{RUN_ID}/",
+            resources=tuple(self.recorder.resources),
+            record_resource=self.recorder,
+        )
+        return replace(context, **changes)
+
+    def progress(self, step: int) -> None:
+        body = json.dumps({"step": step, "planned_steps": STEPS})
+        self.aws.session.client("s3").put_object(Bucket="data-bucket", Key=f"runs/{RUN_ID}/progress.json", Body=body)
+
+    def submitted(self) -> str:
+        self.cluster.target = self.cluster.current = 1
+        return self.adapter.submit(self.run())
+
+
+@pytest.fixture
+def world() -> Iterator[World]:
+    with mock_aws():
+        session = new_session()
+        aws = FakeAws(session)
+        cluster = FakeCluster(aws, name="mtrl-hyperpod", group="gpu")
+        session.client("s3").create_bucket(Bucket="data-bucket")
+        fake = FakeKube(valid_tokens={"token-1"})
+        counter = itertools.count(1)
+        issued: list[str] = []
+
+        def token() -> str:
+            issued.append(f"token-{next(counter)}")
+            return issued[-1]
+
+        with serve(fake):
+            client = KubeClient(fake.url, token=token)
+            settings = run_settings(
+                {"hyperpod_instance_groups": GROUPS}, {"instance_count": 1, "backend_options": {"steps": STEPS}}
+            )
+            adapter = VerlAdapter(AwsClients(session), kube=lambda _config: client, clock=Clock())
+            yield World(adapter, fake, cluster, aws, Recorder(), issued, settings)
+
+
+def test_a_run_end_to_end_scales_submits_once_succeeds_and_releases(world: World) -> None:
+    findings = world.adapter.preflight(world.run())
+    assert all(f.ok for f in findings), findings
+    with pytest.raises(ProvisioningInProgress, match="GPU nodes 0/1 Running in gpu"):
+        world.adapter.provision(world.run())
+    assert world.cluster.target == 1
+    world.cluster.arrive()
+    (capacity,) = world.adapter.provision(world.run())
+    assert capacity.kind == CAPACITY_KIND
+    job_id = world.adapter.submit(world.run())
+    assert job_id == JOB_ID
+    assert world.adapter.submit(world.run()) == job_id  # 409: already submitted, not an error
+    assert [s for m, p, s in world.kube.requests if m == "POST" and p.endswith("/rayjobs")] == [201, 409]
+    assert world.adapter.status(world.run(), job_id).state is JobState.PENDING
+    world.kube.set_status(JOB_PATH, jobDeploymentStatus="Running", jobStatus="RUNNING")
+    world.progress(1)
+    running = world.adapter.status(world.run(), job_id)
+    assert running.state is JobState.RUNNING
+    assert running.progress == {"step": 1, "total_steps": STEPS}
+    world.kube.set_status(JOB_PATH, jobDeploymentStatus="Complete", jobStatus="SUCCEEDED")
+    world.progress(STEPS)
+    assert world.adapter.status(world.run(), job_id).state is JobState.SUCCEEDED
+    assert "step 2" in world.adapter.logs(world.run(), job_id)
+    kinds = [r.kind for r in world.recorder.resources]
+    assert kinds == [CAPACITY_KIND, RAYJOB_KIND]  # recorded before they were created
+    world.kube.cluster_linger_reads = 1
+    with pytest.raises(BackendError, match="still being deleted") as lingering:
+        world.adapter.cleanup(world.run())
+    assert lingering.value.transient
+    assert world.cluster.target == 1  # GPUs are not pulled from under a live Ray cluster
+    removed = world.adapter.cleanup(world.run())
+    assert {r.kind for r in removed} == {CAPACITY_KIND, RAYJOB_KIND}
+    assert world.cluster.target == 0
+    assert JOB_PATH not in world.kube.objects
+    assert world.adapter.cleanup(world.run())  # idempotent: 404s are fine, the group is already idle
+
+
+@pytest.mark.parametrize(
+    ("deployment", "job", "step", "state"),
+    [
+        ("", "", None, JobState.PENDING),
+        ("Initializing", "PENDING", None, JobState.PENDING),
+        ("Waiting", "", None, JobState.PENDING),
+        ("Suspending", "", None, JobState.PENDING),
+        ("Suspended", "", None, JobState.PENDING),
+        ("Running", "RUNNING", 1, JobState.RUNNING),
+        ("Retrying", "PENDING", None, JobState.RUNNING),
+        ("Failed", "FAILED", 1, JobState.FAILED),
+        ("Failed", "RUNNING", 2, JobState.FAILED),  # kuberay #2314: jobStatus lies
+        ("ValidationFailed", "", None, JobState.FAILED),
+        ("Complete", "SUCCEEDED", STEPS, JobState.SUCCEEDED),
+        ("Complete", "SUCCEEDED", 0, JobState.FAILED),  # verl #5725: a clean exit after 0 steps
+        ("Complete", "SUCCEEDED", None, JobState.FAILED),
+        ("Complete", "SUCCEEDED", STEPS - 1, JobState.FAILED),
+        ("Complete", "STOPPED", 1, JobState.STOPPED),
+        ("Complete", "FAILED", 1, JobState.FAILED),
+        ("SomethingNew", "RUNNING", None, JobState.RUNNING),
+    ],
+)
+def test_every_deployment_status_maps_to_a_run_state(
+    world: World, deployment: str, job: str, step: int | None, state: JobState
+) -> None:
+    job_id = world.submitted()
+    world.kube.set_status(JOB_PATH, jobDeploymentStatus=deployment, jobStatus=job, reason="AppFailed")
+    if step is not None:
+        world.progress(step)
+    status = world.adapter.status(world.run(), job_id)
+    assert status.state is state, status
+    if deployment == "Complete" and job == "SUCCEEDED" and state is JobState.FAILED:
+        assert f"of {STEPS} planned steps" in status.message
+
+
+def test_an_expired_token_is_refreshed_once(world: World) -> None:
+    job_id = world.submitted()
+    world.kube.valid_tokens = {"token-2"}  # token-1 expired
+    assert world.adapter.status(world.run(), job_id).state is JobState.PENDING
+    assert world.issued == ["token-1", "token-2"]
+    assert [s for _m, p, s in world.kube.requests if p == JOB_PATH][-2:] == [401, 200]
+    world.kube.valid_tokens = set()  # refused whatever the token: one retry, then a plain error
+    with pytest.raises(BackendError, match="401"):
+        world.adapter.status(world.run(), job_id)
+    assert world.issued == ["token-1", "token-2", "token-3"]
+
+
+def test_a_rayjob_deleted_behind_the_pipeline_fails_the_run_and_cancel_tolerates_it(world: World) -> None:
+    job_id = world.submitted()
+    world.adapter.cancel(world.run(), job_id)
+    assert JOB_PATH not in world.kube.objects
+    world.adapter.cancel(world.run(), job_id)  # 404: already gone
+    with pytest.raises(BackendError, match=f"run {RUN_ID}: RayJob {JOB_ID} no longer exists"):
+        world.adapter.status(world.run(), job_id)
+
+
+@pytest.mark.parametrize("job_id", ["mtrl-verl/other-object", "mtrl-verl", "/mtrl-0123456789abcdef", "ns/mtrl-XYZ"])
+def test_a_job_id_addresses_only_a_verl_rayjob(world: World, job_id: str) -> None:
+    with pytest.raises(BackendError, match="is not a verl job id"):
+        world.adapter.status(world.run(), job_id)
+
+
+def test_preflight_says_when_kuberay_is_missing(world: World) -> None:
+    world.kube.kuberay_installed = False
+    findings = {f.check: f for f in world.adapter.preflight(world.run())}
+    assert not findings["kuberay"].ok
+    assert "KubeRay is not installed" in findings["kuberay"].message
+
+
+def test_preflight_names_what_the_role_may_not_do(world: World) -> None:
+    world.kube.allowed = {("create", "configmaps")}
+    findings = {f.check: f for f in world.adapter.preflight(world.run())}
+    assert not findings["kubernetes-access"].ok
+    assert "may not create rayjobs, delete rayjobs in namespace mtrl-verl" in findings["kubernetes-access"].message
+
+
+def test_preflight_refuses_a_group_another_run_holds(world: World) -> None:
+    world.cluster.target = 1
+    findings = {f.check: f for f in world.adapter.preflight(world.run())}
+    assert not findings["gpu-group"].ok
+    assert "another run holds it" in findings["gpu-group"].message
+
+
+def test_preflight_of_a_run_beyond_the_ceilings_touches_nothing(world: World) -> None:
+    settings = {**world.settings, "steps": 10**4}
+    (finding,) = world.adapter.preflight(world.run(settings=settings))
+    assert not finding.ok
+    assert "verl_max_steps" in finding.message
+    assert world.kube.requests == []
+    assert world.aws.calls == []
+
+
+def test_the_default_client_comes_from_describe_cluster_and_a_presigned_token() -> None:
+    with mock_aws():
+        session = new_session()
+        eks = session.client("eks")
+        eks.create_cluster(
+            name="mtrl-eks",
+            roleArn="arn:aws:iam::123456789012:role/eks",
+            resourcesVpcConfig={"subnetIds": ["subnet-1"]},
+        )
+        endpoint = eks.describe_cluster(name="mtrl-eks")["cluster"]["endpoint"]
+        settings = run_settings({"hyperpod_instance_groups": GROUPS})
+        adapter = VerlAdapter(AwsClients(session))
+        client = adapter._kube(parse_config(settings))
+        assert client.endpoint == endpoint.rstrip("/")
+        assert client._bearer().startswith("k8s-aws-v1.")
+        # moto's CA is no certificate: the first request says so plainly instead of failing the TLS setup.
+        with pytest.raises(BackendError, match="CA certificate is unusable"):
+            adapter.status(RunContext(RUN_ID, settings, "s3://b/k", None, f"s3://b/runs/{RUN_ID}/"), JOB_ID)

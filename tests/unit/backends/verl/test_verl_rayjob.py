@@ -1,0 +1,189 @@
+"""The RayJob and ConfigMap a verl run submits, and KubeRay 1.7.0's controller rules (issue 21 item 2).
+
+KubeRay facts: ray-project/kuberay v1.7.0 ``rayjob_types.go``, ``controllers/ray/utils/validation.go`` (research note
+part B §1.4). HyperPod's ``sagemaker.amazonaws.com/node-health-status: Schedulable`` label: AWS docs "Resilience-related
+Kubernetes labels by SageMaker HyperPod".
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mtrl.backends.base import BackendError
+from mtrl.backends.verl.config import plan_for
+from mtrl.backends.verl.rayjob import controller_problems, rayjob_name, render
+from tests.unit.backends.verl.verl_support import IMAGE, RUN_ID, run_context, run_settings
+
+
+def _render(context: dict[str, Any] | None = None, manifest: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    settings = run_settings(context, manifest)
+    return render(plan_for(settings), run_context(settings))
+
+
+def _rayjob(**kwargs: Any) -> dict[str, Any]:
+    config_map, rayjob = _render(**kwargs)
+    assert config_map["kind"] == "ConfigMap"
+    return rayjob
+
+
+def test_the_name_is_a_hash_of_the_run_id_and_the_run_id_an_annotation() -> None:
+    # Run ids carry uppercase T/Z and reach 74 characters: not DNS-1035 labels (part B fact 4).
+    config_map, rayjob = _render()
+    name = rayjob["metadata"]["name"]
+    assert re.fullmatch(r"mtrl-[0-9a-f]{16}", name)
+    assert name == rayjob_name(RUN_ID) == config_map["metadata"]["name"]
+    assert rayjob["metadata"]["annotations"]["mtrl/run-id"] == RUN_ID
+    assert rayjob["metadata"]["namespace"] == "mtrl-verl"
+    assert rayjob_name(RUN_ID + "x") != name
+
+
+@given(st.text(min_size=1, max_size=300))
+def test_any_run_id_gives_a_valid_name(run_id: str) -> None:
+    name = rayjob_name(run_id)
+    assert len(name) <= 47
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name)
+
+
+def test_the_job_shape_kuberay_1_7_expects() -> None:
+    spec = _rayjob(manifest={"run_timeout_minutes": 90})["spec"]
+    assert spec["submissionMode"] == "K8sJobMode"
+    assert spec["shutdownAfterJobFinishes"] is True
+    assert 0 <= spec["ttlSecondsAfterFinished"] <= 60
+    assert spec["activeDeadlineSeconds"] == 90 * 60
+    assert spec["preRunningDeadlineSeconds"] == 30 * 60
+    assert "deletionPolicy" not in spec
+    assert "deletionStrategy" not in spec
+
+
+def test_head_has_no_gpu_and_workers_sit_on_the_run_group_with_its_gpus_and_efa() -> None:
+    cluster = _rayjob(manifest={"instance_count": 1})["spec"]["rayClusterSpec"]
+    head = cluster["headGroupSpec"]
+    assert head["rayStartParams"]["num-gpus"] == "0"
+    head_container = head["template"]["spec"]["containers"][0]
+    assert "nvidia.com/gpu" not in head_container["resources"]["limits"]
+    (worker,) = cluster["workerGroupSpecs"]
+    assert worker["replicas"] == worker["minReplicas"] == worker["maxReplicas"] == 1
+    pod = worker["template"]["spec"]
+    assert pod["nodeSelector"] == {
+        "node.kubernetes.io/instance-type": "ml.g5.8xlarge",
+        "sagemaker.amazonaws.com/node-health-status": "Schedulable",
+    }
+    container = pod["containers"][0]
+    assert container["image"] == IMAGE
+    # ml.g5.8xlarge: 1 A10G GPU and 1 EFA interface.
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1"}
+    assert {"name": "FI_PROVIDER", "value": "efa"} in container["env"]
+
+
+def test_an_instance_without_efa_requests_none() -> None:
+    groups = [{"name": "gpu", "instance_type": "ml.g5.2xlarge", "run_count": 2, "purpose": "training"}]
+    cluster = _rayjob(context={"hyperpod_instance_groups": groups})["spec"]["rayClusterSpec"]
+    container = cluster["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "1"}
+    assert all(e["name"] != "FI_PROVIDER" for e in container["env"])
+
+
+def test_workers_tolerate_the_taints_the_operator_put_on_the_group() -> None:
+    taints = [{"key": "dedicated", "value": "training", "effect": "NoSchedule"}, {"key": "gpu-only"}]
+    groups = [
+        {"name": "gpu", "instance_type": "ml.p5.48xlarge", "run_count": 2, "purpose": "training", "taints": taints}
+    ]
+    rayjob = _rayjob(context={"hyperpod_instance_groups": groups}, manifest={"instance_count": 2})
+    worker = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]
+    tolerations = worker["template"]["spec"]["tolerations"]
+    assert {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"} in tolerations
+    assert {"key": "gpu-only", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+    assert worker["replicas"] == 2
+    limits = worker["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"}
+
+
+def test_the_kueue_label_only_with_task_governance() -> None:
+    assert "kueue.x-k8s.io/queue-name" not in _rayjob()["metadata"]["labels"]
+    queued = _rayjob(context={"verl_kueue_queue_name": "team-a"})
+    assert queued["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+
+
+def test_the_config_map_carries_the_plan_within_the_ceilings() -> None:
+    config_map, rayjob = _render(manifest={"backend_options": {"lora_rank": 8, "steps": 20, "group_size": 4}})
+    document = json.loads(config_map["data"]["run.json"])
+    assert (document["lora_rank"], document["steps"], document["group_size"]) == (8, 20, 4)
+    assert document["model"]["s3_uri"] == "s3://models-bucket/qwen/"
+    assert document["progress_uri"] == f"s3://data-bucket/runs/{RUN_ID}/progress.json"
+    assert rayjob["metadata"]["annotations"]["mtrl/planned-steps"] == "20"
+
+
+@pytest.mark.parametrize(
+    ("context", "options", "message"),
+    [
+        ({}, {"steps": 5000}, "steps 5000 is above the deployment's limit 1000 (verl_max_steps)"),
+        ({}, {"lora_rank": 128}, "lora_rank 128 is above the deployment's limit 64"),
+        ({}, {"lora_rank": 0}, "full fine-tuning) is not allowed"),
+        ({}, {"model": "Qwen/Qwen3-8B"}, "model 'Qwen/Qwen3-8B' is not one of the deployment's verl_models"),
+        ({"verl_max_group_size": 8}, {"group_size": 16}, "group_size 16 is above"),
+        ({"verl_image_uri": None}, {}, "verl_image_uri is not set"),
+        ({"verl_models": "[]"}, {}, "verl_models is empty"),
+    ],
+)
+def test_a_run_beyond_the_deployment_is_refused_naming_the_run(
+    context: dict[str, Any], options: dict[str, Any], message: str
+) -> None:
+    settings = run_settings(context, {"backend_options": options})
+    with pytest.raises(BackendError) as raised:
+        plan_for(settings)
+    assert message in str(raised.value)
+    assert RUN_ID in str(raised.value)
+
+
+def test_an_instance_type_without_known_gpus_is_refused() -> None:
+    groups = [{"name": "gpu", "instance_type": "ml.c5.xlarge", "run_count": 1, "purpose": "training"}]
+    settings = run_settings({"hyperpod_instance_groups": groups})
+    with pytest.raises(BackendError, match=r"ml\.c5\.xlarge .* GPUs and EFA are unknown"):
+        render(plan_for(settings), run_context(settings))
+
+
+# -- the controller rules --------------------------------------------------------------------------------------
+
+
+def test_the_rendered_job_passes_the_controller_rules() -> None:
+    assert controller_problems(_rayjob()) == []
+
+
+def _broken(change: Any) -> list[str]:
+    rayjob = copy.deepcopy(_rayjob())
+    change(rayjob)
+    return controller_problems(rayjob)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda j: j["metadata"].update(name=RUN_ID), "not a DNS-1035 label"),
+        (lambda j: j["metadata"].update(name="a" * 48), "longer than 47"),
+        (lambda j: j["metadata"].update(name="1abc"), "not a DNS-1035 label"),
+        (lambda j: j["metadata"].update(annotations={}), "no mtrl/run-id"),
+        (lambda j: j["spec"].update(shutdownAfterJobFinishes=False), "needs spec.shutdownAfterJobFinishes"),
+        (lambda j: j["spec"].update(ttlSecondsAfterFinished=600), "over 60 s"),
+        (lambda j: j["spec"].update(ttlSecondsAfterFinished=-1), "non-negative"),
+        (lambda j: j["spec"].update(deletionStrategy={"deletionRules": []}), "exclude each other"),
+        (lambda j: j["spec"].update(deletionPolicy="DeleteCluster"), "removed in KubeRay 1.7.0"),
+        (lambda j: j["spec"].update(activeDeadlineSeconds=0), "activeDeadlineSeconds must be a positive"),
+        (lambda j: j["spec"].update(preRunningDeadlineSeconds=-5), "preRunningDeadlineSeconds must be a positive"),
+        (lambda j: j["spec"].update(activeDeadlineSeconds="6h"), "activeDeadlineSeconds must be a positive"),
+        (lambda j: j["spec"].update(activeDeadlineSeconds=True), "activeDeadlineSeconds must be a positive"),
+        (lambda j: j["spec"].update(submissionMode="K8sJob"), "not a KubeRay submission mode"),
+        (lambda j: j["spec"].update(backoffLimit=2, clusterSelector={"a": "b"}), "backoffLimit cannot"),
+        (lambda j: j["spec"].pop("rayClusterSpec"), "rayClusterSpec is required"),
+        (lambda j: j["spec"].pop("entrypoint"), "entrypoint is required"),
+    ],
+)
+def test_each_controller_rule_catches_its_break(change: Any, message: str) -> None:
+    problems = _broken(change)
+    assert any(message in p for p in problems), problems
