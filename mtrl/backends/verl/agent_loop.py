@@ -15,9 +15,9 @@
 ``success``, ``evaluation`` and how the episode ended go to ``extra_fields["reward_extra_info"]``. Each episode's
 environment-side metrics go out through the one metrics writer (``mtrl.health.emf``), as the reward workers' do.
 
-Rows (written by the verl backend's dataset conversion): ``extra_info`` holds ``env_id``, ``task`` (the mtrl row's
-``metadata``) and optionally ``env_args``. The trainer config's optional ``mtrl.episode_timeout_s`` is the deadline
-and ``mtrl.run_id`` the metrics' ``RunId``.
+Rows (written by ``mtrl.backends.verl.train``): ``extra_info`` holds ``env_id``, ``task_json`` (the mtrl row's
+``metadata`` as JSON text) and ``env_args_json`` (or ``task``/``env_args`` as objects). The trainer config's optional
+``mtrl.episode_timeout_s`` is the deadline and ``mtrl.run_id`` the metrics' ``RunId``.
 
 Only the stable core of verl's agent-loop API is used (``run``, ``AgentLoopOutput``, ``server_manager.generate``):
 observations are tokenized here, so none of verl's churning Continuous Token helpers are needed. verl is pinned
@@ -26,7 +26,9 @@ exactly (requirements/verl.txt) and this module is tested against the real class
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import (
@@ -44,6 +46,13 @@ from mtrl.health.emf import EpisodeMetrics
 log = logging.getLogger("mtrl.backends.verl.agent_loop")
 
 AGENT_NAME = "mtrl"
+
+
+def _decoded(extra: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """``extra_info[name + "_json"]`` (what the dataset conversion writes), or ``extra_info[name]`` as an object."""
+    text = extra.get(f"{name}_json")
+    value = json.loads(text) if isinstance(text, str) else extra.get(name)
+    return dict(value) if isinstance(value, Mapping) else {}
 
 
 @register(AGENT_NAME)
@@ -71,7 +80,7 @@ class MtrlAgentLoop(AgentLoopBase):  # type: ignore[misc]
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra = kwargs.get("extra_info") or {}
         spec = load_spec(str(extra["env_id"]))
-        task = dict(extra.get("task") or {})
+        task = _decoded(extra, "task")
         bridge = TokenBridge(
             tokenizer=self.tokenizer,
             server_manager=self.server_manager,
@@ -79,7 +88,7 @@ class MtrlAgentLoop(AgentLoopBase):  # type: ignore[misc]
             response_length=int(self.rollout_config.response_length),
             chat_template_kwargs=dict(self.apply_chat_template_kwargs or {}),
         )
-        env = spec.make(**dict(extra.get("env_args") or {}))
+        env = spec.make(**_decoded(extra, "env_args"))
         rollout = await play_async(env, task, bridge.act, spec.rules(timeout_s=self.episode_timeout_s))
         self._publish(spec.env_id, rollout)
         reward = rollout.reward if rollout.reward is not None else self.error_reward

@@ -1,0 +1,365 @@
+"""The verl trainer's entry point in the image: ``python -m mtrl.backends.verl.train --run-config /etc/mtrl/run.json``.
+
+The RayJob's submitter runs it on the head (``mtrl.backends.verl.rayjob``). It
+
+1. converts the run's validated dataset (and its held-out split) from mtrl rows (``{"id", "metadata"}``) into the
+   parquet rows verl's ``RLHFDataset`` reads, each choosing the ``mtrl`` agent loop (``agent_name``) and carrying the
+   environment id, the row's ``metadata`` (the task) and the environment's arguments (as JSON text) in ``extra_info``;
+2. writes the agent-loop registry file (``mtrl`` → ``mtrl.backends.verl.agent_loop.MtrlAgentLoop``) and runs
+   ``verl.trainer.main_ppo`` with GRPO overrides from the run's plan (model, LoRA rank, group size, steps, lengths,
+   nodes);
+3. follows the trainer's console log (``step:N - name:value - ...``, verl's ``LocalLogger``): after every step it
+   writes ``progress.json`` (``{"step": N}``: the adapter's planned-step check) and ``signals.jsonl`` (the trainer-side
+   fields of the training-health rows: reward, truncation, entropy, KL, gradient norm, turns);
+4. copies the checkpoints it wrote under the run's output prefix.
+
+The parts that need no GPU (conversion, overrides, log parsing, progress and signal files) are tested on CPU; the
+training itself runs only on the cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
+
+AGENT_NAME = "mtrl"
+AGENT_LOOP_CLASS = "mtrl.backends.verl.agent_loop.MtrlAgentLoop"
+# The head pod's own scratch space (an emptyDir in the RayJob), not a shared /tmp.
+WORK_DIR = Path(os.environ.get("MTRL_VERL_WORK_DIR", "/var/lib/mtrl-verl"))
+# verl metric name → signal-row field (verl/trainer/ppo/metric_utils.py and the actor's metrics).
+TRAINER_METRICS = {
+    "critic/score/mean": "reward_mean",
+    "response_length/clip_ratio": "truncation_share",
+    "actor/entropy": "entropy",
+    "actor/kl_loss": "kl",
+    "actor/grad_norm": "grad_norm",
+    "num_turns/mean": "mean_turns",
+}
+_STEP_LINE = re.compile(r"(?:^|\s)step:(\d+)\s+-\s+(.*)$")
+
+
+class TrainError(RuntimeError):
+    """The run cannot be trained (the message names the run and what to fix)."""
+
+
+def verl_rows(lines: Iterable[str], *, env_id: str, env_args: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """verl dataset rows from validated mtrl JSONL lines (blank lines skipped)."""
+    rows = []
+    for index, line in enumerate(line for line in lines if line.strip()):
+        document = json.loads(line)
+        metadata = document["metadata"]
+        prompt = metadata.get("prompt", "")
+        text = prompt if isinstance(prompt, str) else json.dumps(prompt)
+        rows.append(
+            {
+                "data_source": f"mtrl/{env_id}",
+                "agent_name": AGENT_NAME,
+                # The agent loop builds the real prompt (system prompt + the environment's first observation);
+                # this one is what verl's dataset filters by length and logs.
+                "prompt": [{"role": "user", "content": text}],
+                "ability": "multi_turn",
+                "reward_model": {"style": "environment", "ground_truth": ""},
+                # JSON text, not nested objects: parquet would give rows with different metadata keys one merged
+                # struct (missing keys read back as nulls), and cannot store an empty one.
+                "extra_info": {
+                    "index": index,
+                    "row_id": str(document.get("id", index)),
+                    "env_id": env_id,
+                    "task_json": json.dumps(metadata, ensure_ascii=False, sort_keys=True),
+                    "env_args_json": json.dumps(dict(env_args), sort_keys=True),
+                },
+            }
+        )
+    return rows
+
+
+def agent_loop_registry() -> str:
+    """The file ``actor_rollout_ref.rollout.agent.agent_loop_config_path`` names (a YAML list; JSON is YAML)."""
+    return json.dumps([{"name": AGENT_NAME, "_target_": AGENT_LOOP_CLASS}], indent=2) + "\n"
+
+
+def fetch_model(document: Mapping[str, Any], s3: Any, work: Path) -> str:
+    """Where verl loads the model from: the operator's S3 copy, downloaded and verified file by file against its
+    ``SHA256SUMS`` (whose own SHA-256 the deployment pinned), or — only with ``verl_hub_downloads`` — the Hub at a
+    pinned revision. Anything else is refused, naming the run."""
+    model = document["model"]
+    run_id = document.get("run_id")
+    if model.get("s3_uri"):
+        return str(_verified_copy(s3, str(model["s3_uri"]), str(model["sha256"]), work / "model", run_id=run_id))
+    if model.get("hub_downloads") and model.get("revision"):
+        from huggingface_hub import snapshot_download  # noqa: PLC0415 - the trainer image's library
+
+        return str(snapshot_download(repo_id=str(model["id"]), revision=str(model["revision"])))
+    raise TrainError(
+        f"run {run_id}: model '{model.get('id')}' has no S3 copy (s3_uri + sha256) and Hub downloads are off "
+        "(verl_hub_downloads, with a pinned revision)"
+    )
+
+
+def _verified_copy(s3: Any, prefix_uri: str, sums_sha256: str, into: Path, *, run_id: Any) -> Path:
+    bucket, _, prefix = prefix_uri.removeprefix("s3://").partition("/")
+    sums = s3.get_object(Bucket=bucket, Key=prefix + "SHA256SUMS")["Body"].read()
+    if hashlib.sha256(sums).hexdigest() != sums_sha256:
+        raise TrainError(f"run {run_id}: {prefix_uri}SHA256SUMS does not match the deployment's sha256")
+    expected: dict[str, str] = {}
+    for line in sums.decode("utf-8").splitlines():
+        if line.strip():
+            digest, _, name = line.strip().partition("  ")
+            if not name or ".." in Path(name).parts or name.startswith("/"):
+                raise TrainError(f"run {run_id}: {prefix_uri}SHA256SUMS has a bad line {line!r}")
+            expected[name.removeprefix("*")] = digest.lower()
+    into.mkdir(parents=True, exist_ok=True)
+    for name, digest in sorted(expected.items()):
+        target = into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        s3.download_file(bucket, prefix + name, str(target))
+        if _file_sha256(target) != digest:
+            raise TrainError(f"run {run_id}: {prefix_uri}{name} does not match its SHA256SUMS entry")
+    return into
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def overrides(
+    document: Mapping[str, Any],
+    *,
+    model_path: str,
+    train_file: Path,
+    val_file: Path | None,
+    agent_config: Path,
+    local_dir: Path,
+    gpus_per_node: int,
+) -> list[str]:
+    """``verl.trainer.main_ppo`` Hydra overrides for the run's plan (GRPO, the mtrl agent loop, async rollout)."""
+    lora_rank = int(document["lora_rank"])
+    values: dict[str, Any] = {
+        "algorithm.adv_estimator": "grpo",
+        "data.train_files": str(train_file),
+        "data.val_files": str(val_file or train_file),
+        "data.max_prompt_length": int(document["max_prompt_length"]),
+        "data.max_response_length": int(document["max_response_length"]),
+        "data.return_raw_chat": True,
+        "actor_rollout_ref.model.path": str(model_path),
+        "actor_rollout_ref.model.lora_rank": lora_rank,
+        "actor_rollout_ref.rollout.n": int(document["group_size"]),
+        "actor_rollout_ref.rollout.mode": "async",
+        "actor_rollout_ref.rollout.prompt_length": int(document["max_prompt_length"]),
+        "actor_rollout_ref.rollout.response_length": int(document["max_response_length"]),
+        "actor_rollout_ref.rollout.agent.default_agent_loop": AGENT_NAME,
+        "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(agent_config),
+        "trainer.total_training_steps": int(document["steps"]),
+        "trainer.nnodes": int(document["nnodes"]),
+        "trainer.n_gpus_per_node": gpus_per_node,
+        "trainer.default_local_dir": str(local_dir),
+        "trainer.resume_mode": "auto",
+        "trainer.save_freq": int(document["steps"]),
+        "trainer.logger": "[console]",
+        "trainer.project_name": "mtrl",
+        "trainer.experiment_name": str(document["run_id"]),
+    }
+    if lora_rank > 0:
+        values["actor_rollout_ref.model.lora_alpha"] = 2 * lora_rank
+        values["actor_rollout_ref.model.target_modules"] = "all-linear"
+        values["actor_rollout_ref.rollout.load_format"] = "safetensors"
+    hyper = {str(k): v for k, v in (document.get("hyperparameters") or {}).items()}
+    if "learning_rate" in hyper:
+        values["actor_rollout_ref.actor.optim.lr"] = hyper["learning_rate"]
+    found = [f"{key}={_hydra_value(value)}" for key, value in values.items()]
+    # The agent loop's own settings live under a key verl does not define (added with '+').
+    found.append(f"+mtrl.run_id={document['run_id']}")
+    if document.get("episode_timeout_s"):
+        found.append(f"+mtrl.episode_timeout_s={float(document['episode_timeout_s'])}")
+    return found
+
+
+def _hydra_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
+    """``(step, metrics)`` from one of verl's console lines (``step:N - name:value - ...``), else None."""
+    found = _STEP_LINE.search(line.strip())
+    if found is None:
+        return None
+    metrics: dict[str, float] = {}
+    for part in found.group(2).split(" - "):
+        name, _, value = part.rpartition(":")
+        try:
+            metrics[name.strip()] = float(value)
+        except ValueError:
+            continue
+    return int(found.group(1)), metrics
+
+
+def signal_row(step: int, metrics: Mapping[str, float], *, when: float) -> SignalRow:
+    """The trainer-side fields of one step's training-health row (the environment side comes from the loop's EMF)."""
+    fields: dict[str, Any] = {field: metrics[name] for name, field in TRAINER_METRICS.items() if name in metrics}
+    return SignalRow(step=step, time=iso_time(when), **fields)
+
+
+class Progress:
+    """Writes ``progress.json`` and ``signals.jsonl`` under the run's output prefix after every step."""
+
+    def __init__(self, s3: Any, output_uri: str, *, planned_steps: int, group_size: int) -> None:
+        self.s3 = s3
+        self.bucket, _, prefix = output_uri.removeprefix("s3://").partition("/")
+        self.prefix = prefix.rstrip("/") + "/"
+        self.header = SignalHeader(planned_steps=planned_steps, group_size=group_size)
+        self.rows: list[SignalRow] = []
+
+    def start(self) -> None:
+        self._put(SIGNALS_FILE, render_signals(self.header, []), "application/x-ndjson")
+
+    def step(self, step: int, metrics: Mapping[str, float], *, when: float | None = None) -> None:
+        self.rows = [row for row in self.rows if row.step != step]
+        self.rows.append(signal_row(step, metrics, when=time.time() if when is None else when))
+        self._put(SIGNALS_FILE, render_signals(self.header, self.rows), "application/x-ndjson")
+        self._put("progress.json", json.dumps({"step": step}) + "\n", "application/json")
+
+    def _put(self, name: str, body: str, content_type: str) -> None:
+        self.s3.put_object(Bucket=self.bucket, Key=self.prefix + name, Body=body.encode(), ContentType=content_type)
+
+
+def follow(lines: Iterable[str], progress: Progress) -> Iterator[str]:
+    """Pass the trainer's output through, recording every step line."""
+    for line in lines:
+        parsed = parse_step_line(line)
+        if parsed is not None:
+            progress.step(*parsed)
+        yield line
+
+
+def _read_s3_lines(s3: Any, uri: str) -> list[str]:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    body: bytes = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    return body.decode("utf-8").splitlines()
+
+
+def _write_parquet(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    import pandas as pd  # noqa: PLC0415 - the trainer image's library, not mtrl's
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(list(rows)).to_parquet(path)
+
+
+def prepare(document: Mapping[str, Any], s3: Any, work: Path) -> tuple[Path, Path | None, Path]:
+    """The dataset files and the agent-loop registry, under ``work``."""
+    env_id = str(document["environment"])
+    env_args = document.get("environment_args") or {}
+    train = work / "data" / "train.parquet"
+    _write_parquet(verl_rows(_read_s3_lines(s3, document["dataset_uri"]), env_id=env_id, env_args=env_args), train)
+    val: Path | None = None
+    if document.get("eval_dataset_uri"):
+        val = work / "data" / "eval.parquet"
+        lines = _read_s3_lines(s3, document["eval_dataset_uri"])
+        _write_parquet(verl_rows(lines, env_id=env_id, env_args=env_args), val)
+    registry = work / "agent_loops.yaml"
+    registry.write_text(agent_loop_registry(), encoding="utf-8")
+    return train, val, registry
+
+
+def trainer_command() -> list[str]:
+    """verl's PPO entry point (``MTRL_VERL_TRAINER`` replaces it, for tests of everything around it)."""
+    override = os.environ.get("MTRL_VERL_TRAINER")
+    return shlex.split(override) if override else [sys.executable, "-m", "verl.trainer.main_ppo"]
+
+
+def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mtrl.backends.verl.train")
+    parser.add_argument("--run-config", required=True, type=Path, help="the run document (the ConfigMap's run.json)")
+    parser.add_argument("--gpus-per-node", type=int, default=int(os.environ.get("MTRL_GPUS_PER_NODE", "1")))
+    parser.add_argument(
+        "--compose-only",
+        action="store_true",
+        help="compose verl's own trainer config with the run's overrides and print the chosen values (no data, no "
+        "training): proves every override names a key verl has",
+    )
+    options = parser.parse_args(argv)
+    document = json.loads(options.run_config.read_text(encoding="utf-8"))
+    if options.compose_only:
+        print(json.dumps(compose(document), indent=2, sort_keys=True))
+        return 0
+    if s3 is None:
+        import boto3  # noqa: PLC0415 - the image's AWS SDK; tests pass a client
+
+        s3 = boto3.client("s3")
+    work = WORK_DIR / str(document["run_id"]).replace("/", "_")
+    train, val, registry = prepare(document, s3, work)
+    progress = Progress(
+        s3, document["output_uri"], planned_steps=int(document["steps"]), group_size=int(document["group_size"])
+    )
+    progress.start()
+    local_dir = work / "checkpoints"
+    command = trainer_command() + overrides(
+        document,
+        model_path=fetch_model(document, s3, work),
+        train_file=train,
+        val_file=val,
+        agent_config=registry,
+        local_dir=local_dir,
+        gpus_per_node=options.gpus_per_node,
+    )
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    for line in follow(process.stdout, progress):
+        sys.stdout.write(line)
+    code = process.wait()
+    if code == 0:
+        _upload_tree(s3, local_dir, document["output_uri"].rstrip("/") + "/output/checkpoints/")
+    return code
+
+
+def compose(document: Mapping[str, Any]) -> dict[str, Any]:
+    """verl's ``ppo_trainer`` config composed with the run's overrides (Hydra raises on a key verl lacks)."""
+    from hydra import compose as hydra_compose  # noqa: PLC0415 - the trainer image's libraries
+    from hydra import initialize_config_module  # noqa: PLC0415
+    from omegaconf import OmegaConf  # noqa: PLC0415
+
+    work = Path("/nonexistent")
+    chosen = overrides(
+        document,
+        model_path="model",
+        train_file=work / "train.parquet",
+        val_file=None,
+        agent_config=work / "agent_loops.yaml",
+        local_dir=work / "checkpoints",
+        gpus_per_node=1,
+    )
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = hydra_compose(config_name="ppo_trainer", overrides=chosen)
+    values = {key: OmegaConf.select(config, key) for key in (item.split("=", 1)[0].lstrip("+") for item in chosen)}
+    return {
+        key: OmegaConf.to_container(value) if OmegaConf.is_config(value) else value for key, value in values.items()
+    }
+
+
+def _upload_tree(s3: Any, root: Path, prefix_uri: str) -> None:
+    if not root.is_dir():
+        return
+    bucket, _, prefix = prefix_uri.removeprefix("s3://").partition("/")
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        s3.upload_file(str(path), bucket, prefix + path.relative_to(root).as_posix())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
