@@ -8,11 +8,12 @@ from dataclasses import dataclass
 
 import aws_cdk as cdk
 
+from mtrl.backends.verl.config import verl_backend_values
 from mtrl.envs import custom_environment_problems
 from mtrl.settings import DeploySettings, SettingsError, load_settings
 from stacks.backends_stack import BackendsStack
 from stacks.cluster_stack import ClusterStack
-from stacks.constructs.backend_permissions import BackendPermissions, HyperPodTargets, ServerlessTargets
+from stacks.constructs.backend_permissions import BackendPermissions, HyperPodTargets, ServerlessTargets, VerlTargets
 from stacks.constructs.reward_workers import CONTAINER_NAME as REWARD_CONTAINER_NAME
 from stacks.data_stack import DataStack
 from stacks.nag import enable_checks
@@ -162,6 +163,7 @@ def _wire_backends(
             task_families=[workers.task_definition.family, backends.runner.family],
             task_role_arns=task_roles,
         ),
+        verl=VerlTargets(eks_cluster_arn=cluster.eks_cluster_arn),
         serverless=ServerlessTargets(
             job_role_arn=roles.serverless_job_role.role_arn,
             agent_function_arns=[agent.function.function_arn for agent in backends.agents.values()],
@@ -207,6 +209,8 @@ def _wire_backends(
     }
     if settings.serverless_agent_runtime_arn:
         values["serverless_agent_runtime_arn"] = settings.serverless_agent_runtime_arn
+    # verl (mtrl.backends.verl.config.VerlRunConfig): the training group, the EKS API, the run namespace, ceilings
+    values.update(verl_backend_values(settings, eks_cluster_name=cluster.eks_cluster_name))
     for name, value in values.items():
         pipeline.add_backend_setting(name, value)
     # The GPU safety net watches the groups runs scale: the training group and the restricted group (a created

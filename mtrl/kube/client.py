@@ -78,13 +78,13 @@ class KubeClient:
         if data is not None:
             headers["Content-Type"] = content_type
         request = urllib.request.Request(self._endpoint + path, data=data, method=method, headers=headers)  # noqa: S310
-        if self._context is None:
+        if self._context is None and self._endpoint.startswith("https://"):
             try:
                 self._context = ssl.create_default_context(cadata=self._ca_pem)
             except (ssl.SSLError, ValueError, TypeError) as error:
                 raise KubeError(0, f"the cluster's CA certificate is unusable: {error}") from None
         try:
-            with urllib.request.urlopen(request, timeout=_TIMEOUT_SECONDS, context=self._context) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=_TIMEOUT_SECONDS, context=self._context) as response:  # noqa: S310 - https (or a local test server)
                 raw = response.read().decode("utf-8", "replace")
                 kind = response.headers.get("Content-Type", "")
         except urllib.error.HTTPError as error:

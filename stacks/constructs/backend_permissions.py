@@ -43,6 +43,13 @@ class ServerlessTargets:
     agent_runtime_arn: str | None = None  # the deployment's existing AgentCore runtime, if configured
 
 
+@dataclass(frozen=True)
+class VerlTargets:
+    """What a verl run touches besides the HyperPod group: the EKS cluster whose API it calls (endpoint and CA)."""
+
+    eks_cluster_arn: str
+
+
 class BackendPermissions(Construct):
     """An inline policy on ``role`` (the pipeline's backend function role). Attribute: ``policy``."""
 
@@ -55,6 +62,7 @@ class BackendPermissions(Construct):
         prefix: str,
         hyperpod: HyperPodTargets,
         serverless: ServerlessTargets,
+        verl: VerlTargets | None = None,
     ) -> None:
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
@@ -245,6 +253,13 @@ class BackendPermissions(Construct):
                     resources=[hyperpod.node_role_arn],
                     conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER}},
                 ),
+            )
+        if verl is not None:
+            # The Kubernetes calls themselves are authorised by the cluster's access entry (RBAC), not IAM.
+            statements.append(
+                iam.PolicyStatement(
+                    sid="VerlReadClusterEndpoint", actions=["eks:DescribeCluster"], resources=[verl.eks_cluster_arn]
+                )
             )
         self.policy = iam.Policy(self, "Policy", statements=statements)
         role.attach_inline_policy(self.policy)

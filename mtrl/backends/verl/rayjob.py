@@ -8,7 +8,7 @@ for that long), no ``deletionPolicy`` (removed in 1.7.0; ``deletionStrategy`` ex
 Names: run ids are not DNS-1035 labels (uppercase ``T``/``Z``, up to 74 characters), so the RayJob is
 ``mtrl-<16 hex of sha256(run id)>`` and the run id travels in the ``mtrl/run-id`` annotation.
 
-Progress: the trainer writes ``<run output>/progress.json`` (``{"step": n, "planned_steps": N}``) after each step;
+Progress: the trainer writes ``<run output>/progress.json`` (``{"step": n}``) after each step;
 the RayJob's ``mtrl/planned-steps`` annotation says what a complete run reaches (a job that ends Complete below it
 is not SUCCEEDED: verl can exit cleanly after 0 steps on resume).
 """

@@ -14,16 +14,27 @@ from aws_cdk.assertions import Match, Template
 
 from mtrl.backends.hyperpod import HyperPodSettings
 from mtrl.backends.serverless import ServerlessSettings
+from mtrl.backends.verl.config import VerlRunConfig
 from mtrl.envs.registry import list_environments
 from mtrl.settings import SettingsError
 from stacks.app_builder import Deployment
 
 REPO = Path(__file__).resolve().parents[3]
 # Settings each adapter takes from the run itself (manifest / run defaults), not from the deployment.
-RUN_LEVEL = {"instance_count", "environment", "worker_count", "hyperparameters", "environment_args"}
+RUN_LEVEL = {
+    "instance_count",
+    "environment",
+    "worker_count",
+    "hyperparameters",
+    "environment_args",
+    "run_id",
+    "run_timeout_minutes",
+}
 # Every AWS operation the adapters call with the backend function's role (S3 object reads/writes and the data key
 # come from the function's own prefix-scoped statements; sts:GetCallerIdentity needs no permission).
 ADAPTER_ACTIONS = {
+    # verl: the EKS API's endpoint and CA (its Kubernetes calls are RBAC, not IAM)
+    "eks:DescribeCluster",
     # hyperpod.py: GpuCapacity
     "sagemaker:DescribeCluster",
     "sagemaker:UpdateCluster",
@@ -145,7 +156,7 @@ def test_every_deploy_time_setting_the_adapters_require_is_passed(pipeline_templ
         if "MTRL_BACKEND_SETTINGS" in f["Properties"]["Environment"]["Variables"]
     ]
     rendered = json.dumps(function["Properties"]["Environment"]["Variables"]["MTRL_BACKEND_SETTINGS"])
-    for model in (HyperPodSettings, ServerlessSettings):
+    for model in (HyperPodSettings, ServerlessSettings, VerlRunConfig):
         required = {name for name, f in model.model_fields.items() if f.is_required()} - RUN_LEVEL
         missing = [name for name in required if f'\\"{name}\\":' not in rendered]
         assert missing == [], f"{model.__name__}: {missing}"

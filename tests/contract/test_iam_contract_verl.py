@@ -1,0 +1,128 @@
+"""The verl adapter's AWS calls through a whole run (preflight → provision → submit → status → cancel → cleanup),
+recorded at botocore, must each be allowed for the pipeline's backend function role as synthesized.
+
+The adapter's settings are the backend function's ``MTRL_BACKEND_SETTINGS`` as deployed (HyperPod and EKS cluster
+names, the training group, the namespace), plus a model and an image (deploy values that grant nothing). The EKS
+API is the fake Kubernetes server over HTTP (its endpoint is what the faked DescribeCluster answers); the bearer
+token is a real presigned-STS token from the session's credentials, which needs no IAM permission to sign.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from mtrl.backends._aws import AwsClients
+from mtrl.backends.base import JobState, RunContext
+from mtrl.backends.hyperpod.common import ProvisioningInProgress
+from mtrl.backends.verl.adapter import VerlAdapter
+from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
+from tests.contract.test_iam_contract_hyperpod import ModelCluster
+from tests.unit.backends.aws_fakes import FakeAws, Recorder, new_session
+from tests.unit.backends.verl.fake_kube import RAY, FakeKube, serve
+from tests.unit.backends.verl.verl_support import IMAGE, MODEL
+
+BACKEND_FUNCTION = "mtrl-pipeline/Functions/Backend/Fn/Function"
+BACKEND_ROLE = "mtrl-pipeline/Functions/Backend/Role"
+
+
+class Clock:
+    now = 1_795_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": app_model.region,
+        "MOTO_ACCOUNT_ID": app_model.account,
+    }.items():
+        monkeypatch.setenv(name, value)
+    deployed = json.loads(app_model.function_environment(BACKEND_FUNCTION)["MTRL_BACKEND_SETTINGS"])
+    fake = FakeKube(accept_eks_tokens=True)
+    with mock_aws(), serve(fake):
+        aws = FakeAws(new_session())
+        bucket = deployed["data_bucket"]
+        aws.session.client("s3").create_bucket(Bucket=bucket)
+        cluster = ModelCluster(
+            aws,
+            name=deployed["hyperpod_cluster_name"],
+            arn=str(app_model.sagemaker_cluster_arn(deployed["hyperpod_cluster_name"])),
+            node_role=app_model.arn_of("mtrl-cluster/HyperPod/ExecutionRole"),
+        )
+        cluster.group = deployed["verl_instance_group"]
+        aws.on(
+            "eks",
+            "DescribeCluster",
+            lambda params: {
+                "cluster": {
+                    "name": deployed["eks_cluster_name"],
+                    "endpoint": fake.url,
+                    "certificateAuthority": {"data": base64.b64encode(b"not used over http").decode()},
+                }
+            },
+        )
+        run_id = "wordle-20261201T120000Z-0a1b2c3d"
+        settings = {
+            **deployed,
+            "verl_models": json.dumps([MODEL]),
+            "verl_image_uri": IMAGE,
+            "run_id": run_id,
+            "instance_count": 1,
+            "environment": "wordle",
+            "run_timeout_minutes": 60,
+        }
+        recorder = Recorder()
+        adapter = VerlAdapter(AwsClients(aws.session), clock=Clock())
+
+        def run() -> RunContext:
+            return RunContext(
+                run_id=run_id,
+                settings=settings,
+                dataset_uri=f"s3://{bucket}/training-data/wordle.jsonl",
+                eval_dataset_uri=None,
+                output_uri=f"s3://{bucket}/runs/{run_id}/",
+                resources=tuple(recorder.resources),
+                record_resource=recorder,
+            )
+
+        calls: list[AwsCall] = []
+
+        def backend(step: Any, *args: Any) -> Any:
+            with CallRecorder() as recording:
+                try:
+                    return step(run(), *args)
+                finally:
+                    calls.extend(recording.calls)
+
+        assert all(f.ok for f in backend(adapter.preflight)), "preflight should pass"
+        with pytest.raises(ProvisioningInProgress):
+            backend(adapter.provision)
+        cluster.arrive()
+        backend(adapter.provision)
+        job_id = backend(adapter.submit)
+        name = job_id.split("/")[1]
+        fake.set_status(f"{RAY}/namespaces/{deployed['verl_namespace']}/rayjobs/{name}", jobDeploymentStatus="Running")
+        assert backend(adapter.status, job_id).state is JobState.RUNNING
+        backend(adapter.cancel, job_id)
+        backend(adapter.cleanup)
+        assert cluster.target == int(deployed["verl_idle_instance_count"])
+        yield calls
+
+
+def test_every_call_of_a_verl_run_is_allowed_for_the_backend_role(
+    recorded_run: list[AwsCall], app_model: AppModel
+) -> None:
+    operations = {(c.service, c.operation) for c in recorded_run}
+    assert {("eks", "DescribeCluster"), ("sagemaker", "UpdateCluster"), ("s3", "GetObject")} <= operations
+    assert_calls_allowed(recorded_run, BACKEND_ROLE, model=app_model)
