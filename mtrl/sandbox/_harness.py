@@ -157,31 +157,28 @@ def _build_root(cfg: dict[str, Any], libc: Any, ctypes: Any) -> None:
     # bound the run as a whole. Mounted first, so an interpreter kept under /tmp is bound inside it, not hidden.
     uid = cfg["uid"]
     size = f"size={cfg['disk_mb']}m,nr_inodes={cfg['max_files']},mode=0700,uid={uid},gid={uid}"
-    os.makedirs(root + "/tmp")
+    os.mkdir(root + "/tmp")
     mount("tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, size)
-    # Every path here is real (no symlink on the way), so the directories made are inside the new root.
+    # Every path here is real (no symlink on the way), so what is made stays inside the new root. The parent
+    # listed every directory to make, parents first (``skeleton``): no existence checks here.
+    for path in cfg["skeleton"]:
+        os.mkdir(root + path, 0o755)
     for path in cfg["directories"]:
-        os.makedirs(root + path, exist_ok=True)
         bind_readonly(path, root + path)
     for path in cfg["files"]:
-        os.makedirs(root + os.path.dirname(path), exist_ok=True)
-        open(root + path, "a").close()
+        os.close(os.open(root + path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
         bind_readonly(path, root + path)
     for path, target in cfg["links"]:
-        os.makedirs(root + os.path.dirname(path), exist_ok=True)
-        if not os.path.lexists(root + path):
-            os.symlink(target, root + path)
+        os.symlink(target, root + path)
     for hidden in cfg["hide"]:
         if os.path.isdir(root + hidden):  # every site-packages and copy of the project: an empty directory
             mount("tmpfs", root + hidden, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0755")
-    os.makedirs(root + "/dev", exist_ok=True)
     for device in DEVICES:
-        open(root + "/dev/" + device, "a").close()
+        os.close(os.open(root + "/dev/" + device, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
         bind_readonly("/dev/" + device, root + "/dev/" + device, MS_NOSUID)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1")):
         os.symlink(target, root + "/dev/" + name)
     os.symlink("/proc/self/fd/2", root + "/dev/stderr")
-    os.makedirs(root + "/proc", exist_ok=True)
     mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)  # this PID namespace only
     workdir = cfg["workdir"]
     inside_tmp = workdir.startswith("/tmp/")
@@ -210,31 +207,24 @@ def _limit(cfg: dict[str, Any]) -> None:
         resource.setrlimit(which, (value, value))
 
 
-PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, CAP_SETPCAP = 24, 47, 4, 8
-CAPABILITY_SETS = ("CapInh", "CapPrm", "CapEff", "CapAmb")
-
-
-def _capabilities() -> dict[str, int]:
-    found = {}
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("Cap"):
-                name, _, value = line.partition(":")
-                found[name] = int(value, 16)
-    return found
+PR_CAPBSET_READ, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, CAP_SETPCAP = 23, 24, 47, 4, 8
 
 
 def _drop(cfg: dict[str, Any], libc: Any) -> None:
     """Leave no capability in any set; switch to the run's own uid where there is one."""
     import ctypes
 
-    had_setpcap = _capabilities().get("CapEff", 0) >> CAP_SETPCAP & 1
-    if had_setpcap:  # the bounding set: what any later execve could ever grant
-        with open("/proc/sys/kernel/cap_last_cap") as handle:
-            last = int(handle.read())
-        for capability in range(last + 1):
-            if libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
-                _fail_setup("drop the capability bounding set: " + os.strerror(ctypes.get_errno()))
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    sets = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable (low words), then the high words
+    if libc.capget(header, sets) != 0:
+        _fail_setup("capget: " + os.strerror(ctypes.get_errno()))
+    had_setpcap = sets[0] >> CAP_SETPCAP & 1
+    capability = 0
+    # The bounding set (what any later execve could grant): drop up to the first number the kernel does not know.
+    while had_setpcap and libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) == 0:
+        capability += 1
+    if had_setpcap and (capability < 32 or any(libc.prctl(PR_CAPBSET_READ, n, 0, 0, 0) for n in range(capability))):
+        _fail_setup("drop the capability bounding set: " + os.strerror(ctypes.get_errno()))
     uid = cfg["uid"]
     if os.getuid() == 0 and uid != 0:
         os.setgroups([])
@@ -242,64 +232,24 @@ def _drop(cfg: dict[str, Any], libc: Any) -> None:
         os.setuid(uid)  # from root to another uid: the permitted, effective and ambient sets are emptied
         if os.getuid() != uid or os.geteuid() != uid or os.getgid() != uid:
             _fail_setup("could not drop privileges")
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
     if libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:  # inheritable survives setuid; a kept uid keeps all
         _fail_setup("capset: " + os.strerror(ctypes.get_errno()))
-    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    left = _capabilities()
-    kept = [name for name in (*CAPABILITY_SETS, *(["CapBnd"] if had_setpcap else [])) if left.get(name)]
-    if kept:
-        _fail_setup("capabilities left in " + ", ".join(kept))
-
-
-# Landlock (unprivileged file-system sandboxing, Linux 5.13+): same syscall numbers on x86_64 and aarch64.
-LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446
-LANDLOCK_READ_FILE_RIGHTS = 1 | 4  # EXECUTE, READ_FILE
-LANDLOCK_READ_DIR_RIGHTS = 1 | 4 | 8  # + READ_DIR
-# Per ABI version: every file-system right it knows (so none is left unhandled = allowed).
-LANDLOCK_FS_RIGHTS = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
-LANDLOCK_WRITE_FILE_RIGHTS = 2 | (1 << 14)  # WRITE_FILE, TRUNCATE (ABI 3)
-LANDLOCK_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/urandom", "/dev/random")
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # (EINVAL: a kernel without ambient sets)
+    ambient = [n for n in range(64) if libc.prctl(PR_CAP_AMBIENT, 1, n, 0, 0) == 1]  # PR_CAP_AMBIENT_IS_SET
+    if libc.capget(header, sets) != 0 or any(sets) or ambient:
+        _fail_setup("capabilities left: " + " ".join(str(value) for value in sets))
 
 
 def _landlock(cfg: dict[str, Any]) -> None:
-    """Read only the allow-list and the work directory, write nothing (devices aside); TCP and signals scoped."""
+    """Restrict this process with the worker's ruleset (``landlock.py``): read the allow-list, write nothing."""
     import ctypes
 
     libc = _libc()
-    abi = cfg["landlock_abi"]
-    fs_rights = LANDLOCK_FS_RIGHTS[min(abi, 5)]
-    # Handled: every file-system right; TCP bind/connect (ABI 4); abstract-socket and signal scopes (ABI 6).
-    attr = (ctypes.c_uint64 * 3)(fs_rights, 3 if abi >= 4 else 0, 3 if abi >= 6 else 0)
-    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
-    ruleset = libc.syscall(LANDLOCK_CREATE_RULESET, ctypes.byref(attr), size, 0)
-    if ruleset < 0:
-        _fail_setup("landlock ruleset: " + os.strerror(ctypes.get_errno()))
-
-    class PathBeneath(ctypes.Structure):
-        _pack_ = 1
-        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-    rule = PathBeneath(0, -1)
-    device_rights = LANDLOCK_READ_FILE_RIGHTS | LANDLOCK_WRITE_FILE_RIGHTS
-    read_rights = (LANDLOCK_READ_FILE_RIGHTS, LANDLOCK_READ_DIR_RIGHTS)
-    rules = [(path, read_rights[is_dir]) for path, is_dir in cfg["readable"]]
-    rules += [(device, device_rights) for device in LANDLOCK_DEVICES] + [(cfg["workdir"], LANDLOCK_READ_DIR_RIGHTS)]
-    for path, rights in rules:
-        try:
-            handle = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except OSError:
-            continue
-        rule.allowed_access, rule.parent_fd = rights & fs_rights, handle
-        failed = libc.syscall(LANDLOCK_ADD_RULE, ruleset, 1, ctypes.byref(rule), 0) != 0
-        os.close(handle)
-        if failed:
-            _fail_setup(f"landlock rule {path}: " + os.strerror(ctypes.get_errno()))
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS (required for an unprivileged restrict_self)
         _fail_setup("prctl(NO_NEW_PRIVS): " + os.strerror(ctypes.get_errno()))
-    if libc.syscall(LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+    if libc.syscall(446, cfg["landlock_fd"], 0) != 0:  # landlock_restrict_self
         _fail_setup("landlock restrict: " + os.strerror(ctypes.get_errno()))
-    os.close(ruleset)
+    os.close(cfg["landlock_fd"])
 
 
 def _flush_and_exit(code: int) -> None:
@@ -433,8 +383,9 @@ def main(data: tuple[Any, ...]) -> None:
         import _json  # noqa: F401 - loaded while the standard library is certainly readable (before the uid drop)
 
         libc = _libc()
-        with open("/proc/self/oom_score_adj", "w") as handle:  # under memory pressure, sandboxed code dies first
-            handle.write("1000")
+        adjust = os.open("/proc/self/oom_score_adj", os.O_WRONLY)  # under memory pressure, sandboxed code dies first
+        os.write(adjust, b"1000")
+        os.close(adjust)
         if tier == "full":
             _full_tier(cfg)
         else:
@@ -447,7 +398,7 @@ def main(data: tuple[Any, ...]) -> None:
             libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: other sandboxes of this uid cannot open our /proc files
             _landlock(cfg)
         # Last: it forbids mount/unshare/setsid, which the tiers above need.
-        install_seccomp(_fail_setup, allow_processes=cfg["allow_processes"])
+        install_seccomp(_fail_setup, cfg["seccomp"], cfg["seccomp_slots"])
     except Exception as error:
         _fail_setup(f"{type(error).__name__}: {error}")
     answers = cfg["result_fd"]

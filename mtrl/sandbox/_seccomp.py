@@ -134,6 +134,25 @@ def _guarded(number: int, checks: list[Instruction]) -> list[Instruction]:
 
 def seccomp_program(machine: str, own_group: int, *, allow_processes: bool = True) -> list[Instruction]:
     """The BPF filter as (code, jt, jf, k) tuples. Module-level so tests can inspect and evaluate it."""
+    program, slots = _template(machine, allow_processes)
+    for index, negate in slots:
+        code, jump_true, jump_false, _ = program[index]
+        program[index] = (code, jump_true, jump_false, (-own_group if negate else own_group) & 0xFFFFFFFF)
+    return program
+
+
+def seccomp_image(machine: str, *, allow_processes: bool) -> tuple[bytes, list[tuple[int, bool]]]:
+    """The filter as ``struct sock_filter`` bytes (little-endian) with its process-group slots left at 0: built
+    once in the worker, so a child only writes its own group into the slots (``install_seccomp``)."""
+    program, slots = _template(machine, allow_processes)
+    image = b"".join(
+        code.to_bytes(2, "little") + bytes((jt, jf)) + k.to_bytes(4, "little") for code, jt, jf, k in program
+    )
+    return image, slots
+
+
+def _template(machine: str, allow_processes: bool) -> tuple[list[Instruction], list[tuple[int, bool]]]:
+    """The program with every comparison against the caller's process group at k=0, and where they are."""
     column = 0 if machine == "x86_64" else 1
     program = [
         (LD, 0, 0, 4),  # A = arch
@@ -143,14 +162,17 @@ def seccomp_program(machine: str, own_group: int, *, allow_processes: bool = Tru
         (JGE, 0, 1, 0x40000000),  # x32 ABI numbers: refuse outright
         (RET, 0, 0, _RET_KILL),
     ]
-    allowed_targets = (0, own_group & 0xFFFFFFFF, (-own_group) & 0xFFFFFFFF)
+    slots: list[tuple[int, bool]] = []
+    targets = (None, False, True)  # the caller itself (0), its group leader (pgid), its group (-pgid)
     for name, (numbers, index) in OWN_TARGET.items():
         block: list[Instruction] = []
         if name in USER_WIDE:
-            block += [_arg(0), (JEQ, len(allowed_targets) + 1, 0, USER_WIDE[name])]  # -> deny
+            block += [_arg(0), (JEQ, len(targets) + 1, 0, USER_WIDE[name])]  # -> deny
         block.append(_arg(index))
-        for position, value in enumerate(allowed_targets):
-            block.append((JEQ, len(allowed_targets) - position, 0, value))  # -> allow
+        for position, negate in enumerate(targets):
+            if negate is not None:
+                slots.append((len(program) + 1 + len(block), negate))
+            block.append((JEQ, len(targets) - position, 0, 0))  # -> allow
         block += [(RET, 0, 0, _EPERM), (RET, 0, 0, _RET_ALLOW)]
         program.append((JEQ, 0, len(block), numbers[column]))
         program += block
@@ -175,27 +197,24 @@ def seccomp_program(machine: str, own_group: int, *, allow_processes: bool = Tru
         error = _EACCES if name == "socket" else _ENOSYS if name == "clone3" else _EPERM
         program += [(JEQ, 0, 1, number), (RET, 0, 0, error)]
     program.append((RET, 0, 0, _RET_ALLOW))
-    return program
+    return program, slots
 
 
-def install_seccomp(fail: Callable[[str], None], *, allow_processes: bool) -> None:
-    """Install the filter for this process and everything it starts; ``fail`` reports a setup error."""
+def install_seccomp(fail: Callable[[str], None], image: bytes, slots: list[tuple[int, bool]]) -> None:
+    """Install ``seccomp_image``'s filter, with this process's group, for it and everything it starts."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    machine = os.uname().machine
-    if machine not in AUDIT_ARCH:
-        fail(f"seccomp: unsupported architecture {machine}")
-    program = seccomp_program(machine, os.getpgrp(), allow_processes=allow_processes)
-
-    class Filter(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+    group = os.getpgrp()
+    filters = bytearray(image)
+    for index, negate in slots:
+        filters[index * 8 + 4 : index * 8 + 8] = ((-group if negate else group) & 0xFFFFFFFF).to_bytes(4, "little")
 
     class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    filters = (Filter * len(program))(*[Filter(*instruction) for instruction in program])
-    fprog = Program(len(program), filters)
+    buffer = (ctypes.c_char * len(filters)).from_buffer(filters)
+    fprog = Program(len(filters) // 8, ctypes.addressof(buffer))
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         fail("prctl(NO_NEW_PRIVS): " + os.strerror(ctypes.get_errno()))
     if libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER

@@ -120,6 +120,7 @@ class FileSystemView:
     links: tuple[tuple[str, str], ...]  # (symlink, its target) the loader and interpreter resolve; full tier
     hide: tuple[str, ...]  # inside ``directories``: empty in the full tier, left out of ``readable``
     readable: tuple[tuple[str, bool], ...]  # Landlock: (path, is a directory)
+    skeleton: tuple[str, ...] = ()  # full tier: the directories its new root needs, parents first (not /tmp)
 
 
 def filesystem_view() -> FileSystemView:
@@ -148,7 +149,22 @@ def view_of(executable: str) -> FileSystemView:
         readable += _expand(directory, hide)
     readable += [(path, False) for path in sorted(files)]
     links = _links(executable, sorted(files), directories)
-    return FileSystemView(tuple(directories), tuple(sorted(files)), links, tuple(hide), tuple(readable))
+    skeleton = _skeleton([*directories, *(os.path.dirname(p) for p in [*files, *(link for link, _ in links)])])
+    return FileSystemView(
+        tuple(directories), tuple(sorted(files)), links, tuple(hide), tuple(readable), tuple(skeleton)
+    )
+
+
+def _skeleton(needed: list[str]) -> list[str]:
+    """Every directory on the way to ``needed`` (and the /dev and /proc mount points), parents first."""
+    found = {"/dev", "/proc"}
+    for path in needed:
+        ancestor = path
+        while ancestor not in ("/", ""):
+            found.add(ancestor)
+            ancestor = os.path.dirname(ancestor)
+    found.discard("/tmp")  # noqa: S108 - the run's own tmpfs, mounted before anything goes in it
+    return sorted(found, key=lambda path: (path.count("/"), path))
 
 
 def _outermost(directories: list[str]) -> list[str]:
@@ -254,6 +270,7 @@ def elf_interpreter(executable: str) -> str:
     return ""
 
 
+@functools.cache
 def unreachable_by_other_uids(view: FileSystemView) -> str:
     """The first allow-listed path another uid cannot reach (a directory on its way not world-traversable), or ""."""
     for path, needs in [*((d, stat.S_IROTH | stat.S_IXOTH) for d in view.directories),

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import marshal
 import os
 import resource
@@ -47,8 +48,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from mtrl.sandbox import judge, tiers
+from mtrl.sandbox._seccomp import AUDIT_ARCH, seccomp_image
 from mtrl.sandbox.filesystem import InterpreterError, filesystem_view, interpreter, unreachable_by_other_uids
 from mtrl.sandbox.judge import Case
+from mtrl.sandbox.landlock import LandlockError, shared_ruleset
 from mtrl.sandbox.tiers import UID_RANGE, UIDS, RunCgroup, Tier, detect_tier, protect_worker, remove_tree, tasks_of_uid
 
 _HERE = Path(__file__).resolve().parent
@@ -242,16 +245,16 @@ def _finish(result: SandboxResult, run: _Run) -> SandboxResult:
     return result
 
 
-def _prepare(tier: Tier) -> tuple[int, dict[str, Any]]:
-    """The Landlock ABI and the file-system allow-list of ``tier``; SandboxUnavailableError before anything runs."""
-    abi = 0
-    if tier != "full":
-        abi = tiers.landlock_abi()
-        if not abi:  # its file-system barrier: without it the code could read the worker's /proc, share /tmp...
-            raise SandboxUnavailableError(
-                f"the {tier} sandbox tier needs Landlock (Linux 5.13+ with landlock among the enabled LSMs); this "
-                "kernel has none, so generated code is not run (docs/sandbox.md)"
-            )
+def _prepare(tier: Tier) -> dict[str, Any]:
+    """What ``tier`` needs from this process: the new root's parts (full) or the Landlock ruleset (the others).
+
+    SandboxUnavailableError before anything runs when the tier cannot be set up.
+    """
+    if tier != "full" and not tiers.landlock_abi():  # without its file-system barrier the code could read the
+        raise SandboxUnavailableError(  # worker's /proc, share /tmp and /dev/shm...: refused, not weakened
+            f"the {tier} sandbox tier needs Landlock (Linux 5.13+ with landlock among the enabled LSMs); this "
+            "kernel has none, so generated code is not run (docs/sandbox.md)"
+        )
     try:
         view = filesystem_view()
     except InterpreterError as error:
@@ -263,13 +266,28 @@ def _prepare(tier: Tier) -> tuple[int, dict[str, Any]]:
             "on its way is not world-traversable): install Python where every uid can read it (as the reward-worker "
             "image does, /usr/local) or point MTRL_SANDBOX_PYTHON at such a copy"
         )
-    return abi, {
-        "directories": list(view.directories),
-        "files": list(view.files),
-        "links": [list(link) for link in view.links],
-        "hide": list(view.hide),
-        "readable": [list(entry) for entry in view.readable],
-    }
+    if tier == "full":
+        return {
+            "skeleton": list(view.skeleton),
+            "directories": list(view.directories),
+            "files": list(view.files),
+            "links": [list(link) for link in view.links],
+            "hide": list(view.hide),
+        }
+    try:
+        return {"landlock_fd": shared_ruleset(tiers.landlock_abi(), view)}
+    except LandlockError as error:
+        raise SandboxUnavailableError(str(error)) from None
+
+
+@functools.cache
+def _filter(*, allow_processes: bool) -> dict[str, Any]:
+    """The seccomp filter of this machine, built once (a child writes only its own process group in)."""
+    machine = os.uname().machine
+    if machine not in AUDIT_ARCH:
+        raise SandboxUnavailableError(f"the sandbox's seccomp filter does not know the {machine} architecture")
+    image, slots = seccomp_image(machine, allow_processes=allow_processes)
+    return {"seccomp": image, "seccomp_slots": slots}
 
 
 def _process_limit(limits: Limits, own_uid: bool, uid: int) -> int:
@@ -289,7 +307,7 @@ def _process_limit(limits: Limits, own_uid: bool, uid: int) -> int:
 
 def _execute(program: str, mode: str, payload: Any, limits: Limits, *, marker: str = "") -> _Run:
     tier = limits.tier()
-    abi, view = _prepare(tier)
+    view = _prepare(tier)
     own_uid = tier in ("full", "fargate")
     uid = UIDS.acquire() if own_uid else os.getuid()
     if tier == "lambda" and os.geteuid() != 0:
@@ -312,12 +330,11 @@ def _execute(program: str, mode: str, payload: Any, limits: Limits, *, marker: s
         "root_dir": root_dir,
         "executable": interpreter(),
         **view,
-        "landlock_abi": abi,
         "cgroups": cgroup.directories if cgroup else [],
         "cpu_s": limits.cpu_s,
         "memory_mb": limits.memory_mb,
         "max_processes": _process_limit(limits, own_uid, uid),
-        "allow_processes": not keeps_root,
+        **_filter(allow_processes=not keeps_root),
         "file_mb": limits.file_mb,
         "disk_mb": limits.disk_mb,
         "max_files": limits.max_files,
@@ -326,7 +343,7 @@ def _execute(program: str, mode: str, payload: Any, limits: Limits, *, marker: s
     }
     started = time.monotonic()
     read_results, write_results = os.pipe()
-    config["result_fd"] = write_results  # pass_fds keeps the descriptor number in the child
+    config["result_fd"] = write_results  # pass_fds keeps the descriptor numbers in the child
     data = marshal.dumps((HARNESS_CODE, (config, program, mode, payload)))
     process: subprocess.Popen[bytes] | None = None
     try:
@@ -335,7 +352,7 @@ def _execute(program: str, mode: str, payload: Any, limits: Limits, *, marker: s
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            pass_fds=(write_results,),
+            pass_fds=(write_results, *([view["landlock_fd"]] if "landlock_fd" in view else [])),
             cwd=workdir,
             env=_clean_env(workdir, tier),
             start_new_session=True,  # its own process group, killed as a whole

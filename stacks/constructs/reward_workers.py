@@ -35,7 +35,8 @@ CONTAINER_NAME = "reward-worker"
 SCRATCH_VOLUME = "scratch"
 # Docker's default capabilities minus what the sandbox (mtrl/sandbox, fargate tier) does not use as root.
 # Kept: SETUID/SETGID (switch to a throwaway uid), KILL (kill that uid's leftovers), CHOWN/FOWNER/DAC_OVERRIDE
-# (hand it its work directory and remove it afterwards). Generated code itself never holds any capability.
+# (remove its work directory whatever it did to it), SETPCAP (empty the capability bounding set of every process
+# it starts). Generated code itself never holds any capability, in any set.
 DROPPED_CAPABILITIES = (
     ecs.Capability.AUDIT_WRITE,
     ecs.Capability.FSETID,
@@ -43,7 +44,6 @@ DROPPED_CAPABILITIES = (
     ecs.Capability.NET_BIND_SERVICE,
     ecs.Capability.NET_RAW,
     ecs.Capability.SETFCAP,
-    ecs.Capability.SETPCAP,
     ecs.Capability.SYS_CHROOT,
 )
 
