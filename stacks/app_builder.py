@@ -162,6 +162,8 @@ def _wire_backends(
             reward_cluster_name=f"{settings.prefix}-reward-workers",
             task_families=[workers.task_definition.family, backends.runner.family],
             task_role_arns=task_roles,
+            worker_run_boundary_arn=workers.run_boundary.managed_policy_arn,
+            worker_base_policy_arn=workers.base_policy.managed_policy_arn,
         ),
         verl=VerlTargets(eks_cluster_arn=cluster.eks_cluster_arn),
         serverless=ServerlessTargets(
@@ -186,6 +188,8 @@ def _wire_backends(
         "task_security_group_ids": [network.network.reward_worker_security_group.security_group_id],
         "reward_task_definition": workers.task_definition.family,
         "reward_container_name": REWARD_CONTAINER_NAME,
+        "reward_worker_run_boundary_arn": workers.run_boundary.managed_policy_arn,
+        "reward_worker_base_policy_arn": workers.base_policy.managed_policy_arn,
         "nova_runner_task_definition": backends.runner.family,
         "nova_runner_container_name": backends.runner.container.container_name,
         "nova_rft_role_name": roles.rft_role_name,

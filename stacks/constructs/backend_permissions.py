@@ -14,7 +14,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from mtrl.backends.hyperpod.naming import run_name_pattern
+from mtrl.backends.hyperpod.naming import run_name_pattern, worker_role_pattern
 from stacks.nag import acknowledge, nag_resource
 
 ECS_TASKS = "ecs-tasks.amazonaws.com"
@@ -31,6 +31,8 @@ class HyperPodTargets:
     reward_cluster_name: str
     task_families: list[str]
     task_role_arns: list[str]  # task and execution roles of the reward-worker and runner task definitions
+    worker_run_boundary_arn: str  # permissions boundary every run's worker role is created under
+    worker_base_policy_arn: str  # the one managed policy a run's worker role may have attached
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,11 @@ class BackendPermissions(Construct):
         run_tasks = f"{arn}:ecs:{where}:task/{hyperpod.reward_cluster_name}/*"
         on_reward_cluster = {"ArnEquals": {"ecs:cluster": reward_cluster_arn}}
         cluster_resource = hyperpod.hyperpod_cluster_arn or f"{arn}:sagemaker:{where}:cluster/*"
+        worker_roles = f"{arn}:iam::{stack.account}:role/{worker_role_pattern(prefix)}"
+        under_boundary = {"StringEquals": {"iam:PermissionsBoundary": hyperpod.worker_run_boundary_arn}}
         reasons: dict[str, str] = {
+            worker_roles: "Each run's own reward-worker role, <stem>-nf<run hash>-worker, created at provisioning "
+            "(under the worker permissions boundary) and deleted at teardown.",
             cluster_resource: "An existing HyperPod cluster's ARN ends in a service-generated id the configuration "
             "does not know; the actions only describe and scale clusters.",
             run_tasks: "Task ids are generated at RunTask; the grant is limited to tasks of the reward-worker cluster.",
@@ -153,6 +159,35 @@ class BackendPermissions(Construct):
                 sid="PassTaskRolesToEcs",
                 actions=["iam:PassRole"],
                 resources=hyperpod.task_role_arns,
+                conditions={"StringEquals": {"iam:PassedToService": ECS_TASKS}},
+            ),
+            # The run's worker role (mtrl/backends/hyperpod/worker_role.py): created and granted only under the
+            # deploy-time boundary (IAM User Guide, "Permissions boundaries for IAM entities": delegating role creation
+            # with the iam:PermissionsBoundary condition), with only the deploy-time base policy attached.
+            iam.PolicyStatement(
+                sid="CreateRunWorkerRoleUnderTheBoundary",  # CreateRole, PutRolePolicy
+                actions=["iam:CreateRole", "iam:PutRolePolicy"],
+                resources=[worker_roles],
+                conditions=under_boundary,
+            ),
+            iam.PolicyStatement(
+                sid="AttachTheWorkerBasePolicy",  # AttachRolePolicy
+                actions=["iam:AttachRolePolicy"],
+                resources=[worker_roles],
+                conditions={
+                    **under_boundary,
+                    "ArnEquals": {"iam:PolicyARN": hyperpod.worker_base_policy_arn},
+                },
+            ),
+            iam.PolicyStatement(
+                sid="RemoveRunWorkerRole",  # GetRole, DeleteRolePolicy, DetachRolePolicy, DeleteRole
+                actions=["iam:GetRole", "iam:DeleteRolePolicy", "iam:DetachRolePolicy", "iam:DeleteRole"],
+                resources=[worker_roles],
+            ),
+            iam.PolicyStatement(
+                sid="PassRunWorkerRoleToEcs",  # RunTask(overrides.taskRoleArn=<the run's worker role>)
+                actions=["iam:PassRole"],
+                resources=[worker_roles],
                 conditions={"StringEquals": {"iam:PassedToService": ECS_TASKS}},
             ),
             iam.PolicyStatement(

@@ -11,7 +11,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from mtrl.backends.hyperpod.naming import SDK_STACK_SUFFIX, run_name_pattern
+from mtrl.backends.hyperpod.naming import SDK_STACK_SUFFIX, WORKER_QUEUE_ACTIONS, run_name_pattern
 from mtrl.settings.reward_workers import RewardWorkerSettings
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
 from stacks.constructs.fargate_task import acknowledge_image_pull_login, linux_task_definition, repo_image
@@ -54,16 +54,6 @@ def sandbox_linux_parameters(scope: Construct) -> ecs.LinuxParameters:
     return parameters
 
 
-_QUEUE_ACTIONS = [
-    "sqs:ReceiveMessage",
-    "sqs:DeleteMessage",
-    "sqs:ChangeMessageVisibility",
-    "sqs:SendMessage",
-    "sqs:GetQueueAttributes",
-    "sqs:GetQueueUrl",
-]
-
-
 class RewardWorkers(Construct):
     """Attributes: ``cluster``, ``task_definition``, ``container``, ``service``, ``task_role``, ``log_group``,
     ``scalable_target``, ``max_tasks``, ``queue_name_prefix`` (a run's queues must be named with it),
@@ -87,6 +77,7 @@ class RewardWorkers(Construct):
         self.max_tasks = settings.reward_worker_max_tasks
         # The run's queues and proxy belong to its Nova Forge stack: every name starts <stem>-nf (naming.py).
         self.queue_name_prefix = run_name_pattern(prefix).removesuffix("*")
+        self._prefix = prefix
         self.environment_prefix = settings.reward_worker_environment_prefix
 
         self.cluster = ecs.Cluster(
@@ -183,6 +174,10 @@ class RewardWorkers(Construct):
         acknowledge_image_pull_login(self.task_definition)
 
     def _grant_task_role(self, data_bucket: s3.IBucket, key: kms.IKey) -> None:
+        """Two deploy-time managed policies. ``base_policy`` (packages, the data key through S3/SQS) is attached to the
+        shared task role and to every run's own worker role; ``run_boundary`` is the permissions boundary of those
+        run roles: the most any run's worker may do (mtrl/backends/hyperpod/worker_role.py grants each run's role
+        only its own queues and proxy inside it). The shared role itself reaches no run's queues or proxy."""
         stack = cdk.Stack.of(self)
         where = f"{stack.region}:{stack.account}"
         queues = f"arn:{stack.partition}:sqs:{where}:{self.queue_name_prefix}*"
@@ -197,10 +192,9 @@ class RewardWorkers(Construct):
             # A named export keeps the ARN readable in the finding id (an automatic export ends in a hash).
             bucket_arn = producer.export_value(bucket_arn, name=f"{producer.stack_name}-DataBucketArn")
         packages = f"{bucket_arn}/{self.environment_prefix}*"
-        policy = iam.Policy(
-            self,
-            "TaskPolicy",
-            statements=[
+
+        def base() -> list[iam.PolicyStatement]:
+            return [
                 iam.PolicyStatement(
                     sid="ReadEnvironmentPackages",
                     actions=["s3:GetObject"],
@@ -212,19 +206,6 @@ class RewardWorkers(Construct):
                     resources=[bucket_arn],
                     conditions={"StringLike": {"s3:prefix": [f"{self.environment_prefix}*"]}},
                 ),
-                iam.PolicyStatement(sid="UseRunQueues", actions=_QUEUE_ACTIONS, resources=[queues]),
-                iam.PolicyStatement(
-                    sid="CallRunProxyUrl",
-                    actions=["lambda:InvokeFunctionUrl"],
-                    resources=[proxies],
-                    conditions={"StringEquals": {"lambda:FunctionUrlAuthType": "AWS_IAM"}},
-                ),
-                iam.PolicyStatement(
-                    sid="CallRunProxyThroughItsUrl",
-                    actions=["lambda:InvokeFunction"],
-                    resources=[proxies],
-                    conditions={"Bool": {"lambda:InvokedViaFunctionUrl": "true"}},
-                ),
                 iam.PolicyStatement(
                     sid="DecryptThroughS3AndSqsOnly",
                     actions=["kms:Decrypt", "kms:GenerateDataKey"],
@@ -235,12 +216,60 @@ class RewardWorkers(Construct):
                         }
                     },
                 ),
-            ],
+            ]
+
+        run_scope = [
+            iam.PolicyStatement(sid="UseRunQueues", actions=list(WORKER_QUEUE_ACTIONS), resources=[queues]),
+            iam.PolicyStatement(
+                sid="CallRunProxyUrl",
+                actions=["lambda:InvokeFunctionUrl"],
+                resources=[proxies],
+                conditions={"StringEquals": {"lambda:FunctionUrlAuthType": "AWS_IAM"}},
+            ),
+            iam.PolicyStatement(
+                sid="CallRunProxyThroughItsUrl",
+                actions=["lambda:InvokeFunction"],
+                resources=[proxies],
+                conditions={"Bool": {"lambda:InvokedViaFunctionUrl": "true"}},
+            ),
+        ]
+        prefix = self._prefix
+        self.base_policy = iam.ManagedPolicy(
+            self,
+            "WorkerBasePolicy",
+            managed_policy_name=f"{prefix}-reward-worker-base",
+            description="Reward workers: environment packages and the data key through S3/SQS (no run resources)",
+            statements=base(),
         )
-        self.task_role.attach_inline_policy(policy)
-        for resource, reason in (
-            (packages, "Read of the environment-package prefix only (package names are chosen per run)."),
-            (queues, "A run's queues are created per run; the name prefix limits the workers to run queues."),
-            (proxies, "Each run's Nova Forge stack creates its own proxy function; only through its IAM-auth URL."),
+        self.task_role.add_managed_policy(self.base_policy)
+        self.run_boundary = iam.ManagedPolicy(
+            self,
+            "RunWorkerBoundary",
+            managed_policy_name=f"{prefix}-reward-worker-run-boundary",
+            description="Boundary of each run's worker role: at most the base policy and run queues/proxies",
+            statements=[*base(), *run_scope],
+        )
+        for policy, found in (
+            (
+                self.base_policy,
+                ((packages, "Read of the environment-package prefix only (package names are chosen per run)."),),
+            ),
+            (
+                self.run_boundary,
+                (
+                    (packages, "Read of the environment-package prefix only (package names are chosen per run)."),
+                    (
+                        queues,
+                        "The boundary of per-run worker roles: any run's queues; each run's role is granted only "
+                        "its own (worker_role.py).",
+                    ),
+                    (
+                        proxies,
+                        "The boundary of per-run worker roles: any run's proxy; each run's role is granted only "
+                        "its own, through its IAM-auth URL.",
+                    ),
+                ),
+            ),
         ):
-            acknowledge(policy, f"AwsSolutions-IAM5[Resource::{nag_resource(self, resource)}]", reason)
+            for resource, reason in found:
+                acknowledge(policy, f"AwsSolutions-IAM5[Resource::{nag_resource(self, resource)}]", reason)

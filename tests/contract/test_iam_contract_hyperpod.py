@@ -32,6 +32,10 @@ from tests.unit.backends.aws_fakes import (
 BACKEND_FUNCTION = "mtrl-pipeline/Functions/Backend/Fn/Function"
 BACKEND_ROLE = "mtrl-pipeline/Functions/Backend/Role"
 STACK_TEMPLATE = {"Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}}
+STACK_POLICY = {
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Action": "sqs:GetQueueUrl", "Resource": "*"}],
+}
 
 
 class ModelCluster(FakeCluster):
@@ -76,6 +80,11 @@ def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterat
             aws.session, cluster_name=cluster_name, worker_container=deployed["reward_container_name"]
         )
         assert ecs_cluster == deployed["ecs_cluster_arn"]  # moto in the model's account: the same ARN
+        # The reward-worker stack's managed policies (each run's worker role is created under the boundary).
+        iam = aws.session.client("iam")
+        for arn in (deployed["reward_worker_run_boundary_arn"], deployed["reward_worker_base_policy_arn"]):
+            created = iam.create_policy(PolicyName=arn.rsplit("/", 1)[-1], PolicyDocument=json.dumps(STACK_POLICY))
+            assert created["Policy"]["Arn"] == arn
         cluster = ModelCluster(
             aws,
             name=deployed["hyperpod_cluster_name"],
@@ -188,6 +197,20 @@ def test_every_adapter_call_is_allowed_for_the_backend_role(recorded_run: list[A
         "cloudformation.DeleteStack",
         "ecs.ListTaskDefinitions",
         "logs.DeleteLogGroup",  # the SDK's /ecs/<base>-NovaForgeSDK (issue 20 item 6)
+        # the run's own worker role (issue 20 item 6)
+        "iam.CreateRole",
+        "iam.PutRolePolicy",
+        "iam.AttachRolePolicy",
+        "iam.DeleteRolePolicy",
+        "iam.DetachRolePolicy",
+        "iam.DeleteRole",
     }, operations
-    decisions = assert_calls_allowed(recorded_run, BACKEND_ROLE, model=app_model)
+    # The calls that change the run's worker role act on a role created with the worker boundary: that is the role's
+    # iam:PermissionsBoundary (CreateRole's own request carries it).
+    deployed = json.loads(app_model.function_environment(BACKEND_FUNCTION)["MTRL_BACKEND_SETTINGS"])
+    boundary = deployed["reward_worker_run_boundary_arn"]
+    assert boundary.endswith(":policy/mtrl-reward-worker-run-boundary")
+    decisions = assert_calls_allowed(
+        recorded_run, BACKEND_ROLE, model=app_model, context={"iam:PermissionsBoundary": boundary}
+    )
     print("\n" + markdown_table(decisions))  # the report's table (pytest -s)

@@ -27,7 +27,9 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from moto import mock_aws
 
-from mtrl.backends.hyperpod.naming import SDK_STACK_SUFFIX, run_stack_base
+from mtrl.backends.hyperpod import HyperPodSettings
+from mtrl.backends.hyperpod.naming import SDK_STACK_SUFFIX, run_stack_base, worker_role_name
+from mtrl.backends.hyperpod.worker_role import run_policy_document
 from mtrl.worker.__main__ import ConfigError, policy_from_env
 from mtrl.worker.runtime import RolloutOutcome
 from mtrl.worker.transport import HttpChatPolicy, SigV4Signer, SqsResultSink, SqsRolloutSource, function_url_region
@@ -35,12 +37,15 @@ from tests.contract.iam_contract import (
     AppModel,
     AwsCall,
     CallRecorder,
+    RolePolicies,
     assert_calls_allowed,
     explain_calls,
     function_url_call,
+    statements_of,
 )
 
-WORKER_ROLE = "mtrl-reward-workers/RewardWorkers/TaskRole"
+WORKER_ROLE = "mtrl-reward-workers/RewardWorkers/TaskRole"  # the task definition's shared role
+RUN_ID = "wordle-20261201-abc"
 KEY, SECRET, TOKEN = "ASIAWORKERTASKROLE01", "worker-secret", "worker-session-token"
 _AUTH = re.compile(
     r"^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, "
@@ -220,10 +225,36 @@ def run_names(run_id: str) -> tuple[str, str, str]:
     return f"{stack}-SageMaker-proxy", f"{stack}-RolloutRequestQueue-1A2B3C", f"{stack}-RolloutResponseQueue-4D5E6F"
 
 
+def run_worker_role(app_model: AppModel, run_id: str) -> tuple[RolePolicies, RolePolicies]:
+    """The run's own worker role as the adapter creates it (mtrl/backends/hyperpod/worker_role.py): its identity
+    policies (the deploy-time base policy, the run policy the adapter writes) and its permissions boundary; a call is
+    allowed only when both allow it (IAM User Guide, "Policy evaluation logic": permissions boundaries)."""
+    settings = HyperPodSettings.model_construct(
+        prefix="mtrl",
+        region=app_model.region,
+        ecs_cluster_arn=f"arn:aws:ecs:{app_model.region}:{app_model.account}:cluster/mtrl-reward-workers",
+    )
+    base = app_model.find("RewardWorkers/WorkerBasePolicy", type_="AWS::IAM::ManagedPolicy")
+    boundary = app_model.find("RewardWorkers/RunWorkerBoundary", type_="AWS::IAM::ManagedPolicy")
+    arn = f"arn:aws:iam::{app_model.account}:role/{worker_role_name('mtrl', run_id)}"
+    identity = [
+        *statements_of(app_model.resolve(base.stack, base.properties["PolicyDocument"]), "WorkerBasePolicy"),
+        *statements_of(run_policy_document(settings, run_id), "the run policy"),
+    ]
+    limits = statements_of(
+        app_model.resolve(boundary.stack, boundary.properties["PolicyDocument"]), "RunWorkerBoundary"
+    )
+    name = worker_role_name("mtrl", run_id)
+    return (
+        RolePolicies(name=name, arn=arn, path="/", statements=tuple(identity), aws_managed=()),
+        RolePolicies(name=f"{name} boundary", arn=arn, path="/", statements=tuple(limits), aws_managed=()),
+    )
+
+
 def test_the_worker_role_allows_what_the_worker_does(
     app_model: AppModel, function_url: tuple[FunctionUrl, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    proxy, requests_name, results_name = run_names("wordle-20261201-abc")
+    proxy, requests_name, results_name = run_names(RUN_ID)
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -254,10 +285,32 @@ def test_the_worker_role_allows_what_the_worker_does(
         "sqs.ChangeMessageVisibility",
         "lambda.InvokeFunctionUrl",
     ]
-    decisions = assert_calls_allowed(calls, WORKER_ROLE, model=app_model)
+    role, boundary = run_worker_role(app_model, RUN_ID)
+    decisions = assert_calls_allowed(calls, role, model=app_model)
+    assert_calls_allowed(calls, boundary, model=app_model)
     by_action = {d.request.action: d.statement for d in decisions if d.request}
-    assert by_action["lambda:InvokeFunctionUrl"].endswith("/CallRunProxyUrl")
-    assert by_action["lambda:InvokeFunction"].endswith("/CallRunProxyThroughItsUrl")
+    assert by_action["lambda:InvokeFunctionUrl"].endswith("/CallThisRunsProxyUrl")
+    assert by_action["lambda:InvokeFunction"].endswith("/CallThisRunsProxyThroughItsUrl")
+    assert by_action["sqs:ReceiveMessage"].endswith("/UseThisRunsQueues")
+    # The shared task role reaches none of it any more (issue 20 item 6).
+    shared = explain_calls(calls, WORKER_ROLE, model=app_model)
+    assert not [d.line() for d in shared if d.ok and d.request and not d.request.action.startswith("kms:")]
+
+
+def test_a_runs_worker_role_reaches_no_other_runs_queues_or_proxy(app_model: AppModel) -> None:
+    # Issue 20 item 6: the worker role could invoke every run's reward proxy (<stem>-nf*).
+    proxy, requests_name, _ = run_names("another-run-20261201-xyz")
+    others = [
+        function_url_call("https://abc123.lambda-url.us-east-1.on.aws/", proxy),
+        AwsCall(
+            "sqs",
+            "ReceiveMessage",
+            {"QueueUrl": f"https://sqs.us-east-1.amazonaws.com/{app_model.account}/{requests_name}"},
+            "us-east-1",
+        ),
+    ]
+    role, _ = run_worker_role(app_model, RUN_ID)
+    assert [d.line() for d in explain_calls(others, role, model=app_model) if d.ok] == []
 
 
 def test_the_worker_role_reaches_no_other_function(app_model: AppModel) -> None:
@@ -267,10 +320,16 @@ def test_the_worker_role_reaches_no_other_function(app_model: AppModel) -> None:
         function_url_call("https://abc123.lambda-url.us-east-1.on.aws/", run_names("r")[0], auth_type="NONE"),
         AwsCall("lambda", "Invoke", {"FunctionName": run_names("r")[0]}, "us-east-1"),
     ]
-    decisions = explain_calls(others, WORKER_ROLE, model=app_model)
-    allowed = [d.line() for d in decisions if d.ok]
+    assert [d.line() for d in explain_calls(others, WORKER_ROLE, model=app_model) if d.ok] == []
+    own = [
+        function_url_call("https://abc123.lambda-url.us-east-1.on.aws/", "mtrl-agent-wordle"),
+        function_url_call("https://abc123.lambda-url.us-east-1.on.aws/", run_names(RUN_ID)[0], auth_type="NONE"),
+        AwsCall("lambda", "Invoke", {"FunctionName": run_names(RUN_ID)[0]}, "us-east-1"),
+    ]
+    role, _ = run_worker_role(app_model, RUN_ID)
+    allowed = [d.line() for d in explain_calls(own, role, model=app_model) if d.ok]
     assert allowed == [
         # Only the InvokeFunction half of the NONE-auth URL call: it still needs lambda:InvokeFunctionUrl, denied.
         f"lambda.InvokeFunctionUrl → lambda:InvokeFunction on arn:aws:lambda:us-east-1:111122223333:function:"
-        f"{run_names('r')[0]}: allowed by mtrl-reward-workers/RewardWorkers/TaskPolicy/CallRunProxyThroughItsUrl"
+        f"{run_names(RUN_ID)[0]}: allowed by the run policy/CallThisRunsProxyThroughItsUrl"
     ]

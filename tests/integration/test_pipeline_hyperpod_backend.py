@@ -116,6 +116,11 @@ class HyperPodWorld:
         subnet, sg, self.ecs_cluster = create_task_network(
             self.aws.session, cluster_name="mtrl-reward-workers", worker_container="reward-worker"
         )
+        # The reward-worker stack's managed policies: every run's worker role is created under the boundary.
+        iam = self.aws.session.client("iam")
+        document = '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sqs:*", "Resource": "*"}]}'
+        boundary = iam.create_policy(PolicyName="mtrl-reward-worker-run-boundary", PolicyDocument=document)
+        base = iam.create_policy(PolicyName="mtrl-reward-worker-base", PolicyDocument=document)
         # The same keys stacks/app_builder.py passes with PipelineStack.add_backend_setting.
         return {
             "prefix": "mtrl",
@@ -129,6 +134,8 @@ class HyperPodWorld:
             "task_security_group_ids": [sg],
             "reward_task_definition": "mtrl-reward-worker",
             "reward_container_name": "reward-worker",
+            "reward_worker_run_boundary_arn": boundary["Policy"]["Arn"],
+            "reward_worker_base_policy_arn": base["Policy"]["Arn"],
             "nova_runner_task_definition": "mtrl-nova-runner",
             "nova_runner_container_name": "runner",
             "nova_rft_role_name": "mtrl-rft",

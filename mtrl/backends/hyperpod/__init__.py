@@ -13,7 +13,8 @@ Per run it holds three things, each recorded on the run before it is created and
    ``setup`` deploys one CloudFormation stack per run, ``<base>-NovaForgeSDK`` (``naming.run_stack_base``),
    deleted in cleanup.
 3. **Reward workers** — ``worker_count`` Fargate tasks of the reward-worker task definition, started with the
-   run's environment id/args and the per-run queue endpoints, found again by their ``startedBy`` token.
+   run's environment id/args and the per-run queue endpoints, found again by their ``startedBy`` token, under the
+   run's own task role ``<base>-worker`` (``worker_role.py``: the run's queues and proxy only).
 
 ``provision`` is a reconcile step: each call advances what it can and raises ``ProvisioningInProgress`` (a
 transient ``BackendError``) until everything is ready, so the pipeline retries it with back-off; capacity that
@@ -28,6 +29,7 @@ from mtrl.backends.hyperpod.common import (
     STACK_KIND,
     TASK_DEFINITIONS_KIND,
     TASKS_KIND,
+    WORKER_ROLE_KIND,
     HyperPodSettings,
     ProvisioningInProgress,
     RunnerCommand,
@@ -40,6 +42,8 @@ from mtrl.backends.hyperpod.naming import (
     run_stack_base,
     run_stack_stem,
     sdk_stack_name,
+    worker_role_name,
+    worker_role_pattern,
 )
 
 __all__ = [
@@ -48,6 +52,7 @@ __all__ = [
     "STACK_KIND",
     "TASKS_KIND",
     "TASK_DEFINITIONS_KIND",
+    "WORKER_ROLE_KIND",
     "GpuCapacity",
     "HyperPodAdapter",
     "HyperPodSettings",
@@ -62,4 +67,6 @@ __all__ = [
     "run_stack_base",
     "run_stack_stem",
     "sdk_stack_name",
+    "worker_role_name",
+    "worker_role_pattern",
 ]

@@ -21,6 +21,7 @@ from mtrl.backends.hyperpod.common import (
     STACK_KIND,
     TASK_DEFINITIONS_KIND,
     TASKS_KIND,
+    WORKER_ROLE_KIND,
     HyperPodSettings,
     ProvisioningInProgress,
     now_iso,
@@ -131,15 +132,16 @@ class HyperPodAdapter(RunnerTasks, RewardWorkers, Cleanup):
         local: list[CreatedResource] = []
         waiting: list[str] = []
         capacity = self._ensure_capacity(run, settings, local, waiting)
+        # Created first: by the time setup has deployed the run's stack, IAM has propagated the role.
+        worker_role = self._ensure_worker_role(run, settings, local)
         outputs = self._ensure_nova_infra(run, settings, local, waiting)
         if outputs is not None:
-            self._ensure_workers(run, settings, outputs, local, waiting)
+            self._ensure_workers(run, settings, outputs, local, waiting, task_role_arn=worker_role)
         if waiting:
             raise ProvisioningInProgress(f"run {run.run_id}: " + "; ".join(waiting))
         held = [*run.resources, *local]
-        return [r for r in held if r.kind in {CAPACITY_KIND, TASKS_KIND, STACK_KIND, TASK_DEFINITIONS_KIND}] or [
-            capacity
-        ]
+        kinds = {CAPACITY_KIND, TASKS_KIND, STACK_KIND, TASK_DEFINITIONS_KIND, WORKER_ROLE_KIND}
+        return [r for r in held if r.kind in kinds] or [capacity]
 
     def _ensure_capacity(
         self, run: RunContext, settings: HyperPodSettings, local: list[CreatedResource], waiting: list[str]

@@ -100,6 +100,7 @@ class AdapterBase:
         count: int,
         environment: Mapping[str, str],
         command: list[str] | None = None,
+        task_role_arn: str | None = None,
     ) -> None:
         ecs = self._ecs(settings)
         override: dict[str, Any] = {
@@ -125,7 +126,10 @@ class AdapterBase:
                             "assignPublicIp": "DISABLED",
                         }
                     },
-                    overrides={"containerOverrides": [override]},
+                    overrides={
+                        "containerOverrides": [override],
+                        **({"taskRoleArn": task_role_arn} if task_role_arn else {}),
+                    },
                     tags=[{"key": "mtrl:run-id", "value": run.run_id[:256]}],
                 )
             except ClientError as error:

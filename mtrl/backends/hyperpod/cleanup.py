@@ -10,22 +10,23 @@ from botocore.exceptions import ClientError
 
 from mtrl.backends._aws import backend_error, error_code, error_message
 from mtrl.backends.base import BackendError, CreatedResource, RunContext
-from mtrl.backends.hyperpod.base import AdapterBase
 from mtrl.backends.hyperpod.capacity import release_capacity
 from mtrl.backends.hyperpod.common import (
     CAPACITY_KIND,
     STACK_KIND,
     TASK_DEFINITIONS_KIND,
     TASKS_KIND,
+    WORKER_ROLE_KIND,
     HyperPodSettings,
     now_iso,
     parse_settings,
 )
 from mtrl.backends.hyperpod.naming import sdk_log_group_name
+from mtrl.backends.hyperpod.worker_role import WorkerRole
 
 
-class Cleanup(AdapterBase):
-    """Remove what a run recorded: tasks, the per-run stack, task definitions, GPU capacity."""
+class Cleanup(WorkerRole):
+    """Remove what a run recorded: tasks, the per-run stack, task definitions, the worker role, GPU capacity."""
 
     def cleanup(self, run: RunContext) -> list[CreatedResource]:
         """Stop workers and runner tasks, delete the per-run stack and task definitions, scale the GPU group back.
@@ -39,6 +40,7 @@ class Cleanup(AdapterBase):
             (TASKS_KIND, lambda r: self._stop_tasks(settings, r)),
             (STACK_KIND, lambda r: self._delete_stack(settings, r)),
             (TASK_DEFINITIONS_KIND, lambda r: self._deregister_task_definitions(settings, r)),
+            (WORKER_ROLE_KIND, lambda r: self._delete_worker_role(settings, r)),  # after its tasks are stopped
             (CAPACITY_KIND, lambda r: self._release_capacity(settings, r)),
         ]
         for kind, step in steps:

@@ -14,6 +14,7 @@ CAPACITY_KIND = "hyperpod-capacity"
 TASKS_KIND = "ecs-tasks"
 STACK_KIND = "cloudformation-stack"
 TASK_DEFINITIONS_KIND = "ecs-task-definitions"
+WORKER_ROLE_KIND = "iam-role"
 
 RunnerCommand = Literal["setup", "submit", "status", "cancel", "teardown"]
 
@@ -43,6 +44,10 @@ class HyperPodSettings(BaseModel):
     task_security_group_ids: list[str] = Field(min_length=1)
     reward_task_definition: str = Field(min_length=1)
     reward_container_name: str = "worker"
+    # The run's worker role (worker_role.py): created under this permissions boundary (the most any run's worker may
+    # do, deploy-time), with this deploy-time policy (environment packages, the data key through S3/SQS) attached.
+    reward_worker_run_boundary_arn: str = Field(min_length=1)
+    reward_worker_base_policy_arn: str = Field(min_length=1)
     worker_count: int = Field(1, ge=1, le=256)
     environment: str = Field(min_length=1)
     environment_args: dict[str, Any] = {}

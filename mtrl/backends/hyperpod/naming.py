@@ -66,3 +66,25 @@ def cloudformation_stack_name(settings: HasPrefix, run_id: str) -> str:
 def sdk_log_group_name(stack_name: str) -> str:
     """The log group the SDK's setup() creates for its starter-kit ECS task: ``/ecs/<base>-NovaForgeSDK``."""
     return f"/ecs/{stack_name}"
+
+
+WORKER_ROLE_SUFFIX = "-worker"
+# What a reward worker does on its run's queues (the deploy-time boundary and each run's own policy grant these).
+WORKER_QUEUE_ACTIONS = (
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:SendMessage",
+    "sqs:GetQueueAttributes",
+    "sqs:GetQueueUrl",
+)
+
+
+def worker_role_name(prefix: str, run_id: str) -> str:
+    """The run's own reward-worker task role: ``<base>-worker`` (≤ 26 characters)."""
+    return f"{run_stack_base(prefix, run_id)}{WORKER_ROLE_SUFFIX}"
+
+
+def worker_role_pattern(prefix: str) -> str:
+    """IAM role-name pattern of every run's worker role of this deployment (``<stem>-nf*-worker``)."""
+    return f"{run_name_pattern(prefix)}{WORKER_ROLE_SUFFIX}"

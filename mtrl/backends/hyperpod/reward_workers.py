@@ -21,6 +21,8 @@ class RewardWorkers(AdapterBase):
         outputs: Mapping[str, Any],
         local: list[CreatedResource],
         waiting: list[str],
+        *,
+        task_role_arn: str,
     ) -> None:
         started_by = self._token(run, "workers")
         self._record(
@@ -54,6 +56,7 @@ class RewardWorkers(AdapterBase):
                     ),
                     "AWS_REGION": settings.region,
                 },
+                task_role_arn=task_role_arn,  # the run's own role: its queues and proxy only (worker_role.py)
             )
             running = self._tasks(settings, started_by)
         described = (

@@ -680,6 +680,30 @@ _simple(
     {"RoleName": "r", "PolicyArn": "arn:aws:iam::111122223333:policy/p"},
     context=lambda p, e, r: {"iam:PolicyARN": p["PolicyArn"]},
 )
+# A role's permissions-boundary key (iam:PermissionsBoundary) on CreateRole is the request's PermissionsBoundary; on
+# the calls that change an existing role it is that role's boundary, which the test states as call context.
+_simple(
+    "iam",
+    "CreateRole",
+    lambda p, e, r: f"arn:{e.partition}:iam::{e.account}:role{p.get('Path', '/')}{p['RoleName']}",
+    {"RoleName": "r", "AssumeRolePolicyDocument": "{}", "PermissionsBoundary": "arn:aws:iam::111122223333:policy/b"},
+    context=lambda p, e, r: {"iam:PermissionsBoundary": p.get("PermissionsBoundary", ABSENT)},
+)
+_simple(
+    "iam",
+    "PutRolePolicy",
+    lambda p, e, r: _role_arn(e, p["RoleName"]),
+    {"RoleName": "r", "PolicyName": "p", "PolicyDocument": "{}"},
+)
+_simple("iam", "DeleteRolePolicy", lambda p, e, r: _role_arn(e, p["RoleName"]), {"RoleName": "r", "PolicyName": "p"})
+_simple(
+    "iam",
+    "DetachRolePolicy",
+    lambda p, e, r: _role_arn(e, p["RoleName"]),
+    {"RoleName": "r", "PolicyArn": "arn:aws:iam::111122223333:policy/p"},
+    context=lambda p, e, r: {"iam:PolicyARN": p["PolicyArn"]},
+)
+_simple("iam", "DeleteRole", lambda p, e, r: _role_arn(e, p["RoleName"]), {"RoleName": "r"})
 _simple(
     "iam",
     "CreatePolicy",

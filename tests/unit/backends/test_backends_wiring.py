@@ -64,6 +64,13 @@ ADAPTER_ACTIONS = {
     "lambda:InvokeFunction",
     "bedrock-agentcore:InvokeAgentRuntime",
     "logs:FilterLogEvents",
+    # hyperpod worker_role.py: each run's own reward-worker role
+    "iam:CreateRole",
+    "iam:PutRolePolicy",
+    "iam:AttachRolePolicy",
+    "iam:DeleteRolePolicy",
+    "iam:DetachRolePolicy",
+    "iam:DeleteRole",
     # both: roles handed to the services
     "iam:PassRole",
 }
@@ -134,7 +141,8 @@ def test_backend_function_wildcards_and_conditions(backend_statements: list[dict
                 {"sagemaker.amazonaws.com"},
                 {"sagemaker.amazonaws.com", "job.sagemaker.amazonaws.com"},
             ), services
-            assert not any("*" in r for r in resources)
+            # Exact roles, or each run's own worker role (<stem>-nf*-worker).
+            assert all("*" not in r or r.endswith(':role/mtrl-nf*-worker"') for r in resources), resources
         if statement["Resource"] == "*":
             assert actions <= NO_RESOURCE_LEVEL, actions
         if actions & {"ecs:RunTask", "ecs:ListTasks", "ecs:DescribeTasks", "ecs:StopTask"}:
@@ -143,6 +151,32 @@ def test_backend_function_wildcards_and_conditions(backend_statements: list[dict
             if "*" in resource and statement["Resource"] != "*":
                 # Only per-run names, generated ids or a family's revisions.
                 assert PER_RUN_WILDCARD.search(resource), resource
+    # Issue 20 item 6: the backend creates each run's worker role only under the deploy-time boundary, with only the
+    # base policy attached (IAM User Guide, "Permissions boundaries for IAM entities": delegated role creation holds
+    # the iam:PermissionsBoundary condition); it can neither drop the boundary nor attach anything else.
+    writes = {
+        a for s in backend_statements for a in _as_list(s["Action"]) if a.startswith("iam:") and a != "iam:GetRole"
+    }
+    assert writes == {
+        "iam:CreateRole",
+        "iam:PutRolePolicy",
+        "iam:AttachRolePolicy",
+        "iam:DeleteRolePolicy",
+        "iam:DetachRolePolicy",
+        "iam:DeleteRole",
+        "iam:PassRole",
+    }
+    assert not writes & {
+        "iam:PutRolePermissionsBoundary",
+        "iam:DeleteRolePermissionsBoundary",
+        "iam:UpdateAssumeRolePolicy",
+    }
+    by_sid = {s["Sid"]: s for s in backend_statements}
+    for sid in ("CreateRunWorkerRoleUnderTheBoundary", "AttachTheWorkerBasePolicy"):
+        boundary = by_sid[sid]["Condition"]["StringEquals"]["iam:PermissionsBoundary"]
+        assert "RunWorkerBoundary" in json.dumps(boundary), boundary
+        assert json.dumps(by_sid[sid]["Resource"]).endswith(':role/mtrl-nf*-worker"')
+    assert "WorkerBasePolicy" in json.dumps(by_sid["AttachTheWorkerBasePolicy"]["Condition"]["ArnEquals"])
     (scale,) = [s for s in backend_statements if s["Sid"] == "HyperPodScaleTrainingGroup"]
     assert "Fn::ImportValue" in json.dumps(scale["Resource"])  # the deployed cluster's ARN, not a wildcard
     (mapping,) = [s for s in backend_statements if s["Sid"] == "DeletePerRunEventSourceMappings"]

@@ -31,6 +31,7 @@ from mtrl.backends.hyperpod import (
     CAPACITY_KIND,
     STACK_KIND,
     TASKS_KIND,
+    WORKER_ROLE_KIND,
     HyperPodAdapter,
     ProvisioningInProgress,
     cloudformation_stack_name,
@@ -40,6 +41,7 @@ from mtrl.backends.hyperpod import (
     run_name_pattern,
     run_stack_base,
     sdk_stack_name,
+    worker_role_name,
 )
 from mtrl.cost import cost_for_run, load_price_book
 from mtrl.worker import contract
@@ -71,6 +73,8 @@ class Shared:
     subnet: str
     sg: str
     ecs_cluster: str
+    worker_boundary: str = ""
+    worker_base_policy: str = ""
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +85,17 @@ def shared() -> Iterator[Shared]:
         with moto_ecs_tasks(), mock_aws():
             session = new_session()
             session.client("s3").create_bucket(Bucket=BUCKET)
-            yield Shared(*create_task_network(session, cluster_name="mtrl-rewards", worker_container="worker"))
+            # The deploy-time worker policies (stacks/constructs/reward_workers.py): the run roles' boundary and base.
+            iam = session.client("iam")
+            document = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sqs:*",
+                                                                           "Resource": "*"}]})  # fmt: skip
+            boundary = iam.create_policy(PolicyName="mtrl-reward-worker-run-boundary", PolicyDocument=document)
+            base = iam.create_policy(PolicyName="mtrl-reward-worker-base", PolicyDocument=document)
+            yield Shared(
+                *create_task_network(session, cluster_name="mtrl-rewards", worker_container="worker"),
+                worker_boundary=boundary["Policy"]["Arn"],
+                worker_base_policy=base["Policy"]["Arn"],
+            )
     finally:
         for key, value in saved.items():
             if value is None:
@@ -105,6 +119,7 @@ class World:
         self.cluster = FakeCluster(self.aws, restricted=restricted)
         self.clock = Clock()
         self.subnet, self.sg, self.ecs_cluster = shared.subnet, shared.sg, shared.ecs_cluster
+        self.worker_boundary, self.worker_base_policy = shared.worker_boundary, shared.worker_base_policy
         self.ecs = self.aws.session.client("ecs")
         self.adapter = HyperPodAdapter(
             AwsClients(self.aws.session), clock=self.clock, sleep=self._sleep, wait_seconds=0
@@ -127,6 +142,8 @@ class World:
             "task_subnet_ids": [self.subnet],
             "task_security_group_ids": [self.sg],
             "reward_task_definition": "mtrl-reward-worker",
+            "reward_worker_run_boundary_arn": self.worker_boundary,
+            "reward_worker_base_policy_arn": self.worker_base_policy,
             "worker_count": 2,
             "environment": "wordle",
             "environment_args": {"max_turns": 6},
@@ -550,6 +567,58 @@ def test_cleanup_is_complete_and_idempotent(world: World) -> None:
     assert len(world.cluster.updates) == updates  # already at idle: no second UpdateCluster
 
 
+def _policy_allows(document: dict[str, Any], action: str, resource: str) -> bool:
+    return any(
+        statement["Effect"] == "Allow"
+        and action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+        and fnmatch.fnmatchcase(resource, statement["Resource"])
+        for statement in document["Statement"]
+    )
+
+
+def test_each_runs_workers_get_a_role_that_reaches_only_that_runs_queues_and_proxy(shared: Shared) -> None:
+    # Issue 20 item 6: the shared worker role could invoke every run's reward proxy (<stem>-nf*). ECS task roles carry
+    # no per-task session tags (aws/containers-roadmap#2426), so there is no tag to condition on: each run's workers
+    # run under their own role, created under the deploy-time boundary, granted only their run's names.
+    first, second = World(shared), World(shared)
+    roles = {}
+    for world in (first, second):
+        world.provision_until_ready()
+        iam = world.aws.session.client("iam")
+        (resource,) = [r for r in world.recorder.resources if r.kind == WORKER_ROLE_KIND]
+        assert resource.identifier == worker_role_name("mtrl", world.run_id)
+        role = iam.get_role(RoleName=resource.identifier)["Role"]
+        assert role["PermissionsBoundary"]["PermissionsBoundaryArn"] == shared.worker_boundary
+        trust = role["AssumeRolePolicyDocument"]
+        trust = json.loads(trust) if isinstance(trust, str) else trust
+        (statement,) = trust["Statement"]
+        assert statement["Principal"] == {"Service": "ecs-tasks.amazonaws.com"}
+        assert statement["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
+        attached = iam.list_attached_role_policies(RoleName=resource.identifier)["AttachedPolicies"]
+        assert [a["PolicyArn"] for a in attached] == [shared.worker_base_policy]
+        (name,) = iam.list_role_policies(RoleName=resource.identifier)["PolicyNames"]
+        document = iam.get_role_policy(RoleName=resource.identifier, PolicyName=name)["PolicyDocument"]
+        roles[world.run_id] = (role["Arn"], json.loads(document) if isinstance(document, str) else document)
+        # The workers were started with it.
+        described = world.ecs.describe_tasks(cluster=world.ecs_cluster, tasks=world.tasks("reward-workers"))["tasks"]
+        assert {task["overrides"]["taskRoleArn"] for task in described} == {role["Arn"]}
+    assert len({arn for arn, _ in roles.values()}) == 2
+    for world, other in ((first, second), (second, first)):
+        _, document = roles[world.run_id]
+        mine, theirs = (cloudformation_stack_name(parse_settings(w.settings()), w.run_id) for w in (world, other))
+        proxy = "arn:aws:lambda:us-east-1:123456789012:function:{}-SageMaker-proxy"
+        assert _policy_allows(document, "lambda:InvokeFunctionUrl", proxy.format(mine))
+        assert not _policy_allows(document, "lambda:InvokeFunctionUrl", proxy.format(theirs))
+        queue = "arn:aws:sqs:us-east-1:123456789012:{}-RolloutQueue"
+        assert _policy_allows(document, "sqs:ReceiveMessage", queue.format(mine))
+        assert not _policy_allows(document, "sqs:ReceiveMessage", queue.format(theirs))
+    # Teardown removes the role (and a second teardown finds nothing to remove).
+    first.adapter.cleanup(first.run())
+    with pytest.raises(first.aws.session.client("iam").exceptions.NoSuchEntityException):
+        first.aws.session.client("iam").get_role(RoleName=worker_role_name("mtrl", first.run_id))
+    first.adapter.cleanup(first.run())
+
+
 def test_cleanup_after_failed_provision_still_releases_gpus(world: World) -> None:
     with pytest.raises(ProvisioningInProgress):
         world.adapter.provision(world.run())  # scale-up requested, setup runner started, nothing else
@@ -652,6 +721,8 @@ def test_per_run_stack_names_are_valid_and_prefixed(run_id: str) -> None:
             "task_subnet_ids": ["s"],
             "task_security_group_ids": ["g"],
             "reward_task_definition": "r",
+            "reward_worker_run_boundary_arn": "b",
+            "reward_worker_base_policy_arn": "p",
             "environment": "wordle",
             "nova_runner_task_definition": "n",
             "nova_rft_role_name": "mtrl-rft",

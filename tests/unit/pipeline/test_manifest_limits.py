@@ -41,6 +41,8 @@ DEPLOY: dict[str, Any] = {
     "task_subnet_ids": ["subnet-1"],
     "task_security_group_ids": ["sg-1"],
     "reward_task_definition": "mtrl-reward-worker",
+    "reward_worker_run_boundary_arn": "arn:aws:iam::111122223333:policy/mtrl-reward-worker-run-boundary",
+    "reward_worker_base_policy_arn": "arn:aws:iam::111122223333:policy/mtrl-reward-worker-base",
     "reward_container_name": "worker",
     "nova_runner_task_definition": "mtrl-nova-runner",
     "nova_runner_container_name": "runner",

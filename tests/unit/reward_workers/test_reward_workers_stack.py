@@ -106,16 +106,32 @@ def test_task_role_is_the_weakest_role(deployment: Deployment, workers_json: dic
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"Service": "ecs-tasks.amazonaws.com"}
     assert trust["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
-    assert "ManagedPolicyArns" not in role
+    # The shared role has only the base policy: no run's queues, no run's proxy (issue 20 item 6; each run's workers
+    # get their own role inside the boundary below, mtrl/backends/hyperpod/worker_role.py).
+    assert role["ManagedPolicyArns"] == [{"Ref": _lid(deployment, workers.base_policy)}]
     assert "Policies" not in role
-
-    policies = [
-        p["Properties"]
-        for p in of_type(workers_json, "AWS::IAM::Policy").values()
+    assert not [
+        p for p in of_type(workers_json, "AWS::IAM::Policy").values()
         if {"Ref": _lid(deployment, workers.task_role)} in p["Properties"]["Roles"]
-    ]
-    (policy,) = policies
-    statements = {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
+    ]  # fmt: skip
+    managed = of_type(workers_json, "AWS::IAM::ManagedPolicy")
+    base = managed[_lid(deployment, workers.base_policy)]["Properties"]
+    assert base["ManagedPolicyName"] == "mtrl-reward-worker-base"
+    statements = {s["Sid"]: s for s in base["PolicyDocument"]["Statement"]}
+    assert set(statements) == {"ReadEnvironmentPackages", "ListEnvironmentPackages", "DecryptThroughS3AndSqsOnly"}
+    reads = json.dumps(statements["ReadEnvironmentPackages"]["Resource"])
+    assert reads.endswith('/environments/*"]]}'), reads  # one prefix of the data bucket, never "bucket/*"
+    assert statements["ListEnvironmentPackages"]["Condition"] == {"StringLike": {"s3:prefix": ["environments/*"]}}
+    assert statements["DecryptThroughS3AndSqsOnly"]["Condition"] == {
+        "StringEquals": {"kms:ViaService": ["s3.us-east-1.amazonaws.com", "sqs.us-east-1.amazonaws.com"]}
+    }
+
+    # The boundary of every run's worker role: the base, plus any run's queues and proxies (each run's own role gets
+    # only its own inside it). Metrics are EMF log lines written through the execution role's log driver.
+    boundary = managed[_lid(deployment, workers.run_boundary)]["Properties"]
+    assert boundary["ManagedPolicyName"] == "mtrl-reward-worker-run-boundary"
+    assert "Roles" not in boundary  # a boundary, attached to nothing
+    statements = {s["Sid"]: s for s in boundary["PolicyDocument"]["Statement"]}
     assert set(statements) == {
         "ReadEnvironmentPackages",
         "ListEnvironmentPackages",
@@ -123,10 +139,10 @@ def test_task_role_is_the_weakest_role(deployment: Deployment, workers_json: dic
         "CallRunProxyUrl",
         "CallRunProxyThroughItsUrl",
         "DecryptThroughS3AndSqsOnly",
-    }  # metrics are EMF log lines written through the execution role's log driver
+    }
     actions = {a for s in statements.values() for a in as_list(s["Action"])}
     assert not any(a.startswith(("iam:", "cloudformation:", "ecs:", "dynamodb:", "states:")) for a in actions)
-    # Lambda only to call the run's Nova Forge proxy through its IAM-auth function URL (defect 6 of issue 10).
+    # Lambda only to call a run's Nova Forge proxy through its IAM-auth function URL (defect 6 of issue 10).
     proxy = "arn:aws:lambda:us-east-1:123456789012:function:mtrl-nf*-NovaForgeSDK-SageMaker-proxy"
     assert statements["CallRunProxyUrl"]["Resource"] == proxy
     assert statements["CallRunProxyUrl"]["Condition"] == {"StringEquals": {"lambda:FunctionUrlAuthType": "AWS_IAM"}}
@@ -134,14 +150,7 @@ def test_task_role_is_the_weakest_role(deployment: Deployment, workers_json: dic
     assert statements["CallRunProxyThroughItsUrl"]["Condition"] == {"Bool": {"lambda:InvokedViaFunctionUrl": "true"}}
     assert {a for a in actions if a.startswith("lambda:")} == {"lambda:InvokeFunctionUrl", "lambda:InvokeFunction"}
     assert {a for a in actions if a.startswith("s3:")} == {"s3:GetObject", "s3:ListBucket"}
-
-    reads = json.dumps(statements["ReadEnvironmentPackages"]["Resource"])
-    assert reads.endswith('/environments/*"]]}'), reads  # one prefix of the data bucket, never "bucket/*"
-    assert statements["ListEnvironmentPackages"]["Condition"] == {"StringLike": {"s3:prefix": ["environments/*"]}}
     assert statements["UseRunQueues"]["Resource"] == "arn:aws:sqs:us-east-1:123456789012:mtrl-nf*"
-    assert statements["DecryptThroughS3AndSqsOnly"]["Condition"] == {
-        "StringEquals": {"kms:ViaService": ["s3.us-east-1.amazonaws.com", "sqs.us-east-1.amazonaws.com"]}
-    }
 
 
 def test_every_policy_is_least_privilege(workers_json: dict[str, Any]) -> None:
