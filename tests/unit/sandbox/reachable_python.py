@@ -13,6 +13,7 @@ a copy next to it.
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import stat
 import struct
@@ -21,13 +22,32 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from mtrl.sandbox.filesystem import SANDBOX_PYTHON_ENV, interpreter, unreachable_by_other_uids, view_of
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+CI_USER = "mtrl-ci"  # the unprivileged user the lambda tier is tested as (.ci/run creates it)
 SKIPPED_STDLIB = {"site-packages", "dist-packages", "test", "idlelib", "turtledemo", "ensurepip", "__phello__"}
 HOW_TO = (
     "the tier tests run code as other uids, which need an interpreter they can reach: run them with a Python "
     f"installed outside any private home directory (e.g. /usr/local), or set {SANDBOX_PYTHON_ENV} to one"
+)
+
+
+def ci_user_exists() -> bool:
+    try:
+        pwd.getpwnam(CI_USER)
+    except KeyError:
+        return False
+    return True
+
+
+# Skipped without the user, saying how to create it; in CI (CI set) its absence fails the test instead.
+needs_ci_user = pytest.mark.skipif(
+    not ci_user_exists() and not os.environ.get("CI"),
+    reason=f"needs the unprivileged user {CI_USER}: create it with `useradd --system --no-create-home --shell "
+    f"/usr/sbin/nologin {CI_USER}` (as .ci/run does; in CI its absence fails the test)",
 )
 
 

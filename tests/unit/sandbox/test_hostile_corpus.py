@@ -29,10 +29,9 @@ import pytest
 from mtrl.sandbox import Case, Check, Limits, SandboxUnavailableError, run_cases, run_code, tiers
 from mtrl.sandbox.filesystem import interpreter, interpreter_layout
 from tests.unit.sandbox import hostile
-from tests.unit.sandbox.reachable_python import REACHABLE, REPO_ROOT
+from tests.unit.sandbox.reachable_python import CI_USER, REACHABLE, REPO_ROOT, ci_user_exists, needs_ci_user
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the tier checks start from root (as in CI)")
-CI_USER = "mtrl-ci"
 TASK_BANK = REPO_ROOT / "environments" / "ask_to_code" / "tasks.py"
 LIMITS = {"timeout_s": 10.0, "cpu_s": 5, "memory_mb": 256, "max_processes": 8}
 # The probe: this checkout's copy on sys.path, then the corpus from this process, then a report on stdout.
@@ -58,10 +57,7 @@ LAUNCHER = "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:], check=
 
 
 def ci_user() -> pwd.struct_passwd | None:
-    try:
-        return pwd.getpwnam(CI_USER)
-    except KeyError:
-        return None
+    return pwd.getpwnam(CI_USER) if ci_user_exists() else None
 
 
 @dataclass
@@ -183,10 +179,7 @@ def test_root_without_sys_admin_and_setuid_runs_code_without_any_capability(targ
 
 
 @pytest.mark.other_uids
-@pytest.mark.skipif(
-    ci_user() is None and not os.environ.get("CI"),
-    reason=f"needs the unprivileged user {CI_USER} (.ci/run creates it; in CI its absence fails the test)",
-)
+@needs_ci_user
 @pytest.mark.skipif(shutil.which("runuser") is None, reason="needs runuser (util-linux; .ci/run installs it)")
 def test_the_corpus_holds_in_the_lambda_tier_as_ci_runs_it(target: Target) -> None:
     user = ci_user()

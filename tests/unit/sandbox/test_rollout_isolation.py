@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import shutil
 import subprocess
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 
 from mtrl.sandbox import Limits
 from tests.unit.sandbox.grpo_group import alone_and_together
-from tests.unit.sandbox.reachable_python import REACHABLE
+from tests.unit.sandbox.reachable_python import CI_USER, REACHABLE, ci_user_exists, needs_ci_user
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="forcing every tier needs root (as in CI)")
 LIMITS = {"timeout_s": 4.0, "cpu_s": 2, "memory_mb": 256, "max_processes": 16}
@@ -84,20 +83,10 @@ def test_four_hostile_rollouts_in_the_fargate_tier_as_ci_runs_it() -> None:
     unchanged(probe(["setpriv", "--bounding-set", "-sys_admin", "--inh-caps", "-sys_admin", "--"], hostile=4))
 
 
-def _ci_user_exists() -> bool:
-    try:
-        pwd.getpwnam("mtrl-ci")
-    except KeyError:
-        return False
-    return True
-
-
 @pytest.mark.other_uids
-@pytest.mark.skipif(
-    not _ci_user_exists() and not os.environ.get("CI"),
-    reason="needs the unprivileged user mtrl-ci (.ci/run creates it; in CI its absence fails the test)",
-)
+@needs_ci_user
+@pytest.mark.skipif(shutil.which("runuser") is None, reason="needs runuser (util-linux; .ci/run installs it)")
 def test_four_hostile_rollouts_under_a_process_limit_in_the_lambda_tier_as_ci_runs_it() -> None:
-    assert _ci_user_exists(), "mtrl-ci is missing: .ci/run must create it"
+    assert ci_user_exists(), f"{CI_USER} is missing: .ci/run must create it"
     # 48 slots: fewer than the 4 x (16 + 1) four hostile rollouts could take at their own limits.
-    unchanged(probe(["runuser", "-u", "mtrl-ci", "--"], hostile=4, nproc_headroom=48))
+    unchanged(probe(["runuser", "-u", CI_USER, "--"], hostile=4, nproc_headroom=48))

@@ -19,8 +19,8 @@ import pytest
 
 from mtrl.sandbox import Limits, SandboxResult, run_code
 from mtrl.sandbox.runner import UID_RANGE
+from tests.unit.sandbox.reachable_python import REACHABLE
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="full isolation needs root (as in CI and the workers)")
 
 FAST = Limits(timeout_s=3.0, cpu_s=2, memory_mb=256, max_processes=8, max_output_bytes=4096)
@@ -436,13 +436,8 @@ def test_hidden_tests_in_the_checkout_cannot_be_read() -> None:
     assert listing in {"[]", "unlisted 2"}
 
 
-SYSTEM_PYTHON = Path("/usr/bin/python3")
-
-
-@pytest.mark.skipif(
-    shutil.which("runuser") is None or not SYSTEM_PYTHON.exists(),
-    reason="needs runuser and a system python to run as an unprivileged user",
-)
+@pytest.mark.other_uids
+@pytest.mark.skipif(shutil.which("runuser") is None, reason="needs runuser (util-linux; .ci/run installs it)")
 def test_really_unprivileged_caller_gets_the_seccomp_tier() -> None:
     """As 'nobody' (no namespaces, no uid switch possible): network and signals are still blocked."""
     script = textwrap.dedent(
@@ -471,7 +466,7 @@ def test_really_unprivileged_caller_gets_the_seccomp_tier() -> None:
         """
     )
     completed = subprocess.run(
-        ["runuser", "-u", "nobody", "--", "env", f"PYTHONPATH={REPO_ROOT}", str(SYSTEM_PYTHON), "-c", script],
+        ["runuser", "-u", "nobody", "--", "env", f"PYTHONPATH={REACHABLE.project}", REACHABLE.executable, "-c", script],
         capture_output=True,
         text=True,
         timeout=60,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import secrets
 import shutil
 import subprocess
@@ -24,13 +23,12 @@ import pytest
 from mtrl.sandbox import Limits, run_code
 from mtrl.sandbox.filesystem import filesystem_view
 from mtrl.sandbox.tiers import detect_tier
-from tests.unit.sandbox.reachable_python import REACHABLE
+from tests.unit.sandbox.reachable_python import CI_USER, REACHABLE, ci_user_exists, needs_ci_user
 from tests.unit.sandbox.test_forgery import TASKS
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TASK_BANK = REPO_ROOT / "environments" / "ask_to_code" / "tasks.py"
 HARNESS = REPO_ROOT / "mtrl" / "sandbox" / "_harness.py"
-CI_USER = "mtrl-ci"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the tier checks start from root (as in CI)")
 
 # Everything a sandboxed program could try against the worker W, another run V, and the machine. Every
@@ -167,21 +165,10 @@ def test_fargate_tier_root_without_cap_sys_admin() -> None:
     assert "fresh-uid" in isolation
 
 
-def _ci_user_exists() -> bool:
-    try:
-        pwd.getpwnam(CI_USER)
-    except KeyError:
-        return False
-    return True
-
-
 @pytest.mark.other_uids
-@pytest.mark.skipif(
-    not _ci_user_exists() and not os.environ.get("CI"),
-    reason=f"needs the unprivileged user {CI_USER} (.ci/run creates it; in CI its absence fails the test)",
-)
+@needs_ci_user
 def test_lambda_tier_as_an_unprivileged_user() -> None:
-    assert _ci_user_exists(), f"{CI_USER} is missing: .ci/run must create it"
+    assert ci_user_exists(), f"{CI_USER} is missing: .ci/run must create it"
     document = run_probe(["runuser", "-u", CI_USER, "--"])
     check_probe(document, "lambda")
     isolation = document["isolation"]
