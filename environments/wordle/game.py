@@ -215,11 +215,11 @@ def validate_answer(answer: Any, words: WordData) -> list[str]:
     if not isinstance(answer, str):
         return [f"'answer' must be a string (got {type(answer).__name__})"]
     word = answer.strip().lower()
+    if word in words.answer_set:  # the common case first: every listed answer is 5 letters a-z (WordData.build)
+        return []
     if len(word) != WORD_LENGTH or not set(word) <= set(ALPHABET):
         return [f"'answer' must be exactly {WORD_LENGTH} letters a-z (got {answer!r})"]
-    if word not in words.answer_set:
-        return [f"'answer' {answer!r} is not in the wordle answer list"]
-    return []
+    return [f"'answer' {answer!r} is not in the wordle answer list"]
 
 
 class WordleEnv:

@@ -16,7 +16,6 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from mtrl.cli import env_try
 from mtrl.cli.output import EXIT_INVALID, console, fail, print_json
 from mtrl.envs.contract import EpisodeResult, TaskError
 from mtrl.envs.registry import (
@@ -33,7 +32,6 @@ from mtrl.sandbox import SandboxUnavailableError
 app = typer.Typer(
     help="Reward environments: list them, play an episode by hand, try one locally.", no_args_is_help=True
 )
-env_try.register(app)  # `mtrl env try` (local GRPO dry run) lives in its own module
 
 
 @app.command("list")

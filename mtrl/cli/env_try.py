@@ -39,11 +39,6 @@ SAMPLE_EVAL = Path("sample") / "eval.jsonl"
 DEFAULT_OUTPUT = Path("runs-local")
 
 
-def register(app: typer.Typer) -> None:
-    """Add the ``try`` command to the ``env`` command group."""
-    app.command("try")(try_environment)
-
-
 def try_environment(
     env_id: Annotated[str, typer.Argument(help="Environment id (built-in or custom), e.g. wordle.")],
     *,

@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from mtrl.cli.output import EXIT_INVALID, console, error_console, fail, print_json
-from mtrl.settings import SettingsError, load_settings, read_cdk_json_context
 from mtrl.settings.pipeline import PipelineSettings
 from mtrl.validation import Limits, UnknownEnvironmentError, ValidationReport, validate_file
 
@@ -60,6 +59,9 @@ def validate(
 
 
 def _deployment_environment(*, as_json: bool, cdk_json: Path = Path("cdk.json")) -> str:
+    # Only a run without --env needs the deployment's settings (every settings model): imported here.
+    from mtrl.settings import SettingsError, load_settings, read_cdk_json_context  # noqa: PLC0415
+
     try:
         context = read_cdk_json_context(cdk_json) if cdk_json.is_file() else {}
         settings = load_settings(context, environ=os.environ)

@@ -10,9 +10,6 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from mtrl.backends.hyperpod import CAPACITY_KIND, gpu_holds
-from mtrl.backends.serverless import JOB_KIND as SERVERLESS_JOB_KIND
-from mtrl.backends.serverless_settings import TRAINING_CATEGORY
 from mtrl.client.deployment import Deployment, error_code, execution_arn
 from mtrl.cost import CostError, CostEstimate, cost_for_run
 from mtrl.runs.registry import RunNotFound, RunRegistry, RunStatus, decode_item
@@ -239,6 +236,9 @@ def run_cost(record: Mapping[str, Any], *, region: str, now: datetime | None = N
         usage["model"] = _serverless_base_model(record)
         usage["billable_token_usage"] = (record.get("progress") or {}).get("billable_token_usage") or {}
     elif backend == "hyperpod":
+        # (The backend's modules load only for a run of it: `mtrl status` starts without every backend.)
+        from mtrl.backends.hyperpod import CAPACITY_KIND, gpu_holds  # noqa: PLC0415
+
         # Capacity still held is priced up to now ("cost so far"); released capacity up to its release.
         stamp = (now or datetime.now(UTC)).isoformat()
         resources = [
@@ -255,6 +255,9 @@ def _serverless_base_model(record: Mapping[str, Any]) -> str:
     The model is a deploy-time setting (never in the manifest), so the run record's job resource is the only
     place that says which one this run used; guessing the default would misprice a deployment that changed it.
     """
+    from mtrl.backends.serverless import JOB_KIND as SERVERLESS_JOB_KIND  # noqa: PLC0415
+    from mtrl.backends.serverless_settings import TRAINING_CATEGORY  # noqa: PLC0415
+
     for resource in record.get("resources") or []:
         details = resource.get("details") or {}
         if (

@@ -12,12 +12,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless
-
-import matplotlib.pyplot as plt
-
 from mtrl import signal_health
 from mtrl.evaluation import figures as evaluation_figures
 from mtrl.llm.rollout import Episode
@@ -115,6 +109,9 @@ def summarize_rollouts(
 
 def rollouts_png(summary: dict[str, Any], *, title: str) -> bytes:
     """Left: mean reward ± within-group spread per task group. Right: each component's zero-spread share."""
+    from mtrl.local.report import pyplot
+
+    plt = pyplot()
     figure, (groups_axis, health_axis) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
     try:
         groups = summary["groups"]

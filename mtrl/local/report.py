@@ -7,14 +7,17 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless: no display in Lambda, CI or the demo
-
-import matplotlib.pyplot as plt  # the Agg backend is chosen above
-from matplotlib.ticker import MaxNLocator
-
 from mtrl.local.trainer import TrainingState
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the headless Agg backend, imported on the first plot (not by every `mtrl` start)."""
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")  # headless: no display in Lambda, CI or the demo
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    return plt
 
 
 def summarize(state: TrainingState, *, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -116,7 +119,7 @@ def learning_curve(
         figure.savefig(buffer, format="png")
         return buffer.getvalue()
     finally:
-        plt.close(figure)
+        pyplot().close(figure)
 
 
 def learning_curve_figure(
@@ -129,7 +132,9 @@ def learning_curve_figure(
     title: str,
 ) -> Any:
     """Integer step ticks, both y axes labelled, held-out success as points at the steps it was measured."""
-    figure, reward_axis = plt.subplots(figsize=(7.5, 4.2), dpi=110)
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415 - (imported by pyplot() just before)
+
+    figure, reward_axis = pyplot().subplots(figsize=(7.5, 4.2), dpi=110)
     reward_axis.plot(steps, rewards, "-", color="tab:blue", label="training reward (mean)")
     reward_axis.set_xlabel("GRPO step")
     reward_axis.set_ylabel("training reward (mean)", color="tab:blue")

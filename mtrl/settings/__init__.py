@@ -1,6 +1,32 @@
-"""Typed, validated deploy-time configuration shared by the CDK app, the Lambdas and the CLI."""
+"""Typed, validated deploy-time configuration shared by the CDK app, the Lambdas and the CLI.
 
-from mtrl.settings.base import SettingsError
-from mtrl.settings.deploy import DeploySettings, load_settings, parse_overrides, read_cdk_json_context
+The names below are imported from their modules on first use, so that ``mtrl.settings.pipeline`` (a Lambda's and
+`mtrl validate`'s) loads without every other settings model.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mtrl.settings.base import SettingsError
+    from mtrl.settings.deploy import DeploySettings, load_settings, parse_overrides, read_cdk_json_context
 
 __all__ = ["DeploySettings", "SettingsError", "load_settings", "parse_overrides", "read_cdk_json_context"]
+
+_MODULE_OF = {
+    "SettingsError": "mtrl.settings.base",
+    "DeploySettings": "mtrl.settings.deploy",
+    "load_settings": "mtrl.settings.deploy",
+    "parse_overrides": "mtrl.settings.deploy",
+    "read_cdk_json_context": "mtrl.settings.deploy",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'mtrl.settings' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+    globals()[name] = value
+    return value

@@ -8,8 +8,6 @@ Memory is constant in the file size apart from the id index (~24 bytes per row, 
 from __future__ import annotations
 
 import contextlib
-import json
-import re
 import time
 import zlib
 from collections import Counter
@@ -18,16 +16,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mtrl.validation.hashindex import HashIndex
-from mtrl.validation.lines import Readable, iter_lines
-from mtrl.validation.strict_json import (
-    FAST_DECODER,
-    MAX_ROW_DEPTH,
-    STRICT_DECODER,
-    DuplicateKeyError,
-    depth_of,
-    lone_surrogate_in,
-    surrogate_reason,
-)
+from mtrl.validation.lines import Readable, iter_line_blocks
+from mtrl.validation.row_parser import FAST_REFUSED, parse_row
+from mtrl.validation.row_shape import MAX_ID_CHARS, ROLES, decode_ordinary, ordinary_keys
 
 if TYPE_CHECKING:  # settings stay a leaf package: no runtime import from here
     from mtrl.settings.pipeline import PipelineSettings
@@ -36,8 +27,6 @@ TaskCheck = Callable[[Mapping[str, Any]], list[str]]
 
 OPTIONAL_FIELDS = ("answer", "task", "info")
 METADATA_FIELDS = frozenset(("prompt", *OPTIONAL_FIELDS))
-ROLES = frozenset(("system", "user", "assistant", "tool"))
-MAX_ID_CHARS = 256
 _SPLIT_BUCKETS = 10_000
 _OPTIONAL_TYPES = (("answer", str, "a string"), ("task", str, "a string"), ("info", dict, "an object"))
 
@@ -140,11 +129,6 @@ class _StopValidation(Exception):
     pass
 
 
-# A key's closing quote, optional whitespace and the colon: every key has one (so their count bounds the keys).
-_KEY_SEPARATOR = re.compile(rb'"[ \t\r]*:')
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # the start of a \\ud800-\\udfff escape
-
-
 class DatasetValidator:
     """Validates one dataset; afterwards ``ids`` and ``tasks`` index it (for overlap checks of another file).
 
@@ -174,6 +158,7 @@ class DatasetValidator:
         self.tasks = HashIndex()
         self._optional: tuple[bool, ...] | None = None
         self._optional_line = 0
+        self._optional_keys: set[str] | None = None  # the first row's metadata keys when it is ordinary-shaped
 
     def validate(self, stream: Readable, *, source: str, size: int | None = None) -> ValidationReport:
         report = ValidationReport(source=source, environment=self.environment, limits=self.limits)
@@ -209,48 +194,90 @@ class DatasetValidator:
         limits = self.limits
         if size is not None and size > limits.max_bytes:
             self._stop(report, None, "too_large", f"the file is {size} bytes; the limit is {limits.max_bytes} bytes")
-        # One decoder for every line (json.loads with keyword arguments would build a new one per call).
-        decode = FAST_DECODER.decode
-        check_row = self._check_row
-        for number, raw, length, terminated in iter_lines(stream, max_line_bytes=limits.max_line_bytes):
+        for first, lines, length, terminated in iter_line_blocks(stream, max_line_bytes=limits.max_line_bytes):
+            if lines is not None:
+                if first == 1 and size:  # size the indexes once for the rows the first block suggests
+                    self._reserve(min(limits.max_rows, size * len(lines) // (sum(map(len, lines)) + len(lines))))
+                self._check_lines(first, lines, terminated, report)
+                continue
             report.bytes_read += length + terminated
             if report.bytes_read > limits.max_bytes:
-                self._stop(report, number, "too_large", f"the file exceeds the limit of {limits.max_bytes} bytes")
-            if raw is None:
-                report.add(
-                    number,
-                    "line_too_long",
-                    f"the line is {length} bytes; the limit is {limits.max_line_bytes} bytes",
-                )
-                continue
-            data = self._check_start(raw, report) if number == 1 else raw
+                self._stop(report, first, "too_large", f"the file exceeds the limit of {limits.max_bytes} bytes")
+            report.add(
+                first, "line_too_long", f"the line is {length} bytes; the limit is {limits.max_line_bytes} bytes"
+            )
+
+    def _reserve(self, rows: int) -> None:
+        self.ids.reserve(rows)
+        if self.index_tasks:
+            self.tasks.reserve(rows)
+
+    def _check_lines(self, first: int, lines: list[bytes], terminated: bool, report: ValidationReport) -> None:
+        """Every line of one block, from line ``first`` on (the hot loop: per-line work is kept to the minimum)."""
+        read = report.bytes_read + sum(map(len, lines)) + len(lines) - (not terminated)
+        if read > self.limits.max_bytes:
+            self._check_lines_to_limit(first, lines, terminated, report)
+        report.bytes_read = read
+        if first == 1:
+            lines[0] = self._check_start(lines[0], report)
+        check_row, index_id, finish_row = self._check_row, self._index_id, self._finish_row
+        # Every key written is followed by a colon, so a line with no more colons than its row has keys holds no
+        # unknown or duplicate key (the cheapest count). A line with colons in its text counts '":' instead, unless
+        # whitespace may stand between a key and its colon somewhere in the block (then the exact path decides).
+        joined = b"\n".join(lines)
+        spaced = 9 in joined or 13 in joined or joined.find(b" :") >= 0  # a tab, a carriage return, or ' :'
+        del joined
+        for offset, data in enumerate(lines):
             if not data or data.isspace():
-                if terminated or data:
-                    report.add(number, "blank_line", "blank line (every line must hold one JSON object)")
+                self._blank_line(first + offset, data, terminated or offset < len(lines) - 1, report)
                 continue
-            if b"\x00" in data:
-                self._stop(report, number, "binary", "the file contains NUL bytes: it is binary, not JSON Lines text")
+            if 0 in data:  # an int operand: a plain byte search (a bytes one costs more than the search)
+                message = "the file contains NUL bytes: it is binary, not JSON Lines text"
+                self._stop(report, first + offset, "binary", message)
+            # The fast tier: a row of the documented shape, checked by msgspec as it parses, whose keys the line's
+            # bytes account for. Anything else is parsed again and takes every check one by one (``parse_row``).
             try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError as error:
-                report.add(number, "not_utf8", f"not valid UTF-8 at byte {error.start + 1} of the line")
-                continue
-            try:
-                row = decode(text)
-            except RecursionError:
-                report.add(number, "too_deep", f"the row is nested more than {MAX_ROW_DEPTH} levels deep")
-                continue
-            except ValueError as error:
-                report.add(number, "invalid_json", f"not valid JSON: {_json_reason(error)}")
-                continue
-            problem = _strict_problem(data, text, row)
-            if problem is not None:
-                report.add(number, *problem)
-                continue
-            if report.rows >= limits.max_rows:
-                self._stop(report, number, "too_many_rows", f"more than {limits.max_rows} rows (the limit)")
+                row = decode_ordinary(data)
+                keys = ordinary_keys(row)
+                ordinary = keys >= 0 and (data.count(b":") <= keys or (not spaced and data.count(b'":') <= keys))
+            except FAST_REFUSED:
+                ordinary = False
+            if not ordinary:
+                row, problem = parse_row(data)
+                if problem is not None:
+                    report.add(first + offset, *problem)
+                    continue
+            if report.rows >= self.limits.max_rows:
+                message = f"more than {self.limits.max_rows} rows (the limit)"
+                self._stop(report, first + offset, "too_many_rows", message)
             report.rows += 1
-            check_row(number, row, report)
+            if not ordinary:
+                check_row(first + offset, row, report)
+                continue
+            # An ordinary row has passed every stateless check: what is left compares it with the rows before.
+            row_id = index_id(first + offset, row["id"], report)
+            metadata = row["metadata"]
+            if metadata.keys() != self._optional_keys and self._check_optional(first + offset, metadata, report):
+                continue
+            if row_id is not None:
+                finish_row(first + offset, row_id, metadata, report)
+
+    def _check_lines_to_limit(self, first: int, lines: list[bytes], terminated: bool, report: ValidationReport) -> None:
+        """The file outgrows the size limit in this block: check the lines before the one that crosses it, then stop."""
+        read = report.bytes_read
+        for offset, data in enumerate(lines):
+            read += len(data) + (terminated or offset < len(lines) - 1)
+            if read > self.limits.max_bytes:
+                self._check_lines(first, lines[:offset], True, report)
+                report.bytes_read = read
+                self._stop(
+                    report, first + offset, "too_large", f"the file exceeds the limit of {self.limits.max_bytes} bytes"
+                )
+
+    @staticmethod
+    def _blank_line(number: int, data: bytes, terminated: bool, report: ValidationReport) -> None:
+        if data or terminated:  # (an unterminated empty last line is the end of the file, not a line)
+            report.add(number, "blank_line", "blank line (every line must hold one JSON object)")
 
     @staticmethod
     def _check_start(data: bytes, report: ValidationReport) -> bytes:
@@ -270,9 +297,38 @@ class DatasetValidator:
         return data
 
     def _check_row(self, number: int, row: Any, report: ValidationReport) -> None:
+        checked = self._check_shape(number, row, report)
+        if checked is not None:
+            row_id, metadata, problems = checked
+            if not problems and row_id is not None:
+                self._finish_row(number, row_id, metadata, report)
+
+    def _finish_row(self, number: int, row_id: str, metadata: dict[str, Any], report: ValidationReport) -> None:
+        """The checks of a row that passed all others: the environment's own, then the split and overlap ones."""
+        problems = 0
+        if self.task_check is not None:
+            try:
+                messages = self.task_check(metadata)
+            except Exception as error:  # the environment's own check broke on this row: still a line-numbered error
+                messages = [f"the environment's row check failed on this row ({type(error).__name__}: {error})"]
+            for message in messages:
+                report.add(number, "environment", message)
+                problems += 1
+        if self.eval_split > 0:
+            in_eval = eval_split_of(row_id, self.eval_split)
+            report.eval_rows += in_eval
+        else:
+            in_eval = False
+        if self.index_tasks and not problems:
+            self._check_overlap(number, row_id, metadata, in_eval, report)
+
+    def _check_shape(
+        self, number: int, row: Any, report: ValidationReport
+    ) -> tuple[str | None, dict[str, Any], int] | None:
+        """(id, metadata, problems reported) of any parsed row; None when it has no metadata object to check further."""
         if type(row) is not dict:
             report.add(number, "not_object", f"expected a JSON object, got {_json_type(row)}")
-            return
+            return None
         problems = 0
         for key in row:
             if key not in ("id", "metadata"):
@@ -285,22 +341,8 @@ class DatasetValidator:
                 report.add(number, "bad_metadata", "missing 'metadata'")
             else:
                 report.add(number, "bad_metadata", f"'metadata' must be an object, got {_json_type(metadata)}")
-            return
-        problems += self._check_metadata(number, metadata, report)
-        if problems or row_id is None:
-            return
-        if self.task_check is not None:
-            try:
-                messages = self.task_check(metadata)
-            except Exception as error:  # the environment's own check broke on this row: still a line-numbered error
-                messages = [f"the environment's row check failed on this row ({type(error).__name__}: {error})"]
-            for message in messages:
-                report.add(number, "environment", message)
-                problems += 1
-        in_eval = self.eval_split > 0 and eval_split_of(row_id, self.eval_split)
-        report.eval_rows += in_eval
-        if self.index_tasks and not problems:
-            self._check_overlap(number, row_id, metadata, in_eval, report)
+            return None
+        return row_id, metadata, problems + self._check_metadata(number, metadata, report)
 
     def _check_id(self, number: int, row: dict[str, Any], report: ValidationReport) -> str | None:
         """The row's id when it is valid and new; otherwise None (the problem is reported)."""
@@ -314,6 +356,10 @@ class DatasetValidator:
         if not row_id.strip() or len(row_id) > MAX_ID_CHARS:
             report.add(number, "bad_id", f"'id' must be 1-{MAX_ID_CHARS} characters and not blank")
             return None
+        return self._index_id(number, row_id, report)
+
+    def _index_id(self, number: int, row_id: str, report: ValidationReport) -> str | None:
+        """``row_id`` when no line before had it; otherwise None (the duplicate is reported)."""
         first = self.ids.setdefault(HashIndex.key_of(row_id), number)
         if first is not None:
             report.add(number, "duplicate_id", f"id {row_id!r} repeats the id of line {first}")
@@ -330,24 +376,37 @@ class DatasetValidator:
         if message:
             report.add(number, "missing_prompt" if "prompt" not in metadata else "bad_prompt", message)
             problems += 1
-        present = ("answer" in metadata, "task" in metadata, "info" in metadata)
-        if self._optional is None:
-            self._optional, self._optional_line = present, number
-        elif present != self._optional:
-            for name, here, there in zip(OPTIONAL_FIELDS, present, self._optional, strict=True):
-                if here != there:
-                    has, lacks = (number, self._optional_line) if here else (self._optional_line, number)
-                    report.add(
-                        number,
-                        "inconsistent_optional",
-                        f"'metadata.{name}' is on line {has} but not on line {lacks}: "
-                        "optional fields must be on every row or on none",
-                    )
-                    problems += 1
+        problems += self._check_optional(number, metadata, report)
         for name, expected, kind in _OPTIONAL_TYPES:
             value = metadata.get(name)
             if name in metadata and type(value) is not expected:
                 report.add(number, "bad_type", f"'metadata.{name}' must be {kind}, got {_json_type(value)}")
+                problems += 1
+        return problems
+
+    def _check_optional(self, number: int, metadata: dict[str, Any], report: ValidationReport) -> int:
+        """Optional fields on every row or on none: compared with the first row's."""
+        present = ("answer" in metadata, "task" in metadata, "info" in metadata)
+        if self._optional is None:
+            self._optional, self._optional_line = present, number
+            # An ordinary row's metadata keys are 'prompt' and its optional fields: equal sets, equal fields.
+            self._optional_keys = {
+                "prompt",
+                *(name for name, here in zip(OPTIONAL_FIELDS, present, strict=True) if here),
+            }
+            return 0
+        if present == self._optional:
+            return 0
+        problems = 0
+        for name, here, there in zip(OPTIONAL_FIELDS, present, self._optional, strict=True):
+            if here != there:
+                has, lacks = (number, self._optional_line) if here else (self._optional_line, number)
+                report.add(
+                    number,
+                    "inconsistent_optional",
+                    f"'metadata.{name}' is on line {has} but not on line {lacks}: "
+                    "optional fields must be on every row or on none",
+                )
                 problems += 1
         return problems
 
@@ -379,80 +438,6 @@ class DatasetValidator:
             )
 
 
-def _strict_problem(data: bytes, text: str, row: Any) -> tuple[str, str] | None:
-    """(code, message) when a parsed line breaks a strict-JSON rule json.loads does not enforce.
-
-    An exact check (slower) runs only when a cheap byte scan says the line could break its rule, so an ordinary
-    row costs a few scans and a look at its documented objects: a lone surrogate needs a ``\\ud8..``-``\\udf..``
-    escape; a duplicate key needs more key separators written than keys parsed; nesting beyond MAX_ROW_DEPTH
-    needs objects outside the documented ones (then the keys told) or that many ``[``.
-    """
-    if _SURROGATE_ESCAPE.search(data) is not None:
-        shown = lone_surrogate_in(row)
-        if shown is not None:
-            return "lone_surrogate", surrogate_reason(shown)
-    # Every key written is followed by '":' (or by '"', whitespace and ':'), so this counts at least the keys.
-    if b" :" in data or b"\t" in data or b"\r" in data:
-        written = len(_KEY_SEPARATOR.findall(data))
-    else:
-        written = data.count(b'":')
-    if written <= _known_keys(row):
-        # Every key is in the documented objects (row, metadata, info, messages, content parts: at most 6 levels),
-        # so anything deeper is arrays or empty objects, each level at least one '['.
-        deep = data.count(b"[") > MAX_ROW_DEPTH - 7 and depth_of(row) > MAX_ROW_DEPTH
-    else:
-        keys, depth = _keys_and_depth(row)
-        deep = depth > MAX_ROW_DEPTH
-        if not deep and written > keys:
-            try:  # a '\\":' inside a string also looks like a separator: only the strict parse can tell
-                STRICT_DECODER.decode(text)
-            except DuplicateKeyError as error:
-                return "duplicate_key", f"duplicate key {error.key!r} in one object (the last value would silently win)"
-    if deep:
-        return "too_deep", f"the row is nested more than {MAX_ROW_DEPTH} levels deep"
-    return None
-
-
-def _known_keys(row: Any) -> int:
-    """Keys of the documented objects of a row (row, metadata, info, messages, content parts): cheap, a lower bound."""
-    if type(row) is not dict:
-        return 0
-    count = len(row)
-    metadata = row.get("metadata")
-    if type(metadata) is dict:
-        count += len(metadata)
-        info = metadata.get("info")
-        if type(info) is dict:
-            count += len(info)
-        prompt = metadata.get("prompt")
-        if type(prompt) is list:
-            for message in prompt:
-                if type(message) is dict:
-                    count += len(message)
-                    content = message.get("content")
-                    if type(content) is list:
-                        count += sum(len(part) for part in content if type(part) is dict)
-    return count
-
-
-def _keys_and_depth(value: Any) -> tuple[int, int]:
-    """(keys of every object, nesting depth) of a parsed value, without recursion."""
-    keys = deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if type(item) is dict:
-            keys += len(item)
-            children: Any = item.values()
-        elif type(item) is list:
-            children = item
-        else:
-            continue
-        deepest = max(deepest, level)
-        stack.extend((child, level + 1) for child in children if type(child) is dict or type(child) is list)
-    return keys, deepest
-
-
 def _prompt_problem(metadata: dict[str, Any]) -> str | None:
     if "prompt" not in metadata:
         return "missing 'metadata.prompt'"
@@ -472,7 +457,7 @@ def _check_messages(messages: list[Any]) -> str | None:
         if type(message) is not dict:
             return f"'{where}' must be an object with 'role' and 'content', got {_json_type(message)}"
         role = message.get("role")
-        if role not in ROLES:
+        if type(role) is not str or role not in ROLES:  # an unhashable role (a list) must not crash the check
             return f"'{where}.role' must be one of {', '.join(sorted(ROLES))}, got {role!r}"
         content = message.get("content")
         if type(content) is not str and type(content) is not list:
@@ -492,9 +477,3 @@ def _json_type(value: Any) -> str:
     if isinstance(value, list):
         return "an array"
     return "an object"
-
-
-def _json_reason(error: ValueError) -> str:
-    if isinstance(error, json.JSONDecodeError):
-        return f"{error.msg} at column {error.colno}"
-    return str(error)

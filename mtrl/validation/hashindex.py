@@ -53,6 +53,14 @@ class HashIndex:
             key = hash((prompt, answer))
         return key if key != _EMPTY else 1
 
+    def reserve(self, capacity: int) -> None:
+        """Make room for ``capacity`` keys at once (growing one doubling at a time re-inserts every key each time)."""
+        slots = self._mask + 1
+        while slots < capacity * 2:
+            slots <<= 1
+        if slots > self._mask + 1:
+            self._grow(slots)
+
     def get(self, key: int) -> int | None:
         keys, mask = self._keys, self._mask
         slot = key & mask
@@ -81,9 +89,10 @@ class HashIndex:
                 return None
             slot = (slot + 1) & mask
 
-    def _grow(self) -> None:
+    def _grow(self, slots: int = 0) -> None:
+        """Re-insert every key into ``slots`` slots (a power of two; twice as many as now by default)."""
         old_keys, old_values = self._keys, self._values
-        slots = (self._mask + 1) * 2
+        slots = slots or (self._mask + 1) * 2
         self._mask = slots - 1
         self._keys, self._values = _table(slots)
         keys, values, mask = self._keys, self._values, self._mask

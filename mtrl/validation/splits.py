@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
+import msgspec
 from botocore.exceptions import ClientError
 
 from mtrl.validation.dataset import eval_split_of
-from mtrl.validation.lines import iter_lines
+from mtrl.validation.lines import iter_line_blocks
 from mtrl.validation.strict_json import FAST_DECODER
 
 # S3's minimum part size is 5 MiB (all parts but the last); 8 MiB x 10,000 parts is far above the dataset limit.
@@ -129,10 +130,11 @@ def write_eval_split(
     train = _ObjectWriter(s3, bucket=out_bucket, key=train_key, part_bytes=part_bytes)
     held_out = _ObjectWriter(s3, bucket=out_bucket, key=eval_key, part_bytes=part_bytes)
     try:
-        for number, data, _length, _terminated in iter_lines(body, max_line_bytes=max_line_bytes):
-            if data is None:
-                raise SplitSourceError(f"line {number} is over {max_line_bytes} bytes: not the validated dataset")
-            (held_out if eval_split_of(_row_id(number, data), eval_split) else train).append(data + b"\n")
+        for first, lines, _length, _terminated in iter_line_blocks(body, max_line_bytes=max_line_bytes):
+            if lines is None:
+                raise SplitSourceError(f"line {first} is over {max_line_bytes} bytes: not the validated dataset")
+            for number, data in enumerate(lines, first):
+                (held_out if eval_split_of(_row_id(number, data), eval_split) else train).append(data + b"\n")
         train.close()
         held_out.close()
     except BaseException:
@@ -152,7 +154,18 @@ def write_eval_split(
     )
 
 
+class _IdOnly(TypedDict):
+    id: str
+
+
+_decode_id = msgspec.json.Decoder(_IdOnly).decode  # parses the whole line, builds only the id
+
+
 def _row_id(number: int, data: bytes) -> str:
+    try:
+        return _decode_id(data)["id"]
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+        pass  # not an ordinary row: the standard library's parse says which problem it has
     try:
         row = FAST_DECODER.decode(data.decode("utf-8"))
     except ValueError:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
