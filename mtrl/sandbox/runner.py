@@ -10,23 +10,24 @@ interpreter* (the ``mtrl sandbox run --tests`` developer tool): a program can fo
 never a reward.
 
 Tiers (``Limits.isolation``; "auto" picks the strongest the process can use; docs/sandbox.md has the list
-of guarantees):
+of guarantees and how each is tested):
 - full (root with CAP_SYS_ADMIN): network, mount, IPC, UTS and PID namespaces, a per-run memory+pids
-  cgroup (memory limited for the whole run, not per process), a root file system built from an allow-list
-  (interpreter, shared libraries; every site-packages directory and copy of the project left out), a tmpfs
-  work directory, a fresh uid;
+  cgroup (memory limited for the whole run, not per process), a root file system built from the allow-list
+  (``filesystem.py``: what the interpreter maps and its standard library; every site-packages directory and
+  copy of the project left out), one size-capped tmpfs for /tmp and the work directory, a fresh uid;
 - fargate (root without CAP_SYS_ADMIN, e.g. an ECS Fargate task): a throwaway uid per concurrent run (so
   the kernel refuses its signals, ptrace and /proc access to the worker and to other runs; RLIMIT_NPROC
-  counts only that uid), a private work directory, Landlock for the file system where the kernel has it;
-- lambda (an unprivileged uid, no capabilities): the worker made non-dumpable (its /proc files and memory
-  closed to the same uid), Landlock where the kernel has it (signals scoped on ABI 6+).
+  counts only that uid), Landlock (``landlock.py``): read only the allow-list, write nothing;
+- lambda (no CAP_SETUID): the worker made non-dumpable (its /proc files and memory closed to the same uid),
+  Landlock as fargate (signals and abstract sockets scoped on ABI 6+); code that keeps uid 0 gets threads only.
+Without Landlock the fargate and lambda tiers refuse to run anything (docs/sandbox.md says why).
 Every tier: only PATH/LANG/HOME/TMPDIR in the environment (no credentials, no ECS credentials URI), ``python
--I -S`` (standard library only), rlimits (CPU, address space, processes, file size, open files), the seccomp
-filter (no sockets; no signals, prlimit, setpriority, scheduling or page moves aimed at another process; no
-setsid/setpgid, ptrace, process_vm_*, pidfd_*, io_uring, namespaces, mounts, keyrings, bpf, perf), output
-caps, a fresh work directory and a wall-clock deadline after which the process group (and, with its own
-uid, every process of that uid; with a PID namespace, everything in it) is killed. If the tier's isolation
-cannot be set up, ``SandboxUnavailableError`` is raised: code is never run without a network barrier.
+-I -S`` (standard library only), rlimits (CPU, address space, processes, file size, open files), no capability
+in any set, the seccomp filter (``_seccomp.py``: no sockets that can address anyone, no signals or resource
+calls aimed at another process, no leaving the process group, no CLONE_PARENT, no SysV IPC, no ptrace,
+namespaces, mounts...), output caps, a fresh work directory, a reaper that kills and reaps everything the
+program started, and a wall-clock deadline. If the tier's isolation cannot be set up, ``SandboxUnavailableError``
+is raised before anything runs.
 """
 
 from __future__ import annotations
