@@ -32,6 +32,11 @@ TABLE_ACTIONS = [
 # What DynamoDB (customer-managed key), S3 SSE-KMS and the KMS-encrypted topic need from a caller.
 KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:DescribeKey"]
 
+# The validator is single-threaded and CPU-bound, and Lambda's CPU share grows with memory up to one full vCPU at
+# 1,769 MB (AWS Lambda Developer Guide, "Configure Lambda function memory"): less slows Validate in proportion, more
+# adds only cores it cannot use. Its memory stays far below that (docs/operations.md, benchmarks/bench_validation.py).
+VALIDATE_MEMORY_MB = 1769
+
 
 class PipelineFunction(Construct):
     """One pipeline function: a role of its own (no managed policies) and the PythonFunction."""
@@ -215,8 +220,7 @@ class PipelineFunctions(Construct):
         self.trigger = make("Trigger", "trigger", "Upload → pipeline execution", minute)
         self.register = make("Register", "register", "Register a run", minute)
         self.acquire_slot = make("AcquireSlot", "acquire_slot", "Take a concurrency slot", minute)
-        # CPU scales with memory; the validator is CPU-bound.
-        self.validate = make("Validate", "validate", "Validate a dataset (streamed)", quarter, 1024)
+        self.validate = make("Validate", "validate", "Validate a dataset (streamed)", quarter, VALIDATE_MEMORY_MB)
         self.backend = make("Backend", "backend", "Backend phases via the run's adapter", quarter, 1024)
         self.report = make("Report", "report", "Run summary and notification", minute)
         self.reaper = make("Reaper", "reaper", "Teardown + report for aborted/timed-out executions", quarter)

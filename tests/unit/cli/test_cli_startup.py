@@ -1,0 +1,122 @@
+"""`mtrl` starts without the libraries of the commands it does not run (issue 25: start-up within 0.5 CPU-s).
+
+The CPU figure is benchmarks/bench_validation.py's (`make bench B=validation`); this test keeps what the figure is
+made of, the modules a command imports, through the real entry point in a fresh interpreter each time. It also keeps
+the command table of ``mtrl.cli`` (which lists commands without importing them) equal to the commands themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from mtrl.cli import app
+from mtrl.cli.lazy import LazyCommand
+
+REPO = Path(__file__).resolve().parents[3]
+# Run the real entry point and write the modules it imported, whatever way it exits.
+_RUN = """
+import atexit, json, os, sys
+atexit.register(lambda: open(os.environ["MODULES_OUT"], "w").write(json.dumps(sorted(sys.modules))))
+sys.argv = ["mtrl", *sys.argv[1:]]
+from mtrl.cli import main
+main()
+"""
+AWS_SDK = ("boto3", "botocore", "s3transfer")
+CDK = ("aws_cdk", "jsii", "constructs")
+MODEL_LIBRARIES = ("torch", "transformers", "trl", "peft", "openai")
+PLOTS = ("matplotlib",)
+NOT_FOR_LOCAL_WORK = (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS, "mtrl.client", "mtrl.backends.hyperpod")
+# Every settings model but the pipeline's (`mtrl validate` needs that one's defaults, nothing else).
+DEPLOY_SETTINGS = ("mtrl.settings.deploy", "mtrl.settings.cluster", "mtrl.settings.network")
+
+
+def _imported(arguments: list[str], tmp_path: Path) -> set[str]:
+    out = tmp_path / "modules.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MODULES_OUT": str(out), "COLUMNS": "120"}
+    subprocess.run([sys.executable, "-c", _RUN, *arguments], cwd=REPO, env=env, capture_output=True, check=False)
+    return set(json.loads(out.read_text()))
+
+
+def _present(modules: set[str], forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(name for name in modules if name.split(".")[0] in forbidden or name.startswith(forbidden))
+
+
+CASES: dict[str, tuple[list[str], tuple[str, ...]]] = {
+    "help": (["--help"], (*NOT_FOR_LOCAL_WORK, "numpy", "pydantic", "msgspec", "mtrl.settings", "mtrl.validation")),
+    "version": (["--version"], (*NOT_FOR_LOCAL_WORK, "numpy", "pydantic", "rich", "mtrl.settings", "mtrl.envs")),
+    "validate": (
+        ["validate", "environments/wordle/sample/train.jsonl", "--env", "wordle", "--json"],
+        (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, "numpy", "mtrl.llm", "mtrl.local", "mtrl.runs"),
+    ),
+    "env list": (["env", "list", "--json"], (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, "mtrl.llm", "mtrl.validation")),
+    "env try --help": (["env", "try", "--help"], (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS)),
+    "eval --help": (["eval", "--help"], (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS)),
+    "sandbox --help": (["sandbox", "run", "--help"], (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, "numpy", "mtrl.envs")),
+    "config docs": (["config", "docs"], (*NOT_FOR_LOCAL_WORK, "numpy")),
+    "status --help": (
+        ["status", "--help"],
+        (
+            *CDK,
+            *MODEL_LIBRARIES,
+            *PLOTS,
+            "numpy",
+            "mtrl.backends.hyperpod",
+            "mtrl.llm",
+            "mtrl.local",
+            "mtrl.validation",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_command_imports_only_what_it_needs(case: str, tmp_path: Path) -> None:
+    arguments, forbidden = CASES[case]
+    modules = _imported(arguments, tmp_path)
+    assert "mtrl.cli" in modules  # the command really ran through the entry point
+    assert _present(modules, forbidden) == []
+
+
+def _first_paragraph(text: str | None) -> str:
+    return (text or "").split("\n\n")[0].strip()
+
+
+def _lazy_commands(group: Any) -> list[tuple[str, LazyCommand]]:
+    found = []
+    for name, command in getattr(group, "commands", {}).items():
+        if isinstance(command, LazyCommand):
+            found.append((name, command))
+            found += [(f"{name} {sub}", lazy) for sub, lazy in _lazy_commands(command.real())]
+    return found
+
+
+def test_the_command_table_lists_each_command_with_its_own_help() -> None:
+    commands = _lazy_commands(typer.main.get_command(app))
+    assert [name for name, _ in commands] == [
+        "cost", "eval", "validate", "submit", "runs", "status", "logs", "cancel", "demo", "config", "env", "env try",
+        "sandbox",
+    ]  # fmt: skip
+    for name, command in commands:
+        assert command.help == _first_paragraph(command.real().help), name
+    env = dict(commands)["env"].real()
+    assert list(env.commands) == ["try", "list", "check", "play"]
+
+
+def test_listing_the_commands_imports_none(tmp_path: Path) -> None:
+    modules = _imported(["--help"], tmp_path)
+    assert [name for name in modules if name.startswith("mtrl.cli.") and name.endswith("_cmd")] == []
+
+
+def test_a_mistyped_command_is_still_answered_with_the_right_one() -> None:
+    result = CliRunner().invoke(app, ["valdate"])
+    assert result.exit_code == 2
+    assert "Did you mean 'validate'?" in result.output
