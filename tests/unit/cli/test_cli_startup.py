@@ -102,8 +102,8 @@ def _lazy_commands(group: Any) -> list[tuple[str, LazyCommand]]:
 def test_the_command_table_lists_each_command_with_its_own_help() -> None:
     commands = _lazy_commands(typer.main.get_command(app))
     assert [name for name, _ in commands] == [
-        "cost", "eval", "validate", "submit", "runs", "status", "logs", "cancel", "demo", "config", "env", "env try",
-        "sandbox",
+        "cost", "eval", "health", "validate", "submit", "runs", "status", "logs", "cancel", "demo", "render", "config",
+        "env", "env try", "sandbox",
     ]  # fmt: skip
     for name, command in commands:
         assert command.help == _first_paragraph(command.real().help), name
