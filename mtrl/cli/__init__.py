@@ -44,8 +44,8 @@ def _commands() -> list[LazyCommand]:
         LazyCommand(
             "health",
             "mtrl.cli.health_cmd:health",
-            "Evaluate the training-health rules on a signals.jsonl: per rule its level over the steps, where it fired,\n"
-            "and the verdict (ok, warn, stop or incomplete).",
+            "Evaluate the training-health rules on a signals.jsonl: per rule its level over the steps, where it "
+            "fired,\nand the verdict (ok, warn, stop or incomplete).",
         ),
         LazyCommand(
             "validate",
