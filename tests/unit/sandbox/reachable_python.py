@@ -12,6 +12,7 @@ a copy next to it.
 
 from __future__ import annotations
 
+import atexit
 import os
 import pwd
 import shutil
@@ -182,6 +183,7 @@ class ReachablePython:
             own = interpreter()
             directory = tempfile.mkdtemp(prefix="mtrl-sandbox-python-")
             self.directory = directory
+            atexit.register(self.remove)  # also when a test worker process ends without unconfiguring
             os.chmod(directory, 0o755)
             root = Path(directory)
             if unreachable_by_other_uids(view_of(own)):
