@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import typer
-from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # Output piped to a file or another program is not cut at 80 columns: a run's URI or a failure's cause must survive
 # intact in a log. A terminal (or an explicit COLUMNS) keeps its own width.
@@ -21,8 +23,39 @@ def _width(stream: Any) -> int | None:
     return PIPED_WIDTH
 
 
-console = Console(width=_width(sys.stdout))
-error_console = Console(stderr=True, width=_width(sys.stderr))
+class _DeferredConsole:
+    """A rich ``Console`` made on first use: importing rich is a good part of every `mtrl` start, and a command that
+    prints JSON never needs it."""
+
+    def __init__(self, **options: Any) -> None:
+        object.__setattr__(self, "_options", options)
+        object.__setattr__(self, "_console", None)
+
+    def _real(self) -> Any:
+        made = object.__getattribute__(self, "_console")
+        if made is None:
+            from rich.console import Console  # noqa: PLC0415 - the point of this class
+
+            options = object.__getattribute__(self, "_options")
+            made = Console(width=_width(sys.stderr if options.get("stderr") else sys.stdout), **options)
+            object.__setattr__(self, "_console", made)
+        return made
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._real(), name, value)
+
+    def __enter__(self) -> Any:  # (special methods are looked up on the type, not through __getattr__)
+        return self._real().__enter__()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._real().__exit__(*exc_info)
+
+
+console = cast("Console", _DeferredConsole())
+error_console = cast("Console", _DeferredConsole(stderr=True))
 
 # Exit codes scripts can rely on.
 EXIT_OK = 0

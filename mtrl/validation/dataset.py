@@ -218,7 +218,7 @@ class DatasetValidator:
         if read > self.limits.max_bytes:
             self._check_lines_to_limit(first, lines, terminated, report)
         report.bytes_read = read
-        if first == 1:
+        if first == 1 and lines:
             lines[0] = self._check_start(lines[0], report)
         check_row, index_id, finish_row = self._check_row, self._index_id, self._finish_row
         # Every key written is followed by a colon, so a line with no more colons than its row has keys holds no

@@ -55,7 +55,7 @@ CASES: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "version": (["--version"], (*NOT_FOR_LOCAL_WORK, "numpy", "pydantic", "rich", "mtrl.settings", "mtrl.envs")),
     "validate": (
         ["validate", "environments/wordle/sample/train.jsonl", "--env", "wordle", "--json"],
-        (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, "numpy", "mtrl.llm", "mtrl.local", "mtrl.runs"),
+        (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, "numpy", "mtrl.llm", "mtrl.local", "mtrl.runs", "rich"),
     ),
     "env list": (["env", "list", "--json"], (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, "mtrl.llm", "mtrl.validation")),
     "env try --help": (["env", "try", "--help"], (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS)),

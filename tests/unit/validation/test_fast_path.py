@@ -237,6 +237,17 @@ def test_blocks_hold_the_same_lines_as_a_plain_split(data: bytes, chunk: int, li
     assert numbers == [line.number for line in lines]
 
 
+@pytest.mark.parametrize("crossing", [1, 2, 3])
+def test_a_stream_outgrowing_the_size_limit_stops_on_the_line_that_crosses_it(crossing: int) -> None:
+    """No size given (a stream): the limit is found while reading, on any line of a block, the first one too."""
+    line = b'{"id": "r%d", "metadata": {"prompt": "p"}}\n'
+    data = b"".join(line % number for number in range(5))
+    limits = Limits(max_bytes=len(line % 0) * crossing - 1)
+    report = DatasetValidator(limits=limits).validate(io.BytesIO(data), source="f")
+    assert [(issue.line, issue.code) for issue in report.errors] == [(crossing, "too_large")]
+    assert report.rows == crossing - 1
+
+
 def test_a_reserved_index_keeps_what_it_held() -> None:
     index = HashIndex(capacity=4)
     for number in range(10):
