@@ -39,6 +39,11 @@ SAMPLE_EVAL = Path("sample") / "eval.jsonl"
 DEFAULT_OUTPUT = Path("runs-local")
 
 
+def register(app: typer.Typer) -> None:
+    """Add the ``try`` command to a command group (`mtrl env` lists it lazily: ``mtrl.cli``'s command table)."""
+    app.command("try")(try_environment)
+
+
 def try_environment(
     env_id: Annotated[str, typer.Argument(help="Environment id (built-in or custom), e.g. wordle.")],
     *,
