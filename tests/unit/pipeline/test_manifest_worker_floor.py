@@ -23,6 +23,8 @@ from mtrl.settings.pipeline import PipelineSettings
 from tests.unit.pipeline.test_manifest_limits import adapter_view
 
 DEFAULTS = PipelineSettings.model_validate({})
+# Nova Forge needs a restricted instance group; with one, hyperpod is the deployment's default backend.
+NOVA_RIG = {"hyperpod_restricted_instance_group": json.dumps({"name": "nova-rig", "instance_type": "ml.p5.48xlarge"})}
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -39,7 +41,7 @@ def test_a_hyperpod_manifest_without_workers_is_refused_naming_the_key() -> None
 
 def test_one_worker_is_enough_and_other_backends_need_none() -> None:
     assert resolve_run_settings(DEFAULTS, {"backend": "hyperpod", "worker_count": 1}).worker_count == 1
-    for backend in ("serverless", "local"):
+    for backend in ("verl", "serverless", "local"):
         assert resolve_run_settings(DEFAULTS, {"backend": backend, "worker_count": 0}).worker_count == 0
 
 
@@ -52,9 +54,11 @@ def test_a_default_of_zero_is_refused_when_a_manifest_picks_hyperpod() -> None:
 @pytest.mark.parametrize("key", ["run_worker_count", "run_max_worker_count"])
 def test_a_hyperpod_deployment_cannot_default_to_no_workers(key: str) -> None:
     with pytest.raises(SettingsError, match="invalid configuration") as raised:
-        load_settings({key: 0}, environ={})
+        load_settings({**NOVA_RIG, key: 0}, environ={})
     assert f"setting '{key}': 0 reward workers cannot score a rollout" in str(raised.value)
-    load_settings({"run_worker_count": 0, key: 0, "run_backend": "serverless"}, environ={})  # no workers used
+    for backend in ("verl", "serverless"):  # no reward workers used
+        load_settings({**NOVA_RIG, "run_worker_count": 0, key: 0, "run_backend": backend}, environ={})
+    load_settings({"run_worker_count": 0, key: 0}, environ={})  # the default backend without a rig is verl
 
 
 def test_the_cli_refuses_the_manifest_before_any_upload(tmp_path: Path) -> None:
