@@ -36,10 +36,18 @@ SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 SYSTEM_DIRECTORIES = ("/usr/share/zoneinfo",)
 SOURCE_DIRS = ("/usr/src", "/usr/local/src")
 PROJECT_PACKAGES = ("mtrl", "environments", "custom-environments", "custom_environments")
-# Run by the sandbox interpreter (trusted: no program involved). It loads every extension module of its standard
-# library, so /proc/self/maps then lists every shared library any standard-library import can need.
+# Run by the sandbox interpreter (trusted: no program involved), without any capability like everything the
+# sandbox starts. It loads every extension module of its standard library, so /proc/self/maps then lists every
+# shared library any standard-library import can need.
 LAYOUT_PROBE = r"""
-import importlib, importlib.util, json, os, sys
+import ctypes, importlib, importlib.util, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+capability = 0
+while libc.prctl(24, capability, 0, 0, 0) == 0:  # PR_CAPBSET_DROP (stops at once without CAP_SETPCAP)
+    capability += 1
+libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+libc.capset((ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)())  # no capability left in any set
+libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
 stdlib = os.path.dirname(os.__file__)
 dynload = os.path.join(stdlib, "lib-dynload")
 for name in sorted(os.listdir(dynload)) if os.path.isdir(dynload) else []:
@@ -54,8 +62,10 @@ with open("/proc/self/maps") as handle:
         fields = line.split(None, 5)
         if len(fields) == 6 and fields[5].startswith("/"):
             mapped.add(fields[5].rstrip("\n"))
+with open("/proc/self/status") as handle:
+    capabilities = {k: int(v, 16) for k, _, v in (line.partition(":") for line in handle) if k.startswith("Cap")}
 print(json.dumps({"magic": importlib.util.MAGIC_NUMBER.hex(), "stdlib": stdlib, "mapped": sorted(mapped),
-                  "version": sys.version.split()[0]}))
+                  "version": sys.version.split()[0], "capabilities": capabilities}))
 """
 
 
@@ -86,6 +96,7 @@ def inside(path: str, root: str) -> bool:
 class Layout:
     stdlib: str
     mapped: tuple[str, ...]
+    capabilities: tuple[tuple[str, int], ...] = ()  # what the probe held while it ran (none: it drops them)
 
 
 @functools.cache
@@ -110,7 +121,8 @@ def interpreter_layout(executable: str) -> Layout:
             f"{sys.version.split()[0]}: {SANDBOX_PYTHON_ENV} must name the same Python version"
         )
     mapped = tuple(path for path in document["mapped"] if os.path.isfile(path))
-    return Layout(os.path.realpath(document["stdlib"]), mapped)
+    capabilities = tuple(sorted(document.get("capabilities", {}).items()))
+    return Layout(os.path.realpath(document["stdlib"]), mapped, capabilities)
 
 
 @dataclass(frozen=True)
