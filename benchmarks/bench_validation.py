@@ -158,6 +158,27 @@ def _validate(path: Path) -> list[str]:
     return [sys.executable, "-m", "mtrl", "validate", str(path), "--env", "wordle", "--json"]
 
 
+# Start-up of other commands (the target holds for any command): help screens and the commands that stay local.
+STARTUP_COMMANDS = (
+    ("--help",),
+    ("--version",),
+    ("env", "list", "--json"),
+    ("status", "--help"),
+    ("submit", "--help"),
+    ("cost", "--help"),
+    ("health", "--help"),
+    ("render", "--help"),
+)
+
+
+def _print_startup_table(env: dict[str, str], pairs: int) -> None:
+    commands = [[sys.executable, "-m", "mtrl", *arguments] for arguments in STARTUP_COMMANDS]
+    for arguments, runs in zip(STARTUP_COMMANDS, alternate(commands, env, pairs), strict=True):
+        figure = median_cpu(runs)
+        verdict = _verdict(figure <= TARGET_STARTUP_CPU_S)
+        print(f"      mtrl {' '.join(arguments):<20} {figure:.2f} CPU-s ({verdict})", flush=True)
+
+
 def _check_valid(usage: Usage, rows: int) -> None:
     document = json.loads(usage.stdout)
     if not document["valid"] or document["train"]["rows"] != rows:
@@ -193,6 +214,7 @@ def main() -> None:
             f"{cold:.2f} CPU-s with no bytecode cache); python + json: {bare_start:.2f} CPU-s",
             flush=True,
         )
+        _print_startup_table(env, pairs)
         rates: dict[str, float] = {}
         for name, make_row in (("realistic", realistic_row), ("transcript", transcript_row)):
             path = root / f"{name}.jsonl"

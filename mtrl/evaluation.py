@@ -13,10 +13,11 @@ import math
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from mtrl.envs.contract import EpisodeResult
-from mtrl.envs.registry import EnvironmentSpec
+if TYPE_CHECKING:  # (types only: `mtrl status` labels the evaluation without loading the environments)
+    from mtrl.envs.contract import EpisodeResult
+    from mtrl.envs.registry import EnvironmentSpec
 
 EVALUATION = "evaluation"
 SUCCESS = "success"

@@ -16,16 +16,6 @@ import typer.core
 import mtrl
 from mtrl.cli.lazy import LazyCommand
 
-_display_type_rich = typer.core.TyperOption.display_type_rich
-
-
-def _flag_has_no_value(self: typer.core.TyperOption, ctx: Any) -> str | None:
-    """Typer labels on/off flags (``--json``, ``--help``, ``--version``) ``<bool>`` although they take no value."""
-    return None if self.is_flag else _display_type_rich(self, ctx)
-
-
-typer.core.TyperOption.display_type_rich = _flag_has_no_value  # type: ignore[method-assign]
-
 
 def _commands() -> list[LazyCommand]:
     """Every `mtrl` command, in the order `mtrl --help` lists them (commands, then groups)."""

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from mtrl.cli.output import EXIT_USAGE, console, error_console, fail, print_json
-from mtrl.cli.run_cost import show_run_cost
-from mtrl.cost import CostError, CostEstimate, TokenUsage, hyperpod_cost_for_hours, load_price_book, serverless_cost
-from mtrl.settings import SettingsError, load_settings, read_cdk_json_context
+
+if TYPE_CHECKING:
+    from mtrl.cost import CostEstimate
 
 
 def cost(
@@ -44,6 +44,17 @@ def cost(
 ) -> None:
     """Estimate a run's cost from token counts (--model …) and/or GPU instance-hours (--instance-type …),
     or, given RUN, show a deployed run's cost breakdown from its run record."""
+    # The price book's models and the AWS client load here, so `mtrl cost --help` starts fast.
+    from mtrl.cli.run_cost import show_run_cost  # noqa: PLC0415
+    from mtrl.cost import (  # noqa: PLC0415
+        CostError,
+        CostEstimate,
+        TokenUsage,
+        hyperpod_cost_for_hours,
+        load_price_book,
+        serverless_cost,
+    )
+
     if run is not None:
         if model is not None or instance_type is not None:
             fail("give either RUN or --model/--instance-type, not both", as_json=as_json)
@@ -86,6 +97,8 @@ def cost(
 
 def _settings_region(*, as_json: bool, cdk_json: Path = Path("cdk.json")) -> str:
     """The deployment's region from its settings (cdk.json context, CDK_DEFAULT_REGION), as `cdk deploy` uses it."""
+    from mtrl.settings import SettingsError, load_settings, read_cdk_json_context  # noqa: PLC0415
+
     try:
         context = read_cdk_json_context(cdk_json) if cdk_json.is_file() else {}
         settings = load_settings(context, environ=os.environ)

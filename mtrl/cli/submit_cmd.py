@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
@@ -20,10 +20,10 @@ from mtrl.cli.remote import (
     remote_errors,
 )
 from mtrl.cli.runs_cmd import IntervalOption, watch_run
-from mtrl.cli.validate_cmd import _print_human as print_report  # the same rendering as `mtrl validate`
-from mtrl.client import submit as client_submit
-from mtrl.client.submit import SubmitError
 from mtrl.runs.ids import manifest_key_for
+
+if TYPE_CHECKING:
+    from mtrl.client import submit as client_submit
 
 
 def submit(
@@ -57,6 +57,10 @@ def submit(
     the manifest and then the dataset and print the run id.
 
     With --watch the exit code is the run's outcome (0 succeeded, 1 failed/cancelled)."""
+    # The client loads the manifest's settings models and boto3: here, so `mtrl submit --help` starts fast.
+    from mtrl.client import submit as client_submit  # noqa: PLC0415
+    from mtrl.client.submit import SubmitError  # noqa: PLC0415
+
     for path in (file, manifest, eval_file):
         if path is not None and not path.is_file():
             fail(f"{path}: no such file", as_json=as_json)
@@ -127,6 +131,9 @@ def _check(
     file: Path, document: dict[str, Any] | None, source: str | None, eval_file: Path | None, *, as_json: bool
 ) -> client_submit.Checked:
     """Validate, or exit: 2 for an unusable manifest, 1 (with line-numbered errors) for invalid data."""
+    from mtrl.client import submit as client_submit  # noqa: PLC0415
+    from mtrl.client.submit import SubmitError  # noqa: PLC0415
+
     try:
         checked = client_submit.check(file, document, manifest_source=source, eval_file=eval_file)
     except SubmitError as error:
@@ -145,12 +152,17 @@ def _check(
     else:
         for report in (checked.eval_report, checked.report):
             if report is not None and not report.valid:
-                print_report(report)
+                from mtrl.cli.validate_cmd import _print_human  # noqa: PLC0415 (`mtrl validate`'s rendering)
+
+                _print_human(report)
         error_console.print("nothing was uploaded", highlight=False)
     raise typer.Exit(EXIT_INVALID)
 
 
 def _remote_manifest(connection: Connection, key: str, *, as_json: bool) -> dict[str, Any] | None:
+    from mtrl.client import submit as client_submit  # noqa: PLC0415
+    from mtrl.client.submit import SubmitError  # noqa: PLC0415
+
     with remote_errors(connection.aws, as_json=as_json):
         try:
             return client_submit.remote_manifest(connection.client("s3"), connection.deployment.bucket, key)

@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from mtrl.cli.output import EXIT_INVALID, console, error_console, fail, print_json
-from mtrl.settings.pipeline import PipelineSettings
 from mtrl.validation import Limits, UnknownEnvironmentError, ValidationReport, validate_file
 
 
@@ -37,8 +36,7 @@ def validate(
             fail(f"{path}: no such file", as_json=as_json)
     if eval_file is not None and eval_split > 0:
         fail("use either --eval-split or --eval-file, not both", as_json=as_json)
-    defaults = PipelineSettings.model_validate({})
-    limits = Limits.from_settings(defaults, max_errors=max_errors)
+    limits = Limits(max_errors=max_errors)  # the pipeline's defaults, without loading the settings models
     if env is None:  # as the pipeline does for a run without a manifest: the deployment's default environment
         env = _deployment_environment(as_json=as_json)
     try:

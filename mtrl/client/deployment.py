@@ -7,8 +7,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import (
     ClientError,
     EndpointConnectionError,
@@ -63,6 +61,10 @@ class Aws:
     """boto3 clients for one target, created once each."""
 
     def __init__(self, target: Target) -> None:
+        # boto3 is imported here, not at start-up: it costs 0.35 CPU-s, which `--help` and local commands skip.
+        import boto3  # noqa: PLC0415
+        from botocore.config import Config  # noqa: PLC0415
+
         self.target = target
         try:
             self.session = boto3.Session(profile_name=target.profile, region_name=target.region)

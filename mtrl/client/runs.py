@@ -6,14 +6,16 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from mtrl.client.deployment import Deployment, error_code, execution_arn
-from mtrl.cost import CostError, CostEstimate, cost_for_run
 from mtrl.runs.registry import RunNotFound, RunRegistry, RunStatus, decode_item
 from mtrl.runs.report import baseline_comparison
+
+if TYPE_CHECKING:
+    from mtrl.cost import CostEstimate
 
 LISTING_INDEX = "by_kind"  # stacks.constructs.data_store.RUN_TABLE_LISTING_INDEX (not imported: it pulls in CDK)
 RUN_KIND = "run"
@@ -229,6 +231,9 @@ def _filter(logs: Any, group: str, run_id: str, start_ms: int | None) -> Iterato
 # -- cost -------------------------------------------------------------------------------------------------
 def run_cost(record: Mapping[str, Any], *, region: str, now: datetime | None = None) -> CostEstimate:
     """The run's cost from its record, priced by ``mtrl.cost.cost_for_run`` (raises CostError)."""
+    # The price book's models load only for a cost: `mtrl status` and `--help` start without pydantic.
+    from mtrl.cost import cost_for_run  # noqa: PLC0415
+
     settings = record.get("settings") or {}
     backend = settings.get("backend")
     usage: dict[str, Any] = {"backend": backend, "region": region}
@@ -257,6 +262,7 @@ def _serverless_base_model(record: Mapping[str, Any]) -> str:
     """
     from mtrl.backends.serverless import JOB_KIND as SERVERLESS_JOB_KIND  # noqa: PLC0415
     from mtrl.backends.serverless_settings import TRAINING_CATEGORY  # noqa: PLC0415
+    from mtrl.cost import CostError  # noqa: PLC0415
 
     for resource in record.get("resources") or []:
         details = resource.get("details") or {}

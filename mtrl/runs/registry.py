@@ -6,6 +6,7 @@ locking), so two concurrent updates can never silently overwrite each other; a t
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -13,14 +14,20 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from mtrl.backends.base import CreatedResource
 from mtrl.runs.errors import InternalError, TransientError
 
-_SERIALIZER = TypeSerializer()
-_DESERIALIZER = TypeDeserializer()
+
+@functools.cache
+def _dynamodb_types() -> tuple[Any, Any]:
+    """boto3's item (de)serializer, imported on first use: importing boto3 costs a CLI command 0.35 CPU-s."""
+    from boto3.dynamodb.types import TypeDeserializer, TypeSerializer  # noqa: PLC0415
+
+    return TypeSerializer(), TypeDeserializer()
+
+
 _MAX_CONFLICT_RETRIES = 8
 
 
@@ -62,11 +69,11 @@ def run_key(run_id: str) -> dict[str, Any]:
 def encode_item(values: Mapping[str, Any]) -> dict[str, Any]:
     # DynamoDB numbers must be Decimal; a JSON round trip turns floats into Decimals exactly as written.
     plain = json.loads(json.dumps(values, default=str), parse_float=Decimal)
-    return {key: _SERIALIZER.serialize(value) for key, value in plain.items() if value is not None}
+    return {key: _dynamodb_types()[0].serialize(value) for key, value in plain.items() if value is not None}
 
 
 def decode_item(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: _plain(_DESERIALIZER.deserialize(value)) for key, value in item.items()}
+    return {key: _plain(_dynamodb_types()[1].deserialize(value)) for key, value in item.items()}
 
 
 def _plain(value: Any) -> Any:

@@ -8,7 +8,6 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from mtrl.runs.backend_options import BASELINE_SUPPORT
 from mtrl.runs.errors import in_plain_words
 
 MAX_CAUSE_CHARS = 1500
@@ -60,6 +59,9 @@ def baseline_comparison(record: Mapping[str, Any]) -> dict[str, Any] | None:
     else:
         before = {name.removesuffix("_before"): v for name, v in evaluation.items() if name.endswith("_before")}
         after = {name.removesuffix("_after"): v for name, v in evaluation.items() if name.endswith("_after")}
+    # backend_options defines pydantic models: loaded here, so `mtrl status --help` starts without pydantic.
+    from mtrl.runs.backend_options import BASELINE_SUPPORT  # noqa: PLC0415
+
     support = BASELINE_SUPPORT.get(str(settings.get("backend")))
     measure = (record.get("evaluation_settings") or {}).get("evaluation_measure")
     return {

@@ -15,6 +15,12 @@ from pydantic import Field, field_validator, model_validator
 
 from mtrl.settings.backends import AGENT_RUNTIME_ARN
 from mtrl.settings.base import SettingsGroup
+from mtrl.settings.dataset_limits import (
+    DATASET_MAX_BYTES,
+    DATASET_MAX_LINE_BYTES,
+    DATASET_MAX_ROWS,
+    DATASET_MIN_ROWS,
+)
 
 Backend = Literal["verl", "hyperpod", "serverless", "local"]
 MAX_RUN_INSTANCES = 64
@@ -157,11 +163,11 @@ class PipelineSettings(SettingsGroup):
         "serverless run's manifest may name in backend_options.agent_runtime_arn; any other runtime is refused at "
         "Register. Empty = a manifest cannot name a runtime.",
     )
-    dataset_max_bytes: int = Field(5 * 1024**3, ge=1024, description="Largest accepted dataset object, in bytes.")
-    dataset_max_rows: int = Field(2_000_000, ge=1, description="Most rows accepted in one dataset.")
-    dataset_min_rows: int = Field(1, ge=1, description="Fewest rows a dataset must have.")
+    dataset_max_bytes: int = Field(DATASET_MAX_BYTES, ge=1024, description="Largest accepted dataset object, in bytes.")
+    dataset_max_rows: int = Field(DATASET_MAX_ROWS, ge=1, description="Most rows accepted in one dataset.")
+    dataset_min_rows: int = Field(DATASET_MIN_ROWS, ge=1, description="Fewest rows a dataset must have.")
     dataset_max_line_bytes: int = Field(
-        1024 * 1024, ge=256, le=64 * 1024 * 1024, description="Longest accepted JSONL line, in bytes."
+        DATASET_MAX_LINE_BYTES, ge=256, le=64 * 1024 * 1024, description="Longest accepted JSONL line, in bytes."
     )
     validation_max_errors: int = Field(
         50, ge=1, le=10_000, description="Errors listed in a validation report (counting continues past it)."

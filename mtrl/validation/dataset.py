@@ -15,6 +15,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mtrl.settings.dataset_limits import (
+    DATASET_MAX_BYTES,
+    DATASET_MAX_LINE_BYTES,
+    DATASET_MAX_ROWS,
+    DATASET_MIN_ROWS,
+)
 from mtrl.validation.hashindex import HashIndex
 from mtrl.validation.lines import Readable, iter_line_blocks
 from mtrl.validation.row_parser import FAST_REFUSED, parse_row
@@ -38,10 +44,12 @@ def eval_split_of(row_id: str, eval_split: float) -> bool:
 
 @dataclass(frozen=True)
 class Limits:
-    max_bytes: int = 5 * 1024**3
-    max_rows: int = 2_000_000
-    min_rows: int = 1
-    max_line_bytes: int = 1024 * 1024
+    """A dataset's size limits; the defaults are the pipeline's (``mtrl.settings.dataset_limits``)."""
+
+    max_bytes: int = DATASET_MAX_BYTES
+    max_rows: int = DATASET_MAX_ROWS
+    min_rows: int = DATASET_MIN_ROWS
+    max_line_bytes: int = DATASET_MAX_LINE_BYTES
     max_errors: int = 50
 
     @classmethod

@@ -35,8 +35,11 @@ CDK = ("aws_cdk", "jsii", "constructs")
 MODEL_LIBRARIES = ("torch", "transformers", "trl", "peft", "openai")
 PLOTS = ("matplotlib",)
 NOT_FOR_LOCAL_WORK = (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS, "mtrl.client", "mtrl.backends.hyperpod")
-# Every settings model but the pipeline's (`mtrl validate` needs that one's defaults, nothing else).
 DEPLOY_SETTINGS = ("mtrl.settings.deploy", "mtrl.settings.cluster", "mtrl.settings.network")
+# pydantic and the models built on it: about 0.3 CPU-s of imports (typer is pinned below 0.29 for this).
+SETTINGS_MODELS = ("pydantic", "pydantic_core", "mtrl.settings.pipeline", "mtrl.settings.base")
+# What `--help` of a command that talks to a deployment must not load: the SDK comes with the first AWS call.
+REMOTE_HELP = (*AWS_SDK[:1], "s3transfer", *CDK, *MODEL_LIBRARIES, *PLOTS, *SETTINGS_MODELS, "numpy", "msgspec")
 
 
 def _imported(arguments: list[str], tmp_path: Path) -> set[str]:
@@ -55,26 +58,33 @@ CASES: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "version": (["--version"], (*NOT_FOR_LOCAL_WORK, "numpy", "pydantic", "rich", "mtrl.settings", "mtrl.envs")),
     "validate": (
         ["validate", "environments/wordle/sample/train.jsonl", "--env", "wordle", "--json"],
-        (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, "numpy", "mtrl.llm", "mtrl.local", "mtrl.runs", "rich"),
+        # No settings model at all: the limits are plain numbers (mtrl.settings.dataset_limits).
+        (
+            *NOT_FOR_LOCAL_WORK,
+            *DEPLOY_SETTINGS,
+            *SETTINGS_MODELS,
+            "numpy",
+            "mtrl.llm",
+            "mtrl.local",
+            "mtrl.runs",
+            "rich",
+        ),
     ),
-    "env list": (["env", "list", "--json"], (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, "mtrl.llm", "mtrl.validation")),
+    "env list": (
+        ["env", "list", "--json"],
+        (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, *SETTINGS_MODELS, "mtrl.llm", "mtrl.validation"),
+    ),
     "env try --help": (["env", "try", "--help"], (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS)),
     "eval --help": (["eval", "--help"], (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS)),
     "sandbox --help": (["sandbox", "run", "--help"], (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, "numpy", "mtrl.envs")),
     "config docs": (["config", "docs"], (*NOT_FOR_LOCAL_WORK, "numpy")),
     "status --help": (
         ["status", "--help"],
-        (
-            *CDK,
-            *MODEL_LIBRARIES,
-            *PLOTS,
-            "numpy",
-            "mtrl.backends.hyperpod",
-            "mtrl.llm",
-            "mtrl.local",
-            "mtrl.validation",
-        ),
+        (*REMOTE_HELP, "mtrl.backends.hyperpod", "mtrl.llm", "mtrl.local", "mtrl.validation", "mtrl.envs", "mtrl.cost"),
     ),
+    "submit --help": (["submit", "--help"], (*REMOTE_HELP, "mtrl.validation", "mtrl.envs", "mtrl.runs.manifest")),
+    "cost --help": (["cost", "--help"], (*REMOTE_HELP, "botocore", "mtrl.cost", "mtrl.client")),
+    "runs --help": (["runs", "--help"], (*REMOTE_HELP, "mtrl.envs", "mtrl.cost")),
 }
 
 
