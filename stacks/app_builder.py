@@ -169,7 +169,7 @@ def _wire_backends(
         serverless=ServerlessTargets(
             job_role_arn=roles.serverless_job_role.role_arn,
             agent_function_arns=[agent.function.function_arn for agent in backends.agents.values()],
-            agent_runtime_arn=settings.serverless_agent_runtime_arn,
+            agent_runtime_arns=tuple(settings.usable_agent_runtime_arns),
             mlflow_app_arn=backends.mlflow_app_arn,
             model_package_group_arn=backends.model_package_group_arn,
             data_bucket_arn=data.store.data_bucket.bucket_arn,

@@ -88,6 +88,7 @@ class BackendsStack(cdk.Stack):
             hyperpod_cluster_arn=hyperpod_arn,
             eks_cluster_arn=cluster.eks_cluster_arn,
             mlflow_arn=self.mlflow_app_arn,
+            agent_runtime_arns=settings.usable_agent_runtime_arns,
             allow_sam_role_creation=settings.nova_allow_sam_role_creation,
         )
         if cluster.hyperpod_cluster_arn is None:

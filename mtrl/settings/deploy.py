@@ -63,6 +63,12 @@ class DeploySettings(
 ):
     """Everything a deployment can be configured with (docs/configuration.md is generated from it)."""
 
+    @property
+    def usable_agent_runtime_arns(self) -> list[str]:
+        """The AgentCore runtimes a serverless run may call: the deployment's own and those manifests may name."""
+        own = [self.serverless_agent_runtime_arn] if self.serverless_agent_runtime_arn else []
+        return list(dict.fromkeys([*own, *self.run_allowed_agent_runtime_arns]))
+
     @model_validator(mode="before")
     @classmethod
     def _default_backend_follows_the_cluster(cls, values: Any) -> Any:

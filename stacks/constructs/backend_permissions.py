@@ -8,6 +8,7 @@ task ids) or for actions without resource-level permissions; each is acknowledge
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import aws_cdk as cdk
@@ -42,7 +43,21 @@ class ServerlessTargets:
     mlflow_app_arn: str
     model_package_group_arn: str
     data_bucket_arn: str
-    agent_runtime_arn: str | None = None  # the deployment's existing AgentCore runtime, if configured
+    # The AgentCore runtimes runs may call: the deployment's own and those manifests may name (none: no statement).
+    agent_runtime_arns: tuple[str, ...] = ()
+
+
+def agent_runtime_resources(runtime_arns: Sequence[str]) -> list[str]:
+    """IAM resources for invoking the listed AgentCore runtimes: each runtime and any of its endpoints."""
+    return [resource for arn in runtime_arns for resource in (arn, f"{arn}/runtime-endpoint/*")]
+
+
+def agent_runtime_log_group(runtime_arn: str) -> str:
+    """The log groups of a runtime's endpoints: /aws/bedrock-agentcore/runtimes/<runtime id>-<qualifier>."""
+    region, account, resource = runtime_arn.split(":")[3:6]
+    partition = runtime_arn.split(":")[1]
+    runtime_id = resource.removeprefix("runtime/")
+    return f"arn:{partition}:logs:{region}:{account}:log-group:/aws/bedrock-agentcore/runtimes/{runtime_id}-*"
 
 
 @dataclass(frozen=True)
@@ -101,12 +116,15 @@ class BackendPermissions(Construct):
             "per-run functions (lambda:FunctionArn).",
             f"{arn}:sagemaker:{where}:job/*/mtrl-*": "Serverless job names are derived from run ids (mtrl-<run>, "
             "mtrl-eval-<run>, the baseline mtrl-base-<run>) in either job category.",
-            f"{arn}:bedrock-agentcore:{where}:runtime/*": "A run may name an existing AgentCore runtime (manifest "
-            "agent_runtime_arn); runtime ids are generated at deploy time. Smoke test only, this account and region.",
-            f"{arn}:logs:{where}:log-group:/aws/bedrock-agentcore/runtimes/*": "The smoke test reads the named "
-            "runtime's log group (/aws/bedrock-agentcore/runtimes/<runtime id>-<qualifier>) for the job runtime's "
-            "answer.",
         }
+        for runtime_arn in serverless.agent_runtime_arns:
+            reasons[f"{runtime_arn}/runtime-endpoint/*"] = (
+                "Any endpoint (qualifier) of a runtime the operator listed; smoke test only."
+            )
+            reasons[agent_runtime_log_group(runtime_arn)] = (
+                "The smoke test reads the listed runtime's log group (/aws/bedrock-agentcore/runtimes/<runtime "
+                "id>-<qualifier>) for the job runtime's answer."
+            )
         for family in hyperpod.task_families:
             reasons[f"{arn}:ecs:{where}:task-definition/{family}:*"] = (
                 f"Any revision of the {family} task definition (deploys add revisions)."
@@ -268,17 +286,20 @@ class BackendPermissions(Construct):
                 actions=["lambda:InvokeFunction"],
                 resources=list(serverless.agent_function_arns),
             ),
-            iam.PolicyStatement(
-                sid="ServerlessAgentCoreSmokeTest",  # InvokeAgentRuntime with a fake job ARN of this account
-                actions=["bedrock-agentcore:InvokeAgentRuntime"],
-                resources=[f"{arn}:bedrock-agentcore:{where}:runtime/*"],
-            ),
-            iam.PolicyStatement(
-                sid="ServerlessAgentCoreSmokeTestLogs",  # FilterLogEvents: the runtime's answer to the agent
-                actions=["logs:FilterLogEvents"],
-                resources=[f"{arn}:logs:{where}:log-group:/aws/bedrock-agentcore/runtimes/*"],
-            ),
         ]
+        if serverless.agent_runtime_arns:  # only the listed runtimes (issue 20 item 6)
+            statements += [
+                iam.PolicyStatement(
+                    sid="ServerlessAgentCoreSmokeTest",  # InvokeAgentRuntime with a fake job ARN of this account
+                    actions=["bedrock-agentcore:InvokeAgentRuntime"],
+                    resources=agent_runtime_resources(serverless.agent_runtime_arns),
+                ),
+                iam.PolicyStatement(
+                    sid="ServerlessAgentCoreSmokeTestLogs",  # FilterLogEvents: the runtime's answer to the agent
+                    actions=["logs:FilterLogEvents"],
+                    resources=[agent_runtime_log_group(runtime) for runtime in serverless.agent_runtime_arns],
+                ),
+            ]
         if hyperpod.node_role_arn is not None:
             statements.insert(
                 1,

@@ -8,6 +8,7 @@ the runner role and the RFT role, so the SDK's ``ensure_rft_policy_on_current_ro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import aws_cdk as cdk
@@ -18,6 +19,7 @@ from constructs import Construct
 
 from mtrl.backends.hyperpod.naming import run_name_pattern
 from mtrl.envs.nova_package import S3_PREFIX as NOVA_ENV_PREFIX
+from stacks.constructs.backend_permissions import agent_runtime_resources
 from stacks.nag import acknowledge, nag_resource
 
 JOB_PRINCIPAL = "job.sagemaker.amazonaws.com"
@@ -36,6 +38,7 @@ class BackendRoles(Construct):
     - ``reward_cluster_arn``: the ECS cluster the runner starts tasks on.
     - ``hyperpod_cluster_arn`` / ``eks_cluster_arn``: what ``hyperpod connect-cluster`` reads.
     - ``mlflow_arn``: the MLflow app (serverless jobs) or tracking server (Nova Forge).
+    - ``agent_runtime_arns``: the AgentCore runtimes serverless jobs may call (none: no AgentCore statement).
     - ``rft_role_name``: defaults to ``<prefix>-rft``; the policy is ``<rft_role_name>Policy`` exactly.
     - ``allow_sam_role_creation``: the SDK deploys its SAM template with ``CAPABILITY_IAM``, so whoever runs
       ``sam deploy`` (the RFT role, in the SDK's ECS task) must create the template's Lambda roles. Off by default:
@@ -54,6 +57,7 @@ class BackendRoles(Construct):
         hyperpod_cluster_arn: str,
         eks_cluster_arn: str,
         mlflow_arn: str,
+        agent_runtime_arns: Sequence[str] = (),
         rft_role_name: str | None = None,
         allow_sam_role_creation: bool = False,
     ) -> None:
@@ -65,6 +69,7 @@ class BackendRoles(Construct):
         self.rft_role_name = rft_role_name or f"{prefix}-rft"
         run_scoped = run_name_pattern(prefix)  # every per-run Nova Forge name: <stem>-nf<hash>…
 
+        self.agent_runtime_arns = list(agent_runtime_arns)
         self.serverless_job_role = self._serverless_job_role(stack, data_bucket, data_key, mlflow_arn)
         self.agent_role = self._agent_role()
 
@@ -168,11 +173,6 @@ class BackendRoles(Construct):
                 resources=[f"{arn}:lambda:{where}:function:{self.prefix}-agent-*"],
             ),
             iam.PolicyStatement(
-                sid="InvokeTheRunAgentRuntime",
-                actions=["bedrock-agentcore:InvokeAgentRuntime", "bedrock-agentcore:GetAgentRuntime"],
-                resources=[f"{arn}:bedrock-agentcore:{where}:runtime/*"],
-            ),
-            iam.PolicyStatement(
                 sid="BaseModel",  # TrainingConfig/EvaluationConfig.BaseModelArn: the public hub's model content
                 actions=["sagemaker:DescribeHubContent"],
                 resources=[f"{arn}:sagemaker:{stack.region}:aws:hub-content/SageMakerPublicHub/Model/*"],
@@ -201,13 +201,22 @@ class BackendRoles(Construct):
                 resources=[job_logs, f"{job_logs}:log-stream:*"],
             ),
         ]
+        if self.agent_runtime_arns:  # only the runtimes the operator listed (issue 20 item 6), any endpoint of each
+            statements.append(
+                iam.PolicyStatement(
+                    sid="InvokeTheRunAgentRuntime",
+                    actions=["bedrock-agentcore:InvokeAgentRuntime", "bedrock-agentcore:GetAgentRuntime"],
+                    resources=agent_runtime_resources(self.agent_runtime_arns),
+                )
+            )
         for statement in statements:
             role.add_to_policy(statement)
         self._wildcard_reasons[role.node.id] = (
             "Wildcards are per-run object prefixes (runs/*/input|model|evaluation/*), the deployment's agent "
-            "functions and model package groups (<prefix>-*), AgentCore runtimes of this account/region (their ids "
-            "are generated at deploy time), the public hub's model content (the run chooses the base model) and the "
-            "service's job log groups (/aws/sagemaker/Job*, one per job category) and their streams."
+            "functions and model package groups (<prefix>-*), the endpoints of the listed AgentCore runtimes "
+            "(runtime/<id>/runtime-endpoint/*: a run chooses the qualifier), the public hub's model content (the run "
+            "chooses the base model) and the service's job log groups (/aws/sagemaker/Job*, one per job category) "
+            "and their streams."
         )
         return role
 

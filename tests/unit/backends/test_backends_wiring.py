@@ -95,8 +95,12 @@ NO_RESOURCE_LEVEL = {
     "ecs:DeregisterTaskDefinition",
 }
 PER_RUN_WILDCARD = re.compile(
-    r"mtrl-nf\*|task/mtrl-reward-workers/\*|job/\*/mtrl-\*|:\*\"|mapping:\*|:runtime/\*|/aws/bedrock-agentcore/runtimes/\*"
+    r"mtrl-nf\*|task/mtrl-reward-workers/\*|job/\*/mtrl-\*|:\*\"|mapping:\*|:runtime/[^*/]+/runtime-endpoint/\*|"
+    r"/aws/bedrock-agentcore/runtimes/[^*]+-\*"
 )
+# Granted only when the deployment lists AgentCore runtimes (its own, or run_allowed_agent_runtime_arns).
+AGENTCORE_SMOKE_ACTIONS = {"bedrock-agentcore:InvokeAgentRuntime", "logs:FilterLogEvents"}
+LISTED_RUNTIME = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/wordle_agent-AbCdEf1234"
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -126,7 +130,7 @@ def backend_statements(pipeline_template: Template) -> list[dict[str, Any]]:
 
 def test_backend_function_gets_exactly_the_adapters_actions(backend_statements: list[dict[str, Any]]) -> None:
     granted = {action for s in backend_statements for action in _as_list(s["Action"])}
-    assert granted == ADAPTER_ACTIONS | STACK_DELETE_ACTIONS
+    assert granted == (ADAPTER_ACTIONS - AGENTCORE_SMOKE_ACTIONS) | STACK_DELETE_ACTIONS  # no runtime listed
     assert not any("*" in action for action in granted)
 
 
@@ -256,7 +260,8 @@ def test_backend_function_grants_every_recorded_serverless_adapter_call(
     backend_statements: list[dict[str, Any]],
 ) -> None:
     granted = {action for s in backend_statements for action in _as_list(s["Action"])}
-    assert SERVERLESS_ADAPTER_ACTIONS - {"sts:GetCallerIdentity", "s3:GetObject", "s3:PutObject"} <= granted
+    not_here = {"sts:GetCallerIdentity", "s3:GetObject", "s3:PutObject"} | AGENTCORE_SMOKE_ACTIONS  # no runtime listed
+    assert SERVERLESS_ADAPTER_ACTIONS - not_here <= granted
 
 
 def test_nova_runner_task_runs_with_the_runner_role(backends_template: Template) -> None:
@@ -313,6 +318,33 @@ def test_custom_environment_is_checked_at_synth(app_factory: Any) -> None:
     _app, deployment = app_factory({"use_custom_env": True, "custom_env_id": "template"})
     assert deployment.backends is not None
     assert deployment.backends.agents["template"].function_name == "mtrl-agent-template"
+
+
+def test_agentcore_is_granted_only_for_the_runtimes_the_operator_listed(app_factory: Any) -> None:
+    """Issue 20 item 6: `runtime/*` let a run's job, and the smoke test, invoke any AgentCore runtime of the account;
+    now only the listed runtimes (any endpoint of each: a run chooses the qualifier) and their log groups."""
+    _, deployment = app_factory({"run_allowed_agent_runtime_arns": json.dumps([LISTED_RUNTIME])})
+    (policy,) = [
+        p
+        for p in Template.from_stack(deployment.pipeline).find_resources("AWS::IAM::Policy").values()
+        if "ServerlessAgentCoreSmokeTest" in json.dumps(p)
+    ]
+    by_sid = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    runtime_resources = [LISTED_RUNTIME, f"{LISTED_RUNTIME}/runtime-endpoint/*"]
+    assert by_sid["ServerlessAgentCoreSmokeTest"]["Resource"] == runtime_resources
+    assert by_sid["ServerlessAgentCoreSmokeTestLogs"]["Resource"] == (
+        "arn:aws:logs:us-east-1:123456789012:log-group:/aws/bedrock-agentcore/runtimes/wordle_agent-AbCdEf1234-*"
+    )
+    assert deployment.backends is not None
+    job_policies = Template.from_stack(deployment.backends).find_resources("AWS::IAM::Policy")
+    (job_statement,) = [
+        s
+        for p in job_policies.values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Sid") == "InvokeTheRunAgentRuntime"
+    ]
+    assert job_statement["Resource"] == runtime_resources
+    assert ":runtime/*" not in json.dumps(job_policies)
 
 
 def test_runs_scale_the_restricted_group_when_one_is_configured(app_factory: Any) -> None:

@@ -22,13 +22,29 @@ DOCUMENTED = json.loads(
 )
 
 
+RUNTIME = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/wordle_agent-AbCdEf1234"
+
+
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[BackendRoles, Template]:
+def built_both(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[BackendRoles, Template]]:
+    """With an AgentCore runtime listed (every documented statement) and without one, in one synth."""
     app = cdk.App(outdir=str(tmp_path_factory.mktemp("job-role")))
     enable_checks(app)  # synth fails on any unacknowledged cdk-nag finding
-    roles, stack = _add(app, "Roles")
+    variants = {"listed": _add(app, "Roles", agent_runtime_arns=[RUNTIME]), "none": _add(app, "RolesNoRuntime")}
     app.synth()
-    return roles, Template.from_stack(stack)
+    return {name: (roles, Template.from_stack(stack)) for name, (roles, stack) in variants.items()}
+
+
+@pytest.fixture(scope="module")
+def built(built_both: dict[str, tuple[BackendRoles, Template]]) -> tuple[BackendRoles, Template]:
+    return built_both["listed"]
+
+
+def test_agentcore_is_granted_for_the_listed_runtimes_only(built_both: dict[str, Any]) -> None:
+    # Issue 20 item 6: runtime/* let a job invoke any runtime of the account; a run may name only listed ones.
+    listed = _job_statements(built_both["listed"][1])["InvokeTheRunAgentRuntime"]
+    assert listed["Resource"] == [RUNTIME, f"{RUNTIME}/runtime-endpoint/*"]
+    assert "InvokeTheRunAgentRuntime" not in _job_statements(built_both["none"][1])
 
 
 def _job_statements(template: Template) -> dict[str, dict[str, Any]]:
