@@ -1,4 +1,5 @@
-"""The external evaluation of episodes, reported next to — never mixed into — the training reward (seed 001).
+"""The external evaluation of episodes, reported next to — never mixed into — the training reward (the SageMaker AI
+multi-turn RL best-practices post).
 
 An environment that declares ``EVALUATION`` sets ``EpisodeResult.evaluation`` (in [0, 1]) on every result; that is
 the score. One that declares none is scored by its own ``success`` (1 or 0), and every report says so: the
@@ -68,8 +69,9 @@ def emit_emf(
     timestamp_ms: int | None = None,
 ) -> bool:
     """One CloudWatch EMF line: the external evaluation mean of these episodes (``EvaluationMean``, dimension
-    ``Measure`` = evaluation | success) next to their reward mean — the pair that shows a reward rising while the
-    task success falls (seed 001's anti-pattern). Nothing is written for no episodes; returns whether it wrote."""
+    ``Measure`` = evaluation | success) next to their reward mean — the pair that shows a reward rising while the task
+    success falls (the SageMaker AI multi-turn RL best-practices post's anti-pattern). Nothing is written for no
+    episodes; returns whether it wrote."""
     if not results:
         return False
     found = figures(results)

@@ -12,10 +12,10 @@ bodies, forwarded unchanged to the model); the result is reported with ``Complet
 never an error status: the service fails the whole job on a returned error. The fake-job-ARN smoke test
 (``Could not find job`` from the service) is recognised and returned as a diagnosis.
 
-In an evaluation job (``AgentRFTEvaluation`` in the job ARN) the score reported is the environment's external
-evaluation (``mtrl.evaluation.score``: its ``EVALUATION``, or success 1/0 when it declares none), not the training
-reward: the service's pass@k then measures what the task owner accepts as solved (seed 001: evaluate separately
-from the reward). Training jobs get the reward.
+In an evaluation job (``AgentRFTEvaluation`` in the job ARN) the score reported is the environment's external evaluation
+(``mtrl.evaluation.score``: its ``EVALUATION``, or success 1/0 when it declares none), not the training reward: the
+service's pass@k then measures what the task owner accepts as solved (the SageMaker AI multi-turn RL best-practices
+post: evaluate separately from the reward). Training jobs get the reward.
 
 Per-run agent options travel inside the task JSON under ``mtrl_agent`` (the serverless adapter writes them when it
 converts the dataset): ``reasoning_effort`` (low|medium|high) is sent with every Sample request.

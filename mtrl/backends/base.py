@@ -1,4 +1,4 @@
-"""The backend-neutral adapter interface the pipeline drives (DESIGN.md §2, §3).
+"""The backend-neutral adapter interface the pipeline drives (docs/pipeline.md, "For backend authors").
 
 Phases call, in order: ``preflight`` → ``provision`` → ``submit`` → ``status`` (polled) →
 ``cancel`` (on timeout/abort) → ``cleanup`` (always, idempotent). Every resource an adapter is about to

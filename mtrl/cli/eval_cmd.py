@@ -1,4 +1,5 @@
-"""`mtrl eval ENV_ID --policy P [--policy P2 …]`: baselines before training, side by side (seed 001).
+"""`mtrl eval ENV_ID --policy P [--policy P2 …]`: baselines before training, side by side (the SageMaker AI multi-turn
+RL best-practices post).
 
 Before training, run the base model and a stronger reference model through the same evaluation to know the
 starting point and the ceiling. Each policy plays one episode of each task of a split — the environment's held-out

@@ -1,7 +1,7 @@
 """Run cost from usage: serverless runs from ``BillableTokenUsage``, HyperPod runs from GPU instance-hours held.
 
-Prices come only from ``prices.json`` (DESIGN.md §4). A missing price is an error, never a silent zero, and a
-price marked as an assumption is carried into the estimate so every report can say so.
+Prices come only from ``prices.json`` (docs/operations.md, "Costs"). A missing price is an error, never a silent zero,
+and a price marked as an assumption is carried into the estimate so every report can say so.
 """
 
 from __future__ import annotations

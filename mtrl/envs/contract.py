@@ -63,9 +63,9 @@ class EpisodeResult:
     unweighted parts the environment wants watched (each one is reported separately so a component
     that never varies inside a group can be spotted); ``metrics`` are diagnostics that are not reward.
 
-    ``evaluation`` is the external evaluation of the episode, in [0, 1] (seed 001: evaluate first, and
-    separately from the reward — the reward may be shaped or dense, the evaluation is what the task
-    owner would accept as solved). ``None`` when the environment declares no evaluation.
+    ``evaluation`` is the external evaluation of the episode, in [0, 1] (the SageMaker AI multi-turn RL best-practices
+    post: evaluate first, and separately from the reward — the reward may be shaped or dense, the evaluation is what the
+    task owner would accept as solved). ``None`` when the environment declares no evaluation.
     """
 
     reward: float

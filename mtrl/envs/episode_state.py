@@ -1,8 +1,8 @@
 """Per-episode state for stateful tools: an in-memory SQLite database seeded from the task, and cleanup.
 
-Seed 001: a stateful tool (create a case, issue a refund) needs a sandbox that lives for one episode only;
-every resource the agent creates is registered and removed in ``finally`` — on a normal end, on max turns,
-on a crash, on a timeout. ``EpisodeState`` is that sandbox:
+The SageMaker AI multi-turn RL best-practices post: a stateful tool (create a case, issue a refund) needs a sandbox that
+lives for one episode only; every resource the agent creates is registered and removed in ``finally`` — on a normal end,
+on max turns, on a crash, on a timeout. ``EpisodeState`` is that sandbox:
 
 - ``db``: a private in-memory SQLite database (``sqlite3`` from the standard library), built from a schema
   and seed rows taken from the task, so every episode of a task starts from the same state and no episode

@@ -1,12 +1,12 @@
 """Verifiable execution as a block: generated code run in ``mtrl.sandbox``, one result per content per episode.
 
-Seed 001: for code, SQL or maths the reward runs the output in an isolated sandbox, and the same input in the
-same sandbox state must give the same result. ``Execution`` wraps ``mtrl.sandbox.run_cases`` (same isolation,
-same trusted judge outside the sandbox, same ``Limits``) and caches each result under the SHA-256 of
-everything that decides it: the program, every check (function, arguments, expected value), the case names
-and the limits. The episode's state enters as check arguments (for example ``EpisodeState.rows(...)``), so
-"same code + same state and input" is literally "same key": within an episode the second run returns the
-first result — a wall-clock timeout on a busy host cannot turn a pass into a fail on re-scoring.
+The SageMaker AI multi-turn RL best-practices post: for code, SQL or maths the reward runs the output in an isolated
+sandbox, and the same input in the same sandbox state must give the same result. ``Execution`` wraps
+``mtrl.sandbox.run_cases`` (same isolation, same trusted judge outside the sandbox, same ``Limits``) and caches each
+result under the SHA-256 of everything that decides it: the program, every check (function, arguments, expected value),
+the case names and the limits. The episode's state enters as check arguments (for example ``EpisodeState.rows(...)``),
+so "same code + same state and input" is literally "same key": within an episode the second run returns the first result
+— a wall-clock timeout on a busy host cannot turn a pass into a fail on re-scoring.
 
 Use one ``Execution`` per episode (create it in ``reset``); the cache holds copies, never shared objects.
 """

@@ -1,9 +1,9 @@
 """External evaluation separate from the reward, and the rule for when to densify the reward.
 
-Seed 001: build the evaluation first — a small function that scores what matters at deployment (SOP-Bench:
-the final JSON answer inside ``<final_output>`` must equal the expected one in every field: 1, else 0) —
-and train on the same rule by default. Densify (partial credit) only where the binary score gives GRPO no
-signal: when every rollout of a task gets the same score, the group's advantages are all zero.
+The SageMaker AI multi-turn RL best-practices post: build the evaluation first — a small function that scores what
+matters at deployment (SOP-Bench: the final JSON answer inside ``<final_output>`` must equal the expected one in every
+field: 1, else 0) — and train on the same rule by default. Densify (partial credit) only where the binary score gives
+GRPO no signal: when every rollout of a task gets the same score, the group's advantages are all zero.
 
 - ``extract_final_output(text, tag)``: the answer object, or ``None`` for no answer. An answer outside the
   tag is no answer; malformed JSON, a non-object, or **several tagged blocks** are no answer (several
@@ -18,12 +18,11 @@ signal: when every rollout of a task gets the same score, the group's advantages
   starves GRPO — it is constant in at least half the groups (``STARVED_SHARE``) — and the partial score is
   constant in fewer".
 
-Why half, and not ``signal_health.FLAT_WARNING_SHARE`` (90%): that threshold flags a component that gives
-"almost nothing"; the question here is whether most of the batch is wasted. With group size G and a policy
-that solves a task with probability p, the binary score is constant in a group with probability
-p^G + (1-p)^G: at G = 8 that reaches 50% once p falls below about 8% (or rises above 92%) — the early,
-hard-task regime seed 001 densifies for — and 90% only below about 1.3%, long after most groups stopped
-contributing.
+Why half, and not ``signal_health.FLAT_WARNING_SHARE`` (90%): that threshold flags a component that gives "almost
+nothing"; the question here is whether most of the batch is wasted. With group size G and a policy that solves a task
+with probability p, the binary score is constant in a group with probability p^G + (1-p)^G: at G = 8 that reaches 50%
+once p falls below about 8% (or rises above 92%) — the early, hard-task regime the SageMaker AI multi-turn RL
+best-practices post densifies for — and 90% only below about 1.3%, long after most groups stopped contributing.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Tools for environments: the tool-call syntax, record–replay read-only tools, a dispatcher and a recorder.
 
-Seed 001: read-only tools replay recorded responses keyed by their input, so the same trajectory always gets
-the same observations and the same reward, and no live system is touched by thousands of rollouts.
+The SageMaker AI multi-turn RL best-practices post: read-only tools replay recorded responses keyed by their input, so
+the same trajectory always gets the same observations and the same reward, and no live system is touched by thousands of
+rollouts.
 
 **Call syntax** (the Hermes / Qwen convention most chat models were trained on)::
 

@@ -159,7 +159,8 @@ def effective_settings(
     return merged
 
 
-# -- the baseline evaluation before training (seed 001: know the starting point before spending on training) --------
+# -- the baseline evaluation before training (know the starting point before spending on training: the SageMaker AI
+# multi-turn RL best-practices post) ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BaselineSupport:
     """How a backend measures a run's ``baseline_evaluation`` (the base model on the held-out split).

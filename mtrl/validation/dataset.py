@@ -1,6 +1,6 @@
 """Validate a Nova Forge multi-turn RFT dataset (JSONL) in one streaming pass.
 
-Row format (DESIGN.md §2): ``{"id": str, "metadata": {"prompt": str | messages, "answer"?: str,
+Row format (README, "Starting a run"): ``{"id": str, "metadata": {"prompt": str | messages, "answer"?: str,
 "task"?: str, "info"?: object}}``; ids unique; each optional field present on every row or on none.
 Memory is constant in the file size apart from the id index (~24 bytes per row, see ``hashindex``).
 """

@@ -1,6 +1,6 @@
 """The documented row shape as a msgspec type: an ordinary row is checked while it is parsed, in C.
 
-DESIGN.md §2's row is ``{"id": str, "metadata": {"prompt": str | messages, "answer"?: str, "task"?: str,
+The row (README, "Starting a run") is ``{"id": str, "metadata": {"prompt": str | messages, "answer"?: str, "task"?: str,
 "info"?: object}}``. ``decode_ordinary`` accepts only rows of that shape whose messages are exactly a known role and
 a string content and whose info values are scalars or lists of scalars, so a row it returns passes every stateless
 check of ``mtrl.validation.dataset`` but a blank id or prompt (``ordinary_keys``) and
