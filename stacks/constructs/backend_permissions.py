@@ -1,7 +1,7 @@
-"""What the pipeline's backend function may do for the ``hyperpod`` and ``serverless`` adapters — nothing more.
+"""What the pipeline's backend function may do for the hyperpod, serverless and verl adapters — nothing more.
 
-Every statement is derived from an AWS call in ``mtrl/backends/hyperpod.py`` or ``mtrl/backends/serverless.py``
-(named in the statement's ``sid``). Wildcards appear only for per-run names (``<stem>-nf*``, see
+Every statement is derived from an AWS call in ``mtrl/backends/hyperpod/``, ``mtrl/backends/serverless*.py`` or
+``mtrl/backends/verl/`` (named in the statement's ``sid``). Wildcards appear only for per-run names (``<stem>-nf*``, see
 ``mtrl.backends.hyperpod.naming``; ``mtrl-*`` jobs,
 task ids) or for actions without resource-level permissions; each is acknowledged with its reason.
 """
