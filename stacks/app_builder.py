@@ -165,7 +165,9 @@ def _wire_backends(
             worker_run_boundary_arn=workers.run_boundary.managed_policy_arn,
             worker_base_policy_arn=workers.base_policy.managed_policy_arn,
         ),
-        verl=VerlTargets(eks_cluster_arn=cluster.eks_cluster_arn),
+        verl=VerlTargets.of(
+            eks_cluster_arn=cluster.eks_cluster_arn, models=settings.verl_models, image_uri=settings.verl_image_uri
+        ),
         serverless=ServerlessTargets(
             job_role_arn=roles.serverless_job_role.role_arn,
             agent_function_arns=[agent.function.function_arn for agent in backends.agents.values()],

@@ -16,6 +16,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from mtrl.backends.hyperpod.naming import run_name_pattern, worker_role_pattern
+from mtrl.backends.verl.settings import ECR_IMAGE, VerlModelSettings, model_sums_object
 from stacks.nag import acknowledge, nag_resource
 
 ECS_TASKS = "ecs-tasks.amazonaws.com"
@@ -62,9 +63,28 @@ def agent_runtime_log_group(runtime_arn: str) -> str:
 
 @dataclass(frozen=True)
 class VerlTargets:
-    """What a verl run touches besides the HyperPod group: the EKS cluster whose API it calls (endpoint and CA)."""
+    """What a verl run touches besides the HyperPod group: the EKS cluster whose API it calls (endpoint and CA), and
+    what Preflight checks exists: each configured model copy's SHA256SUMS object and the trainer image's repository."""
 
     eks_cluster_arn: str
+    model_sums_object_arns: tuple[str, ...] = ()
+    image_repository_arn: str | None = None  # only for an image in ECR
+
+    @classmethod
+    def of(cls, *, eks_cluster_arn: str, models: Sequence[VerlModelSettings], image_uri: str | None) -> VerlTargets:
+        """The targets of the deployment's verl settings (``verl_models``, ``verl_image_uri``)."""
+        sums = tuple(
+            f"arn:{cdk.Aws.PARTITION}:s3:::{'/'.join(model_sums_object(model.s3_uri))}"
+            for model in models
+            if model.s3_uri is not None
+        )
+        found = ECR_IMAGE.match(image_uri or "")
+        repository = (
+            f"arn:{cdk.Aws.PARTITION}:ecr:{found['region']}:{found['account']}:repository/{found['repository']}"
+            if found
+            else None
+        )
+        return cls(eks_cluster_arn=eks_cluster_arn, model_sums_object_arns=sums, image_repository_arn=repository)
 
 
 class BackendPermissions(Construct):
@@ -317,6 +337,20 @@ class BackendPermissions(Construct):
                     sid="VerlReadClusterEndpoint", actions=["eks:DescribeCluster"], resources=[verl.eks_cluster_arn]
                 )
             )
+            if verl.model_sums_object_arns:  # GetObject: the copy's pinned SHA256SUMS, nothing else of the bucket
+                statements.append(
+                    iam.PolicyStatement(
+                        sid="VerlPreflightModelCopies",
+                        actions=["s3:GetObject"],
+                        resources=list(verl.model_sums_object_arns),
+                    )
+                )
+            if verl.image_repository_arn is not None:  # DescribeImages: the pinned digest or tag exists
+                statements.append(
+                    iam.PolicyStatement(
+                        sid="VerlPreflightImage", actions=["ecr:DescribeImages"], resources=[verl.image_repository_arn]
+                    )
+                )
         self.policy = iam.Policy(self, "Policy", statements=statements)
         role.attach_inline_policy(self.policy)
         acknowledged: set[str] = set()

@@ -1,8 +1,9 @@
 """The verl adapter's AWS calls through a whole run (preflight → provision → submit → status → cancel → cleanup),
 recorded at botocore, must each be allowed for the pipeline's backend function role as synthesized.
 
-The adapter's settings are the backend function's ``MTRL_BACKEND_SETTINGS`` as deployed (HyperPod and EKS cluster
-names, the training group, the namespace), plus a model and an image (deploy values that grant nothing). The EKS
+The adapter's settings are the backend function's ``MTRL_BACKEND_SETTINGS`` as deployed with a model copy and an ECR
+image configured (HyperPod and EKS cluster names, the training group, the namespace; Preflight reads the copy's
+SHA256SUMS and describes the image, so the deployment grants exactly those). The EKS
 API is the fake Kubernetes server over HTTP (its endpoint is what the faked DescribeCluster answers); the bearer
 token is a real presigned-STS token from the session's credentials, which needs no IAM permission to sign.
 """
@@ -21,11 +22,12 @@ from mtrl.backends._aws import AwsClients
 from mtrl.backends.base import JobState, RunContext
 from mtrl.backends.hyperpod.common import ProvisioningInProgress
 from mtrl.backends.verl.adapter import VerlAdapter
+from tests.contract.iam.model import ACCOUNT
 from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
 from tests.contract.test_iam_contract_hyperpod import ModelCluster
 from tests.unit.backends.aws_fakes import FakeAws, Recorder, new_session
 from tests.unit.backends.verl.fake_kube import RAY, FakeKube, serve
-from tests.unit.backends.verl.verl_support import IMAGE, MODEL
+from tests.unit.backends.verl.verl_support import IMAGE, MODEL, publish_model_and_image
 
 BACKEND_FUNCTION = "mtrl-pipeline/Functions/Backend/Fn/Function"
 BACKEND_ROLE = "mtrl-pipeline/Functions/Backend/Role"
@@ -38,8 +40,18 @@ class Clock:
         return self.now
 
 
+# The trainer image in the modelled account's own registry (Preflight describes it there).
+ACCOUNT_IMAGE = IMAGE.replace("123456789012", ACCOUNT)
+
+
+@pytest.fixture(scope="module")
+def verl_app_model() -> AppModel:
+    return AppModel.synth(overrides={"verl_models": json.dumps([MODEL]), "verl_image_uri": ACCOUNT_IMAGE})
+
+
 @pytest.fixture
-def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
+def recorded_run(verl_app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
+    app_model = verl_app_model
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
@@ -54,6 +66,7 @@ def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterat
         aws = FakeAws(new_session())
         bucket = deployed["data_bucket"]
         aws.session.client("s3").create_bucket(Bucket=bucket)
+        publish_model_and_image(aws.session)
         cluster = ModelCluster(
             aws,
             name=deployed["hyperpod_cluster_name"],
@@ -75,8 +88,6 @@ def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterat
         run_id = "wordle-20261201T120000Z-0a1b2c3d"
         settings = {
             **deployed,
-            "verl_models": json.dumps([MODEL]),
-            "verl_image_uri": IMAGE,
             "run_id": run_id,
             "instance_count": 1,
             "environment": "wordle",
@@ -105,7 +116,8 @@ def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterat
                 finally:
                     calls.extend(recording.calls)
 
-        assert all(f.ok for f in backend(adapter.preflight)), "preflight should pass"
+        findings = backend(adapter.preflight)
+        assert all(f.ok for f in findings), findings
         with pytest.raises(ProvisioningInProgress):
             backend(adapter.provision)
         cluster.arrive()
@@ -121,8 +133,9 @@ def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterat
 
 
 def test_every_call_of_a_verl_run_is_allowed_for_the_backend_role(
-    recorded_run: list[AwsCall], app_model: AppModel
+    recorded_run: list[AwsCall], verl_app_model: AppModel
 ) -> None:
     operations = {(c.service, c.operation) for c in recorded_run}
     assert {("eks", "DescribeCluster"), ("sagemaker", "UpdateCluster"), ("s3", "GetObject")} <= operations
-    assert_calls_allowed(recorded_run, BACKEND_ROLE, model=app_model)
+    assert ("ecr", "DescribeImages") in operations  # Preflight: the pinned image exists
+    assert_calls_allowed(recorded_run, BACKEND_ROLE, model=verl_app_model)

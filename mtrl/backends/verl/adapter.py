@@ -7,6 +7,7 @@ GPU scaling is the hyperpod backend's (mtrl.backends.hyperpod.capacity: UpdateCl
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import time
 import urllib.parse
@@ -22,11 +23,13 @@ from mtrl.backends.hyperpod.capacity import GpuCapacity, GroupTarget, find_group
 from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress, now_iso
 from mtrl.backends.verl.config import VerlPlan, VerlRunConfig, parse_config, plan_for
 from mtrl.backends.verl.rayjob import progress_uri, rayjob_name, render
+from mtrl.backends.verl.settings import ECR_IMAGE, model_sums_object
 from mtrl.backends.verl.status import job_status
 from mtrl.kube.client import KubeClient, KubeError
 from mtrl.kube.token import eks_token
 
 RAYJOB_KIND = "kuberay-rayjob"
+MAX_SUMS_BYTES = 1024 * 1024  # a SHA256SUMS of a model's files is a few KB; refuse to read a huge object
 API_GROUP_PATH = "/apis/ray.io/v1"
 # What the pipeline's role must be allowed in the deployment's namespace (SelfSubjectAccessReview).
 REQUIRED_ACCESS = (("create", "ray.io", "rayjobs"), ("delete", "ray.io", "rayjobs"), ("create", "", "configmaps"))
@@ -115,8 +118,49 @@ class VerlAdapter:
             )
         )
         findings.append(self._access(run, kube, config.verl_namespace))
+        findings += [self._model_copy(run, plan), self._image(run, plan)]
         findings.append(self._idle_group(config))
         return findings
+
+    def _model_copy(self, run: RunContext, plan: VerlPlan) -> Finding:
+        """The operator's copy exists and its SHA256SUMS is the one the deployment pinned (the trainer checks the
+        files against it): a missing or changed copy fails here, before any GPU is scaled."""
+        model = plan.model
+        if model.s3_uri is None or model.sha256 is None:
+            return Finding("model", True, f"model {model.id}: from the Hub at revision {model.revision}")
+        bucket, key = model_sums_object(model.s3_uri)
+        s3 = self._clients.client("s3", plan.config.region)
+        try:
+            sums = s3.get_object(Bucket=bucket, Key=key)["Body"].read(MAX_SUMS_BYTES + 1)
+        except ClientError as error:
+            return Finding(
+                "model", False, f"run {run.run_id}: model {model.id}: s3://{bucket}/{key}: {error_code(error)}"
+            )
+        digest = hashlib.sha256(sums).hexdigest()
+        if len(sums) > MAX_SUMS_BYTES or digest != model.sha256:
+            return Finding(
+                "model",
+                False,
+                f"run {run.run_id}: model {model.id}: s3://{bucket}/{key} hashes to {digest[:12]}…, the deployment "
+                f"pins {model.sha256[:12]}… (verl_models): the copy changed, or the pin is stale",
+            )
+        return Finding("model", True, f"model {model.id}: s3://{bucket}/{key} matches its pinned SHA-256")
+
+    def _image(self, run: RunContext, plan: VerlPlan) -> Finding:
+        """An ECR image exists (by digest or tag); another registry's cannot be checked without pulling it."""
+        found = ECR_IMAGE.match(plan.image)
+        if found is None:
+            return Finding("image", True, f"{plan.image}: not in ECR, not checked (the nodes must be able to pull it)")
+        image_id = {"imageDigest": found["digest"]} if found["digest"] else {"imageTag": found["tag"]}
+        ecr = self._clients.client("ecr", found["region"])
+        try:
+            ecr.describe_images(registryId=found["account"], repositoryName=found["repository"], imageIds=[image_id])
+        except ClientError as error:
+            code = error_code(error)
+            missing = code.endswith("NotFoundException")
+            hint = " (build and push docker/verl-trainer: docs/cluster.md)" if missing else ""
+            return Finding("image", False, f"run {run.run_id}: {plan.image}: {code}{hint}")
+        return Finding("image", True, f"{plan.image} is in ECR")
 
     def _access(self, run: RunContext, kube: KubeClient, namespace: str) -> Finding:
         denied = []

@@ -28,6 +28,20 @@ _IMAGE = re.compile(
 _DNS_LABEL = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 
+MODEL_SUMS_FILE = "SHA256SUMS"
+# An image in ECR, the one registry Preflight can check without pulling: account, region, repository, digest or tag.
+ECR_IMAGE = re.compile(
+    r"^(?P<account>[0-9]{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/(?P<repository>[a-z0-9._/-]+)"
+    r"(@(?P<digest>sha256:[0-9a-f]{64})|:(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127}))$"
+)
+
+
+def model_sums_object(s3_uri: str) -> tuple[str, str]:
+    """The bucket and key of a model copy's SHA256SUMS: the file whose SHA-256 the deployment pins."""
+    bucket, _, prefix = s3_uri.removeprefix("s3://").partition("/")
+    return bucket, prefix + MODEL_SUMS_FILE
+
+
 class VerlModelSettings(BaseModel):
     """One model verl runs may train: a Hugging Face id and where its weights come from."""
 

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mtrl.backends.verl.settings import MODEL_SUMS_FILE, model_sums_object
 from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
 
 AGENT_NAME = "mtrl"
@@ -109,8 +110,9 @@ def fetch_model(document: Mapping[str, Any], s3: Any, work: Path) -> str:
 
 
 def _verified_copy(s3: Any, prefix_uri: str, sums_sha256: str, into: Path, *, run_id: Any) -> Path:
-    bucket, _, prefix = prefix_uri.removeprefix("s3://").partition("/")
-    sums = s3.get_object(Bucket=bucket, Key=prefix + "SHA256SUMS")["Body"].read()
+    bucket, sums_key = model_sums_object(prefix_uri)
+    prefix = sums_key.removesuffix(MODEL_SUMS_FILE)
+    sums = s3.get_object(Bucket=bucket, Key=sums_key)["Body"].read()
     if hashlib.sha256(sums).hexdigest() != sums_sha256:
         raise TrainError(f"run {run_id}: {prefix_uri}SHA256SUMS does not match the deployment's sha256")
     expected: dict[str, str] = {}

@@ -172,6 +172,7 @@ IAM_PREFIX = {
     "sqs": "sqs",
     "iam": "iam",
     "eks": "eks",
+    "ecr": "ecr",
     "logs": "logs",
     "ec2": "ec2",
     "kms": "kms",
@@ -715,6 +716,12 @@ _simple(
     "DescribeCluster",
     lambda p, e, r: e.arn("eks", f"cluster/{p['name']}", r),
     {"name": "c"},
+)
+_simple(
+    "ecr",
+    "DescribeImages",  # the repository of registryId (the caller's account when omitted)
+    lambda p, e, r: f"arn:{e.partition}:ecr:{r}:{p.get('registryId', e.account)}:repository/{p['repositoryName']}",
+    {"repositoryName": "verl-trainer", "imageIds": [{"imageTag": "0.9.1"}]},
 )
 _simple("eks", "ListAddons", lambda p, e, r: e.arn("eks", f"cluster/{p['clusterName']}", r), {"clusterName": "c"})
 _simple(

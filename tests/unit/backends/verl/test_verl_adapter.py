@@ -25,7 +25,7 @@ from mtrl.backends.verl.rayjob import rayjob_name
 from mtrl.kube.client import KubeClient
 from tests.unit.backends.aws_fakes import FakeAws, FakeCluster, Recorder, new_session
 from tests.unit.backends.verl.fake_kube import RAY, FakeKube, serve
-from tests.unit.backends.verl.verl_support import RUN_ID, run_settings
+from tests.unit.backends.verl.verl_support import IMAGE, MODEL, RUN_ID, publish_model_and_image, run_settings
 
 GROUPS = [{"name": "gpu", "instance_type": "ml.p5.48xlarge", "run_count": 2, "purpose": "training"}]
 STEPS = 3
@@ -79,6 +79,7 @@ def world() -> Iterator[World]:
         aws = FakeAws(session)
         cluster = FakeCluster(aws, name="mtrl-hyperpod", group="gpu")
         session.client("s3").create_bucket(Bucket="data-bucket")
+        publish_model_and_image(session)
         fake = FakeKube(valid_tokens={"token-1"})
         counter = itertools.count(1)
         issued: list[str] = []
@@ -214,6 +215,39 @@ def test_preflight_refuses_a_group_another_run_holds(world: World) -> None:
     findings = {f.check: f for f in world.adapter.preflight(world.run())}
     assert not findings["gpu-group"].ok
     assert "another run holds it" in findings["gpu-group"].message
+
+
+def test_preflight_checks_the_model_copy_against_its_pinned_checksum(world: World) -> None:
+    findings = {f.check: f for f in world.adapter.preflight(world.run())}
+    assert findings["model"].ok, findings["model"]
+    assert "qwen/SHA256SUMS matches its pinned SHA-256" in findings["model"].message
+    s3 = world.aws.session.client("s3")
+    s3.put_object(Bucket="models-bucket", Key="qwen/SHA256SUMS", Body=b"changed after the pin\n")
+    changed = {f.check: f for f in world.adapter.preflight(world.run())}["model"]
+    assert not changed.ok
+    assert f"pins {MODEL['sha256'][:12]}" in changed.message
+    assert RUN_ID in changed.message
+    s3.delete_object(Bucket="models-bucket", Key="qwen/SHA256SUMS")
+    gone = {f.check: f for f in world.adapter.preflight(world.run())}["model"]
+    assert not gone.ok
+    assert "s3://models-bucket/qwen/SHA256SUMS: NoSuchKey" in gone.message
+
+
+def test_preflight_checks_the_image_is_in_ecr(world: World) -> None:
+    assert {f.check: f for f in world.adapter.preflight(world.run())}["image"].ok
+    world.aws.session.client("ecr").batch_delete_image(
+        repositoryName="verl-trainer", imageIds=[{"imageDigest": IMAGE.split("@")[1]}]
+    )
+    missing = {f.check: f for f in world.adapter.preflight(world.run())}["image"]
+    assert not missing.ok
+    assert "ImageNotFoundException (build and push docker/verl-trainer" in missing.message
+
+
+def test_an_image_outside_ecr_is_not_checked_and_says_so(world: World) -> None:
+    settings = {**world.settings, "verl_image_uri": "ghcr.io/example/verl-trainer:0.9.1"}
+    image = {f.check: f for f in world.adapter.preflight(world.run(settings=settings))}["image"]
+    assert image.ok
+    assert "not in ECR, not checked" in image.message
 
 
 def test_preflight_of_a_run_beyond_the_ceilings_touches_nothing(world: World) -> None:

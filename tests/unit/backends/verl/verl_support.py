@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -11,9 +12,29 @@ from mtrl.runs.manifest import resolve_run_settings
 from mtrl.settings import load_settings
 
 RUN_ID = "wordle-20261201T120000Z-0a1b2c3d"
-MODEL = {"id": "Qwen/Qwen2.5-0.5B-Instruct", "s3_uri": "s3://models-bucket/qwen/", "sha256": "a" * 64}
-IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/verl-trainer@sha256:" + "c" * 64
+# The operator's copy of the model: its SHA256SUMS (whose own SHA-256 the deployment pins) at the prefix.
+MODEL_SUMS = ("0" * 64 + "  config.json\n" + "1" * 64 + "  model.safetensors\n").encode()
+MODEL = {
+    "id": "Qwen/Qwen2.5-0.5B-Instruct",
+    "s3_uri": "s3://models-bucket/qwen/",
+    "sha256": hashlib.sha256(MODEL_SUMS).hexdigest(),
+}
+IMAGE_DIGEST = "sha256:" + "c" * 64
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/verl-trainer@" + IMAGE_DIGEST
 BASE_CONTEXT: dict[str, Any] = {"verl_models": json.dumps([MODEL]), "verl_image_uri": IMAGE}
+
+
+def publish_model_and_image(session: Any, *, sums: bytes = MODEL_SUMS) -> None:
+    """What an operator does before the first run, in moto: the model copy's SHA256SUMS and the pushed image."""
+    s3 = session.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="models-bucket")
+    s3.put_object(Bucket="models-bucket", Key="qwen/SHA256SUMS", Body=sums)
+    ecr = session.client("ecr", region_name="us-east-1")
+    ecr.create_repository(repositoryName="verl-trainer")
+    manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json", "layers": []}
+    ecr.put_image(
+        repositoryName="verl-trainer", imageManifest=json.dumps(manifest), imageTag="0.9.1", imageDigest=IMAGE_DIGEST
+    )
 
 
 def run_settings(
