@@ -20,6 +20,7 @@ from mtrl.backends._aws import AwsClients, S3Uri, backend_error, error_code
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobStatus, RunContext
 from mtrl.backends.hyperpod.capacity import GpuCapacity, GroupTarget, find_group, hold_capacity, release_capacity
 from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress, now_iso
+from mtrl.backends.verl.access import access_checks
 from mtrl.backends.verl.config import VerlPlan, VerlRunConfig, parse_config, plan_for
 from mtrl.backends.verl.rayjob import progress_uri, rayjob_name, render
 from mtrl.backends.verl.status import job_status
@@ -28,8 +29,9 @@ from mtrl.kube.token import eks_token
 
 RAYJOB_KIND = "kuberay-rayjob"
 API_GROUP_PATH = "/apis/ray.io/v1"
-# What the pipeline's role must be allowed in the deployment's namespace (SelfSubjectAccessReview).
-REQUIRED_ACCESS = (("create", "ray.io", "rayjobs"), ("delete", "ray.io", "rayjobs"), ("create", "", "configmaps"))
+# What the pipeline's role must be allowed in the deployment's namespace (SelfSubjectAccessReview): every verb of the
+# Role the cluster stack grants (mtrl.backends.verl.access), no more and no fewer.
+REQUIRED_ACCESS: tuple[tuple[str, str, str], ...] = tuple(access_checks())
 KubeFactory = Callable[[VerlRunConfig], KubeClient]
 
 
