@@ -201,7 +201,8 @@ class VerlAdapter:
         kube = self._kube(plan.config)
         for path, body in ((_configmaps(namespace), config_map), (_rayjobs(namespace), rayjob)):
             try:
-                kube.request("POST", path, body)
+                # Strict: the API server refuses an unknown or duplicate field instead of dropping it with a warning.
+                kube.request("POST", f"{path}?fieldValidation=Strict", body)
             except KubeError as error:
                 if error.status != 409:
                     raise BackendError(

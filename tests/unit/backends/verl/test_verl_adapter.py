@@ -109,7 +109,8 @@ def test_a_run_end_to_end_scales_submits_once_succeeds_and_releases(world: World
     job_id = world.adapter.submit(world.run())
     assert job_id == JOB_ID
     assert world.adapter.submit(world.run()) == job_id  # 409: already submitted, not an error
-    assert [s for m, p, s in world.kube.requests if m == "POST" and p.endswith("/rayjobs")] == [201, 409]
+    posted = [(p, s) for m, p, s in world.kube.requests if m == "POST" and "/rayjobs" in p]
+    assert posted == [(f"{RAY}/namespaces/mtrl-verl/rayjobs?fieldValidation=Strict", status) for status in (201, 409)]
     assert world.adapter.status(world.run(), job_id).state is JobState.PENDING
     world.kube.set_status(JOB_PATH, jobDeploymentStatus="Running", jobStatus="RUNNING")
     world.progress(1)
