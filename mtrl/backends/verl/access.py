@@ -42,7 +42,7 @@ def access_checks() -> list[tuple[str, str, str]]:
 
 def pipeline_group(namespace: str) -> str:
     """The Kubernetes group the pipeline's access entry carries and the RoleBinding binds (one per namespace)."""
-    return f"{namespace}:pipeline"
+    return f"mtrl:{namespace}:pipeline"
 
 
 def namespace_manifests(namespace: str) -> list[dict[str, Any]]:

@@ -13,13 +13,16 @@ from aws_cdk.assertions import Match, Template
 
 from mtrl.backends.verl.access import ROLE_NAME, pipeline_group
 from mtrl.backends.verl.adapter import REQUIRED_ACCESS
+from mtrl.settings import SettingsError, load_settings
 from stacks.app_builder import Deployment
+from stacks.constructs.eks_cluster import JOB_NAMESPACES
 from stacks.constructs.kuberay import (
     ACCESS_RELEASE,
     KUBERAY_CHART_PATH,
     KUBERAY_CHART_SHA256,
     KUBERAY_COMMIT,
     KUBERAY_VERSION,
+    OPERATOR_NAMESPACE,
     OPERATOR_RELEASE,
 )
 from tests.unit.cluster.template_tools import of_type
@@ -50,6 +53,14 @@ def test_kuberay_is_pinned_to_a_version_with_the_status_fixes() -> None:
     assert (major, minor) >= (1, 7)
     assert re.fullmatch(r"[0-9a-f]{40}", KUBERAY_COMMIT)
     assert re.fullmatch(r"[0-9a-f]{64}", KUBERAY_CHART_SHA256)
+
+
+@pytest.mark.parametrize("namespace", [*JOB_NAMESPACES, OPERATOR_NAMESPACE])
+def test_the_verl_namespace_cannot_be_one_another_release_owns(namespace: str) -> None:
+    # The access release creates and owns the namespace (helm): sharing the Nova Forge job namespaces or the
+    # operator's own would make two releases own one Namespace object.
+    with pytest.raises(SettingsError, match="is a namespace mtrl does not own"):
+        load_settings({"verl_namespace": namespace}, environ={})
 
 
 def test_the_operator_release_installs_the_verified_chart_watching_only_the_verl_namespace(
