@@ -14,6 +14,7 @@ from mtrl.settings import DeploySettings, SettingsError, load_settings
 from stacks.backends_stack import BackendsStack
 from stacks.cluster_stack import ClusterStack
 from stacks.constructs.backend_permissions import BackendPermissions, HyperPodTargets, ServerlessTargets, VerlTargets
+from stacks.constructs.kuberay import grant_pipeline_access
 from stacks.constructs.reward_workers import CONTAINER_NAME as REWARD_CONTAINER_NAME
 from stacks.data_stack import DataStack
 from stacks.nag import enable_checks
@@ -177,6 +178,15 @@ def _wire_backends(
             data_bucket_arn=data.store.data_bucket.bucket_arn,
         ),
     )
+    if cluster.kuberay is not None:
+        # The verl adapter runs in the backend function: it reaches the run namespace through its Kubernetes group.
+        grant_pipeline_access(
+            pipeline,
+            "VerlPipelineEksAccess",
+            cluster_name=cluster.eks_cluster_name,
+            role=pipeline.backend.role,
+            namespace=cluster.kuberay.namespace,
+        )
     group = settings.run_instance_group
     values: dict[str, str | list[str]] = {
         # hyperpod (mtrl.backends.hyperpod.HyperPodSettings)

@@ -17,17 +17,19 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from mtrl.backends.verl.config import verl_namespace
 from mtrl.settings import DeploySettings
 from stacks.constructs.eks_cluster import JOB_NAMESPACES, EksCluster
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
 from stacks.constructs.hyperpod_cluster import HyperPodCluster
 from stacks.constructs.hyperpod_helm import RELEASE_NAME, RELEASE_NAMESPACE, HyperPodHelmRelease
+from stacks.constructs.kuberay import KUBERAY_VERSION, OPERATOR_NAMESPACE, OPERATOR_RELEASE, KubeRayOperator
 
 
 class ClusterStack(cdk.Stack):
     """Attributes for other stacks: ``eks_cluster_name``, ``eks_cluster_arn``, ``hyperpod_cluster_name``,
     ``hyperpod_cluster_arn`` (None for an existing cluster), ``execution_role`` (None for an existing cluster),
-    ``training_instance_group`` (settings), and the constructs ``eks``, ``helm``, ``hyperpod`` (None in
+    ``training_instance_group`` (settings), and the constructs ``eks``, ``helm``, ``kuberay``, ``hyperpod`` (None in
     existing-cluster mode)."""
 
     def __init__(
@@ -48,6 +50,7 @@ class ClusterStack(cdk.Stack):
         self.training_instance_group = settings.training_instance_group
         self.eks: EksCluster | None = None
         self.helm: HyperPodHelmRelease | None = None
+        self.kuberay: KubeRayOperator | None = None
         self.hyperpod: HyperPodCluster | None = None
         self.execution_role: iam.IRole | None = None
 
@@ -121,6 +124,8 @@ class ClusterStack(cdk.Stack):
             log_retention_days=settings.log_retention_days,
             run_table=run_table,
         )
+        # The verl backend's operator and the namespace its RayJobs run in, by the same installer.
+        self.kuberay = KubeRayOperator(self, "KubeRay", installer=self.helm, namespace=verl_namespace(settings))
         self.hyperpod = HyperPodCluster(
             self,
             "HyperPod",
@@ -176,6 +181,11 @@ class ClusterStack(cdk.Stack):
                 "HyperPodExecutionRoleArn": (self.hyperpod.execution_role.role_arn, "Node execution role"),
                 "LifecycleScriptsS3Uri": (self.hyperpod.lifecycle_s3_uri, "Versioned lifecycle script location"),
                 "HelmRelease": (f"{RELEASE_NAMESPACE}/{RELEASE_NAME}", "HyperPod dependencies Helm release"),
+                "KubeRayRelease": (
+                    f"{OPERATOR_NAMESPACE}/{OPERATOR_RELEASE} {KUBERAY_VERSION}",
+                    "KubeRay operator Helm release (watches only the verl namespace)",
+                ),
+                "VerlNamespace": (verl_namespace(settings), "Namespace of the verl backend's RayJobs"),
             }
         for name, (value, description) in outputs.items():
             cdk.CfnOutput(self, name, value=value, description=description)

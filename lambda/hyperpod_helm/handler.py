@@ -1,22 +1,22 @@
-"""CloudFormation custom resource: install the HyperPod dependencies Helm chart, idempotently.
+"""CloudFormation custom resource: install one pinned Helm release, idempotently (the HyperPod dependencies chart,
+the KubeRay operator, the verl namespace's RBAC: stacks/constructs/hyperpod_helm.py ``add_release``).
 
-Create and Update run ``helm upgrade --install`` (a retry after a partial install converges instead of
-failing on "cannot re-use a name"); a release left in a pending state by an interrupted run is rolled back
-or removed first. Delete runs ``helm uninstall`` and succeeds when the release or the cluster is gone.
+Create and Update run ``helm upgrade --install`` (a retry after a partial install converges instead of failing on
+"cannot re-use a name"); a release left in a pending state by an interrupted run is rolled back or removed first.
+Delete runs ``helm uninstall`` and succeeds when the release or the cluster is gone. Where the chart comes from:
+``prepare_chart`` (a pinned commit, never a branch; verified by digest, or objects rendered at synth).
 
-Only the chart dependencies the deployment installs stay in the chart's Chart.yaml (``Dependencies``), so
+HyperPod chart: only the dependencies the deployment installs stay in its Chart.yaml (``Dependencies``), so
 ``helm dependency update`` downloads nothing for a disabled component. With a restricted instance group
 (``RestrictedGroups``) the RIG dependencies follow: what the chart repository's install_rig_dependencies.sh
 does, computed here from the live objects (no script is fetched). An Update refuses to run while a run holds
 the cluster (a live slot in ``RunTable``) unless every holder is listed in ``InterruptibleRuns``: the
 HyperPod cluster update that follows would reset the run's group to its idle count.
 
-The chart comes from a pinned commit of aws/sagemaker-hyperpod-cli (never a branch); helm and kubectl
-come from the CDK kubectl layer (/opt/helm, /opt/kubectl). The function talks to the EKS public endpoint
-with a short-lived IAM token, so it needs no kubeconfig and no AWS CLI.
-
-This function is the custom resource's service token itself (no provider framework), so it answers
-CloudFormation exactly once, from ``handler``, also on every failure path and before its own timeout.
+helm and kubectl come from the CDK kubectl layer (/opt/helm, /opt/kubectl). The function talks to the EKS public
+endpoint with a short-lived IAM token, so it needs no kubeconfig and no AWS CLI. It is the custom resource's service
+token itself (no provider framework), so it answers CloudFormation exactly once, from ``handler``, also on every
+failure path and before its own timeout.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import subprocess
-import tarfile
 import tempfile
 import time
 import urllib.request
@@ -38,7 +37,9 @@ from typing import Any
 
 import boto3
 
-from mtrl.kube.token import eks_token  # staged next to this handler (stacks/constructs/python_function.py)
+# The shared mtrl package is staged next to this handler (stacks/constructs/python_function.py).
+from mtrl.kube.charts import archive_url, extract_chart_dir, manifest_chart, prune_chart, verify_tree
+from mtrl.kube.token import eks_token
 
 LOGGER = logging.getLogger()
 LOGGER.setLevel(logging.INFO)
@@ -46,8 +47,6 @@ LOGGER.setLevel(logging.INFO)
 HELM = os.environ.get("HELM_BINARY", "/opt/helm/helm")
 KUBECTL = os.environ.get("KUBECTL_BINARY", "/opt/kubectl/kubectl")
 CHART_PATH_IN_REPO = "helm_chart/HyperPodHelmChart"
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 # Seconds kept back from the Lambda deadline to report to CloudFormation even when helm overruns.
 _RESPONSE_MARGIN_S = 60
 
@@ -59,20 +58,23 @@ class HelmError(RuntimeError):
 
 
 def set_flags(values: Mapping[str, Any]) -> list[str]:
-    """``--set`` flags in a stable order; booleans become true/false as helm expects."""
+    """``--set`` flags in a stable order; booleans become true/false as helm expects, a list one ``key[i]`` each."""
     flags: list[str] = []
     for key in sorted(values):
         value = values[key]
-        text = ("true" if value else "false") if isinstance(value, bool) else str(value)
-        if "," in text or "\n" in text:
-            raise ValueError(f"helm value for {key!r} must not contain ',' or newlines")
-        flags += ["--set", f"{key}={text}"]
+        items = [(f"{key}[{i}]", item) for i, item in enumerate(value)] if isinstance(value, list) else [(key, value)]
+        for name, item in items:
+            text = ("true" if item else "false") if isinstance(item, bool) else str(item)
+            if "," in text or "\n" in text:
+                raise ValueError(f"helm value for {key!r} must not contain ',' or newlines")
+            flags += ["--set", f"{name}={text}"]
     return flags
 
 
 def upgrade_install_command(
-    *, release: str, namespace: str, chart_dir: str, values: Mapping[str, Any], timeout_s: int
+    *, release: str, namespace: str, chart_dir: str, values: Mapping[str, Any], timeout_s: int, skip_crds: bool = False
 ) -> list[str]:
+    """``skip_crds``: the chart's crds/ were applied first (apply_crds), which, unlike helm, also upgrades them."""
     return [
         HELM,
         "upgrade",
@@ -85,8 +87,18 @@ def upgrade_install_command(
         "5",
         "--timeout",
         f"{max(timeout_s, 30)}s",
+        *(["--skip-crds"] if skip_crds else []),
         *set_flags(values),
     ]
+
+
+def apply_crds(run: Runner, chart_dir: Path) -> None:
+    """Server-side apply of the chart's crds/: helm installs them once and never upgrades them, and the KubeRay CRDs
+    exceed the size client-side apply's last-applied annotation allows."""
+    crds = chart_dir / "crds"
+    if not crds.is_dir() or not any(crds.glob("*.yaml")):
+        raise ValueError("ApplyCrds is set but the chart has no crds/*.yaml")
+    run([KUBECTL, "apply", "--server-side", "--force-conflicts", "--field-manager", "mtrl-helm", "-f", str(crds)])
 
 
 def recover_pending_release(run: Runner, *, release: str, namespace: str) -> str | None:
@@ -108,114 +120,24 @@ def recover_pending_release(run: Runner, *, release: str, namespace: str) -> str
     return f"rolled back release stuck in {state} to revision {revision - 1}"
 
 
-def fetch_chart(repository: str, revision: str, workdir: Path) -> Path:
-    """Download the chart directory of one pinned commit (a tarball of that commit, nothing else)."""
-    if not _REPO.match(repository) or not _COMMIT.match(revision):
-        raise ValueError("ChartRepository must be 'owner/name' and ChartRevision a full 40-character commit")
-    url = f"https://codeload.github.com/{repository}/tar.gz/{revision}"
+def fetch_chart(
+    repository: str, revision: str, workdir: Path, *, chart_path: str = CHART_PATH_IN_REPO, sha256: str | None = None
+) -> Path:
+    """Download the chart directory of one pinned commit (a tarball of that commit, nothing else); with ``sha256``,
+    refuse it unless its files hash to that digest (mtrl.kube.charts.tree_sha256)."""
+    url = archive_url(repository, revision)
     archive = workdir / "chart.tar.gz"
-    with urllib.request.urlopen(url, timeout=120) as response, archive.open("wb") as out:
+    with urllib.request.urlopen(url, timeout=120) as response, archive.open("wb") as out:  # noqa: S310 - https, pinned
         shutil.copyfileobj(response, out)
-    extract_chart(archive, workdir)
-    return workdir / "chart"
+    chart = extract_chart(archive, workdir, chart_path)
+    if sha256 is not None:
+        verify_tree(chart, sha256)
+    return chart
 
 
-def extract_chart(archive: Path, workdir: Path) -> None:
-    """Extract only ``<top>/helm_chart/HyperPodHelmChart/**`` into ``workdir/chart`` (no path escapes)."""
-    target = workdir / "chart"
-    with tarfile.open(archive, "r:gz") as tar:
-        members = []
-        for member in tar.getmembers():
-            parts = member.name.split("/", 1)
-            if len(parts) != 2 or not parts[1].startswith(CHART_PATH_IN_REPO + "/"):
-                continue
-            member.name = parts[1][len(CHART_PATH_IN_REPO) + 1 :]
-            if member.name:
-                members.append(member)
-        if not members:
-            raise ValueError(f"the archive has no {CHART_PATH_IN_REPO}/ directory")
-        tar.extractall(target, members=members, filter="data")
-
-
-_DEPENDENCY_KEYS = ("name", "version", "repository", "condition", "alias")
-
-
-def chart_dependencies(chart_yaml: str) -> tuple[list[str], list[dict[str, str]], list[str]]:
-    """Split a Chart.yaml into (lines before ``dependencies:``, the dependency entries, lines after).
-
-    The chart's dependency list is a flat list of ``key: value`` maps; anything else is refused rather than
-    guessed at, so a changed pin fails the deploy loudly instead of installing something unexpected.
-    """
-    lines = chart_yaml.splitlines()
-    starts = [i for i, line in enumerate(lines) if re.match(r"^dependencies:(\s|$)", line)]
-    if len(starts) != 1:
-        raise ValueError("Chart.yaml has no (or more than one) top-level 'dependencies:' list")
-    start = starts[0]
-    inline = lines[start][len("dependencies:") :].strip()
-    if inline:  # the flow form prune_dependencies writes (JSON)
-        parsed = json.loads(inline)
-        if not isinstance(parsed, list) or not all(isinstance(entry, dict) for entry in parsed):
-            raise ValueError("Chart.yaml dependencies must be a list of maps")
-        return lines[:start], [{str(k): str(v) for k, v in entry.items()} for entry in parsed], lines[start + 1 :]
-    end = next(
-        (i for i in range(start + 1, len(lines)) if lines[i] and not lines[i][0].isspace() and lines[i][0] != "-"),
-        len(lines),
-    )
-    entries: list[dict[str, str]] = []
-    for line in lines[start + 1 : end]:
-        if not line.strip() or line.strip().startswith("#"):
-            continue
-        match = re.match(r"^\s*(-\s+)?([A-Za-z]+):\s*(.*?)\s*$", line)
-        if not match or match.group(2) not in _DEPENDENCY_KEYS:
-            raise ValueError(f"unexpected line in Chart.yaml dependencies: {line.strip()!r}")
-        if match.group(1):
-            entries.append({})
-        elif not entries:
-            raise ValueError(f"Chart.yaml dependency line outside an entry: {line.strip()!r}")
-        entries[-1][match.group(2)] = match.group(3).strip("\"'")
-    return lines[:start], entries, lines[end:]
-
-
-def prune_dependencies(chart_yaml: str, keep: Sequence[str]) -> tuple[str, list[str]]:
-    """Chart.yaml with only the ``keep`` dependencies, and the http(s) repositories those come from.
-
-    A name in ``keep`` that the chart does not have is an error (the pinned commit and the settings disagree).
-    """
-    before, entries, after = chart_dependencies(chart_yaml)
-    names = [entry.get("name", "") for entry in entries]
-    missing = sorted(set(keep) - set(names))
-    if missing:
-        raise ValueError(f"the pinned chart has no dependencies named {missing} (it has {sorted(names)})")
-    kept = [entry for entry in entries if entry.get("name") in set(keep)]
-    # JSON is YAML: the kept list is written as one flow sequence, exactly as parsed.
-    text = "\n".join([*before, "dependencies: " + json.dumps(kept), *after]) + "\n"
-    repositories = sorted(
-        {entry["repository"].rstrip("/") for entry in kept if entry.get("repository", "").startswith("http")}
-    )
-    return text, repositories
-
-
-def prune_chart(chart_dir: Path, keep: Sequence[str]) -> list[str]:
-    """Keep only the ``keep`` dependencies: in Chart.yaml, and in charts/, where helm renders every sub-chart it
-    finds whether Chart.yaml lists it or not. Returns the http(s) repositories the kept ones come from."""
-    chart_yaml = chart_dir / "Chart.yaml"
-    text, repositories = prune_dependencies(chart_yaml.read_text(), keep)
-    chart_yaml.write_text(text)
-    _, kept, _ = chart_dependencies(text)
-    local = {
-        entry["repository"].removeprefix("file://").removeprefix("charts/").strip("/")
-        for entry in kept
-        if entry.get("repository", "").startswith("file://charts/")
-    }
-    charts = chart_dir / "charts"
-    if charts.is_dir():
-        for path in charts.iterdir():
-            if path.name not in local:  # a dropped component, or a stale packaged copy helm would also render
-                if path.is_dir():
-                    shutil.rmtree(path)
-                else:
-                    path.unlink()
-    return repositories
+def extract_chart(archive: Path, workdir: Path, chart_path: str = CHART_PATH_IN_REPO) -> Path:
+    """Extract only ``<top>/<chart_path>/**`` into ``workdir/chart`` (no path escapes)."""
+    return extract_chart_dir(archive, workdir, chart_path)
 
 
 # --- deploy during a run -------------------------------------------------------------------------------
@@ -479,6 +401,34 @@ def _helm_env(workdir: Path) -> dict[str, str]:
     return env
 
 
+def prepare_chart(props: Mapping[str, Any], workdir: Path, run: Runner) -> Path:
+    """The release's chart, from one of three pinned sources: Kubernetes objects rendered at synth (``Manifests``,
+    nothing downloaded); a directory of a GitHub commit verified by its files' digest (``ChartPath`` + ``ChartSha256``);
+    or the HyperPod chart at a commit, its sub-charts pruned to ``Dependencies`` and fetched at the versions it pins."""
+    if "Manifests" in props:
+        objects = json.loads(props["Manifests"])
+        return manifest_chart(
+            workdir, name=props["Release"], version=props.get("ChartVersion", "1.0.0"), objects=objects
+        )
+    if "ChartPath" in props:
+        if not props.get("ChartSha256"):
+            raise ValueError("a ChartPath release needs the ChartSha256 of its files (pinned in code)")
+        return fetch_chart(
+            props["ChartRepository"],
+            props["ChartRevision"],
+            workdir,
+            chart_path=props["ChartPath"],
+            sha256=props["ChartSha256"],
+        )
+    chart_dir = fetch_chart(props["ChartRepository"], props["ChartRevision"], workdir)
+    # Only the sub-charts this deployment installs, at the versions the pinned Chart.yaml names; their http
+    # repositories must be known to helm first.
+    for index, url in enumerate(prune_chart(chart_dir, json.loads(props["Dependencies"]))):
+        run([HELM, "repo", "add", f"dep{index}", url, "--force-update"])
+    run([HELM, "dependency", "update", "--skip-refresh", str(chart_dir)])
+    return chart_dir
+
+
 def apply(event: Mapping[str, Any], remaining_s: Callable[[], float]) -> tuple[str, dict[str, str]]:
     """Do what the event asks; returns (physical id, data)."""
     props = event["ResourceProperties"]
@@ -510,12 +460,10 @@ def apply(event: Mapping[str, Any], remaining_s: Callable[[], float]) -> tuple[s
         if event["RequestType"] == "Update":
             refuse_while_runs_hold_the_cluster(props, region, time.time())
 
-        chart_dir = fetch_chart(props["ChartRepository"], props["ChartRevision"], workdir)
-        # Only the sub-charts this deployment installs, at the versions the pinned Chart.yaml names; their http
-        # repositories must be known to helm first.
-        for index, url in enumerate(prune_chart(chart_dir, json.loads(props["Dependencies"]))):
-            run([HELM, "repo", "add", f"dep{index}", url, "--force-update"])
-        run([HELM, "dependency", "update", "--skip-refresh", str(chart_dir)])
+        chart_dir = prepare_chart(props, workdir, run)
+        crds_first = str(props.get("ApplyCrds", "false")).lower() == "true"
+        if crds_first:
+            apply_crds(run, chart_dir)
         recovered = recover_pending_release(run, release=release, namespace=namespace)
         if recovered:
             LOGGER.info("%s", recovered)
@@ -527,13 +475,18 @@ def apply(event: Mapping[str, Any], remaining_s: Callable[[], float]) -> tuple[s
                 chart_dir=str(chart_dir),
                 values=values,
                 timeout_s=int(remaining_s() - 2 * _RESPONSE_MARGIN_S),
+                skip_crds=crds_first,
             )
         )
         if str(props.get("RestrictedGroups", "false")).lower() == "true":
             LOGGER.info(
                 "RIG dependencies: %s", install_rig_dependencies(run, release=release, region=region, workdir=workdir)
             )
-        return physical_id, {"Release": release, "Namespace": namespace, "ChartRevision": props["ChartRevision"]}
+        return physical_id, {
+            "Release": release,
+            "Namespace": namespace,
+            "ChartRevision": props.get("ChartRevision", ""),
+        }
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

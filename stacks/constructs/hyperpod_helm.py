@@ -1,11 +1,12 @@
-"""Deploy-time installer of the HyperPod dependencies Helm chart (must exist before the HyperPod cluster).
+"""Deploy-time installer of the HyperPod dependencies Helm chart (must exist before the HyperPod cluster), and of the
+other pinned releases the cluster needs (``add_release``: the KubeRay operator, stacks/constructs/kuberay.py).
 
 A Lambda-backed custom resource runs ``helm upgrade --install`` of a pinned commit of the chart (see
 ``lambda/hyperpod_helm/handler.py``), so re-running it, or retrying after a partial install, converges.
 The function runs outside the VPC and reaches the cluster's public endpoint with its own access entry.
 
 Hosts the function reaches at deploy time (documented in docs/cluster.md): codeload.github.com (the pinned
-chart), the http(s) repositories of the installed remote sub-charts only (REMOTE_CHART_HOSTS), the EKS API
+charts), the http(s) repositories of the installed remote sub-charts only (REMOTE_CHART_HOSTS), the EKS API
 and the cluster endpoint, and CloudFormation's response URL.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -160,7 +162,39 @@ class HyperPodHelmRelease(Construct):
             },
         )
         # The installer needs its permissions, its access entry and a working cluster (add-ons) first.
-        self.release.node.add_dependency(role, self.access_entry, *eks_cluster.addons.values())
+        self._prerequisites: list[Construct] = [role, self.access_entry, *eks_cluster.addons.values()]
+        self.release.node.add_dependency(*self._prerequisites)
+        self._cluster_name = eks_cluster.cluster_name
+
+    def add_release(
+        self,
+        id_: str,
+        *,
+        release: str,
+        namespace: str,
+        source: Mapping[str, str],
+        values: Mapping[str, object] | None = None,
+    ) -> cdk.CustomResource:
+        """Another pinned release the same function installs (``source``: the chart's properties, read by the
+        handler's ``prepare_chart``: ``Manifests``, or ``ChartRepository`` + ``ChartRevision`` + ``ChartPath`` +
+        ``ChartSha256``, with ``ApplyCrds``)."""
+        stack = cdk.Stack.of(self)
+        resource = cdk.CustomResource(
+            self,
+            id_,
+            service_token=self.function.function_arn,
+            resource_type="Custom::HelmRelease",
+            properties={
+                "ClusterName": self._cluster_name,
+                "Region": stack.region,
+                "Release": release,
+                "Namespace": namespace,
+                **source,
+                "Values": json.dumps(dict(values or {}), sort_keys=True),
+            },
+        )
+        resource.node.add_dependency(*self._prerequisites)
+        return resource
 
     def guard(self, cluster_properties: object) -> None:
         """Make every change of the HyperPod cluster's properties an Update of this release first, so the

@@ -21,6 +21,7 @@ from mtrl.backends._aws import AwsClients, S3Uri, backend_error, error_code
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobStatus, RunContext
 from mtrl.backends.hyperpod.capacity import GpuCapacity, GroupTarget, find_group, hold_capacity, release_capacity
 from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress, now_iso
+from mtrl.backends.verl.access import access_checks
 from mtrl.backends.verl.config import VerlPlan, VerlRunConfig, parse_config, plan_for
 from mtrl.backends.verl.rayjob import progress_uri, rayjob_name, render
 from mtrl.backends.verl.settings import ECR_IMAGE, model_sums_object
@@ -31,8 +32,9 @@ from mtrl.kube.token import eks_token
 RAYJOB_KIND = "kuberay-rayjob"
 MAX_SUMS_BYTES = 1024 * 1024  # a SHA256SUMS of a model's files is a few KB; refuse to read a huge object
 API_GROUP_PATH = "/apis/ray.io/v1"
-# What the pipeline's role must be allowed in the deployment's namespace (SelfSubjectAccessReview).
-REQUIRED_ACCESS = (("create", "ray.io", "rayjobs"), ("delete", "ray.io", "rayjobs"), ("create", "", "configmaps"))
+# What the pipeline's role must be allowed in the deployment's namespace (SelfSubjectAccessReview): every verb of the
+# Role the cluster stack grants (mtrl.backends.verl.access), no more and no fewer.
+REQUIRED_ACCESS: tuple[tuple[str, str, str], ...] = tuple(access_checks())
 KubeFactory = Callable[[VerlRunConfig], KubeClient]
 
 
@@ -243,7 +245,8 @@ class VerlAdapter:
         kube = self._kube(plan.config)
         for path, body in ((_configmaps(namespace), config_map), (_rayjobs(namespace), rayjob)):
             try:
-                kube.request("POST", path, body)
+                # Strict: the API server refuses an unknown or duplicate field instead of dropping it with a warning.
+                kube.request("POST", f"{path}?fieldValidation=Strict", body)
             except KubeError as error:
                 if error.status != 409:
                     raise BackendError(

@@ -184,6 +184,11 @@ def plan_for(settings: Mapping[str, Any]) -> VerlPlan:
     )
 
 
+def verl_namespace(settings: DeploySettings) -> str:
+    """The Kubernetes namespace of a deployment's RayJobs (the cluster stack creates it and its Role)."""
+    return settings.verl_namespace or f"{settings.prefix}-verl"
+
+
 def verl_backend_values(settings: DeploySettings, *, eks_cluster_name: str) -> dict[str, str | list[str]]:
     """The verl backend settings of a deployment as the backend function receives them (strings); the HyperPod
     cluster's name is the hyperpod backend's ``hyperpod_cluster_name``, shipped once for both."""
@@ -195,7 +200,7 @@ def verl_backend_values(settings: DeploySettings, *, eks_cluster_name: str) -> d
         "verl_instance_taints": json.dumps([t.model_dump() for t in group.taints]),
         "verl_idle_instance_count": str(group.idle_count),
         "verl_max_instance_count": "" if settings.uses_existing_cluster else str(group.run_count),
-        "verl_namespace": settings.verl_namespace or f"{settings.prefix}-verl",
+        "verl_namespace": verl_namespace(settings),
         "verl_image_uri": settings.verl_image_uri or "",
         "verl_models": json.dumps([m.model_dump(exclude_none=True) for m in settings.verl_models]),
         "verl_hub_downloads": "true" if settings.verl_hub_downloads else "false",

@@ -26,6 +26,9 @@ _IMAGE = re.compile(
     r"^[a-z0-9.-]+(:[0-9]{1,5})?/[a-z0-9._/-]+(@sha256:[0-9a-f]{64}|:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})$"
 )
 _DNS_LABEL = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+# Namespaces that exist without mtrl or that another release creates (the HyperPod chart's training operator, the Nova
+# Forge runner's job namespace).
+_FOREIGN_NAMESPACES = frozenset({"default", "kubeflow", "mtrl-runs"})
 
 
 MODEL_SUMS_FILE = "SHA256SUMS"
@@ -166,6 +169,18 @@ class VerlSettings(SettingsGroup):
     def _image_is_pinned(cls, value: str | None) -> str | None:
         if value is not None and not _IMAGE.match(value):
             raise ValueError("must be <registry>/<repository>@sha256:<64 hex> or <registry>/<repository>:<tag>")
+        return value
+
+    @field_validator("verl_namespace")
+    @classmethod
+    def _namespace_is_the_deployments_own(cls, value: str | None) -> str | None:
+        # The cluster stack creates the namespace and owns it (helm): a Kubernetes system namespace (the kube- prefix
+        # is reserved; Kubernetes docs "Namespaces") or one another release creates would conflict.
+        if value is not None and (value.startswith("kube-") or value in _FOREIGN_NAMESPACES):
+            raise ValueError(
+                f"'{value}' is a namespace mtrl does not own (kube-*, {', '.join(sorted(_FOREIGN_NAMESPACES))}): "
+                "choose a namespace for this deployment's RayJobs alone"
+            )
         return value
 
     @field_validator("verl_models")

@@ -164,13 +164,25 @@ def test_customized_template_passes_cfn_lint_and_least_privilege(custom_json: di
 
 
 @pytest.fixture(scope="module")
-def existing_json() -> dict[str, Any]:
+def existing_deployment() -> Deployment:
     app, deployment = make_app(
         {"existing_hyperpod_cluster_name": "team-hyperpod", "existing_eks_cluster_name": "team-eks"}
     )
     app.synth()  # cdk-nag must stay clean in this mode too
     assert deployment.cluster.hyperpod is None
-    return Template.from_stack(deployment.cluster).to_json()
+    return deployment
+
+
+@pytest.fixture(scope="module")
+def existing_json(existing_deployment: Deployment) -> dict[str, Any]:
+    return Template.from_stack(existing_deployment.cluster).to_json()
+
+
+def test_existing_cluster_mode_grants_the_pipeline_no_kubernetes_access(existing_deployment: Deployment) -> None:
+    # KubeRay, the verl namespace and its RBAC are the operator's to install on a cluster mtrl did not create
+    # (docs/cluster.md, KubeRay); an access entry there could collide with one the operator already made.
+    assert existing_deployment.cluster.kuberay is None
+    Template.from_stack(existing_deployment.pipeline).resource_count_is("AWS::EKS::AccessEntry", 0)
 
 
 def test_existing_cluster_mode_creates_no_cluster_resources(existing_json: dict[str, Any]) -> None:

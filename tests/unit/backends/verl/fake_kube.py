@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from mtrl.backends.verl.access import access_checks
+
 RAY = "/apis/ray.io/v1"
 
 
@@ -22,10 +24,12 @@ class FakeKube:
     objects: dict[str, dict[str, Any]] = field(default_factory=dict)  # object path → object
     kuberay_installed: bool = True
     allowed: set[tuple[str, str]] = field(
-        default_factory=lambda: {("create", "rayjobs"), ("delete", "rayjobs"), ("create", "configmaps")}
+        default_factory=lambda: {(verb, resource) for verb, _group, resource in access_checks()}
     )
     cluster_linger_reads: int = 0
     requests: list[tuple[str, str, int]] = field(default_factory=list)  # (method, path, status)
+    reviews: list[dict[str, str]] = field(default_factory=list)  # resourceAttributes of every access review
+    checked: list[tuple[str, str]] = field(default_factory=list)  # (verb, resource) of every namespaced request
     lingering: dict[str, int] = field(default_factory=dict)  # RayCluster path → reads left
     pod_log: str = "step 1\nstep 2\n"
     url: str = ""
@@ -43,13 +47,33 @@ class FakeKube:
             return 200, {"kind": "APIResourceList", "resources": [{"name": "rayjobs"}, {"name": "rayclusters"}]}
         if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
             return self._review(body)
+        return self._authorized(method, path, query, body)
+
+    def _authorized(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
         handler = {"POST": self._post, "DELETE": self._delete, "GET": self._get}.get(method)
         if handler is None:
             return 405, {"kind": "Status", "message": "method not allowed"}
+        access = self.authorization(method, path)
+        self.checked.append(access)
+        if access not in self.allowed:
+            return 403, {"kind": "Status", "reason": "Forbidden", "message": f"cannot {access[0]} {access[1]}"}
         return handler(path, query, body)
+
+    @staticmethod
+    def authorization(method: str, path: str) -> tuple[str, str]:
+        """(verb, resource) as the API server's RBAC authorizer sees a namespaced request (subresources as
+        ``pods/log``)."""
+        parts = path.strip("/").split("/")
+        index = parts.index("namespaces") + 2
+        resource, rest = parts[index], parts[index + 1 :]
+        if len(rest) > 1:
+            resource = f"{resource}/{rest[1]}"
+        verb = {"POST": "create", "DELETE": "delete"}.get(method) or ("get" if rest else "list")
+        return verb, resource
 
     def _review(self, body: Any) -> tuple[int, Any]:
         attributes = body["spec"]["resourceAttributes"]
+        self.reviews.append(attributes)
         allowed = (attributes["verb"], attributes["resource"]) in self.allowed
         return 201, {**body, "status": {"allowed": allowed}}
 

@@ -19,7 +19,8 @@ from moto import mock_aws
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.base import BackendError, JobState, RunContext
 from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress
-from mtrl.backends.verl.adapter import RAYJOB_KIND, VerlAdapter
+from mtrl.backends.verl.access import namespace_manifests
+from mtrl.backends.verl.adapter import RAYJOB_KIND, REQUIRED_ACCESS, VerlAdapter
 from mtrl.backends.verl.config import parse_config
 from mtrl.backends.verl.rayjob import rayjob_name
 from mtrl.kube.client import KubeClient
@@ -109,7 +110,8 @@ def test_a_run_end_to_end_scales_submits_once_succeeds_and_releases(world: World
     job_id = world.adapter.submit(world.run())
     assert job_id == JOB_ID
     assert world.adapter.submit(world.run()) == job_id  # 409: already submitted, not an error
-    assert [s for m, p, s in world.kube.requests if m == "POST" and p.endswith("/rayjobs")] == [201, 409]
+    posted = [(p, s) for m, p, s in world.kube.requests if m == "POST" and "/rayjobs" in p]
+    assert posted == [(f"{RAY}/namespaces/mtrl-verl/rayjobs?fieldValidation=Strict", status) for status in (201, 409)]
     assert world.adapter.status(world.run(), job_id).state is JobState.PENDING
     world.kube.set_status(JOB_PATH, jobDeploymentStatus="Running", jobStatus="RUNNING")
     world.progress(1)
@@ -119,7 +121,12 @@ def test_a_run_end_to_end_scales_submits_once_succeeds_and_releases(world: World
     world.kube.set_status(JOB_PATH, jobDeploymentStatus="Complete", jobStatus="SUCCEEDED")
     world.progress(STEPS)
     assert world.adapter.status(world.run(), job_id).state is JobState.SUCCEEDED
+    # The fake answers 403 outside the Role (fake_kube.authorization), so every phase above and below ran within it.
+    # Reading pod logs is an operator's access (kubectl or their own role), not the pipeline's (access.py).
+    operator_only = {("list", "pods"), ("get", "pods/log")}
+    world.kube.allowed |= operator_only
     assert "step 2" in world.adapter.logs(world.run(), job_id)
+    world.kube.allowed -= operator_only
     kinds = [r.kind for r in world.recorder.resources]
     assert kinds == [CAPACITY_KIND, RAYJOB_KIND]  # recorded before they were created
     world.kube.cluster_linger_reads = 1
@@ -132,6 +139,9 @@ def test_a_run_end_to_end_scales_submits_once_succeeds_and_releases(world: World
     assert world.cluster.target == 0
     assert JOB_PATH not in world.kube.objects
     assert world.adapter.cleanup(world.run())  # idempotent: 404s are fine, the group is already idle
+    used = set(world.kube.checked) - operator_only
+    assert used <= {(verb, resource) for verb, _, resource in REQUIRED_ACCESS}
+    assert {("create", "rayjobs"), ("get", "rayjobs"), ("delete", "configmaps"), ("list", "rayclusters")} <= used
 
 
 @pytest.mark.parametrize(
@@ -204,10 +214,31 @@ def test_preflight_says_when_kuberay_is_missing(world: World) -> None:
 
 
 def test_preflight_names_what_the_role_may_not_do(world: World) -> None:
-    world.kube.allowed = {("create", "configmaps")}
+    world.kube.allowed = {(verb, resource) for verb, _, resource in REQUIRED_ACCESS} - {
+        ("create", "rayjobs"),
+        ("list", "rayclusters"),
+    }
     findings = {f.check: f for f in world.adapter.preflight(world.run())}
     assert not findings["kubernetes-access"].ok
-    assert "may not create rayjobs, delete rayjobs in namespace mtrl-verl" in findings["kubernetes-access"].message
+    assert "may not create rayjobs, list rayclusters in namespace mtrl-verl" in findings["kubernetes-access"].message
+
+
+def test_preflight_asks_about_exactly_the_verbs_the_role_grants(world: World) -> None:
+    # The Role the cluster stack installs is rendered from the same table (tests/unit/cluster/test_kuberay.py checks
+    # the template): every granted verb is asked about once, and nothing that is not granted.
+    world.adapter.preflight(world.run())
+    (role,) = [m for m in namespace_manifests("mtrl-verl") if m["kind"] == "Role"]
+    granted = {
+        (verb, group, resource)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    asked = [(b["verb"], b["group"], b["resource"]) for b in world.kube.reviews]
+    assert sorted(asked) == sorted(granted)
+    assert len(asked) == len(set(asked))
+    assert {b["namespace"] for b in world.kube.reviews} == {"mtrl-verl"}
 
 
 def test_preflight_refuses_a_group_another_run_holds(world: World) -> None:

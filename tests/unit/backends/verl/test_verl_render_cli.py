@@ -13,11 +13,13 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from jsonschema import Draft7Validator
 from typer.testing import CliRunner
 
 from mtrl.backends.verl.rayjob import controller_problems, rayjob_name
 from mtrl.cli import app as cli
 from mtrl.cli.yaml_text import dump_documents
+from tests.unit.backends.verl.rayjob_schema import RAYJOB_SCHEMA
 from tests.unit.backends.verl.verl_support import IMAGE, MODEL, RUN_ID
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
@@ -44,6 +46,8 @@ def test_json_lists_the_config_map_and_the_rayjob(tmp_path: Path) -> None:
     assert [o["kind"] for o in objects] == ["ConfigMap", "RayJob"]
     assert objects[1]["metadata"]["name"] == rayjob_name(RUN_ID)
     assert controller_problems(objects[1]) == []
+    # The CRD check of `mtrl render` of a wordle run (issue 21, done-when): KubeRay 1.7.0's RayJob schema, closed.
+    assert [e.message for e in Draft7Validator(RAYJOB_SCHEMA).iter_errors(objects[1])] == []
 
 
 def test_the_default_text_is_yaml_of_the_same_objects(tmp_path: Path) -> None:

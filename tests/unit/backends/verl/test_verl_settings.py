@@ -79,6 +79,9 @@ def test_verl_is_a_registered_backend_everywhere_backends_are_named() -> None:
         ({"verl_image_uri": "verl-trainer"}, "verl_image_uri"),
         ({"verl_image_uri": "example.com/verl@sha256:abc"}, "verl_image_uri"),
         ({"verl_namespace": "Not_A_Label"}, "verl_namespace"),
+        ({"verl_namespace": "kube-system"}, "'kube-system' is a namespace mtrl does not own"),
+        ({"verl_namespace": "default"}, "'default' is a namespace mtrl does not own"),
+        ({"verl_namespace": "kubeflow"}, "'kubeflow' is a namespace mtrl does not own"),
     ],
 )
 def test_bad_verl_settings_are_refused_by_name(context: dict[str, Any], message: str) -> None:
