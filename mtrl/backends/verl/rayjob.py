@@ -27,8 +27,9 @@ from mtrl.backends.verl.instances import instance_facts
 
 API_VERSION = "ray.io/v1"
 KIND = "RayJob"
-# The Ray version of the trainer image (docker/verl-trainer pins ray to it); KubeRay starts the cluster with it.
-RAY_VERSION = "2.52.0"
+# The Ray version of the trainer image (requirements/verl-trainer.txt pins ray to it, as verl.txt does); KubeRay
+# starts the cluster with it.
+RAY_VERSION = "2.60.0"
 # The trainer's entry point inside the image, reading the ConfigMap mounted at CONFIG_DIR.
 TRAINER_MODULE = "mtrl.backends.verl.train"
 CONFIG_DIR = "/etc/mtrl"
