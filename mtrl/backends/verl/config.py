@@ -68,6 +68,7 @@ class VerlRunConfig(BaseModel):
     hyperparameters: dict[str, str | int | float | bool] = {}
     instance_count: int = Field(ge=1)
     run_timeout_minutes: int = Field(ge=1)
+    baseline_evaluation: bool = False
     # the manifest's backend_options (mtrl.backends.verl.options), merged flat by effective_settings
     model: str | None = None
     lora_rank: int | None = None

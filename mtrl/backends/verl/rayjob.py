@@ -23,6 +23,7 @@ from typing import Any
 
 from mtrl.backends.base import BackendError, RunContext
 from mtrl.backends.verl.config import VerlPlan
+from mtrl.backends.verl.evaluation import EVALUATION_FILE
 from mtrl.backends.verl.instances import instance_facts
 
 API_VERSION = "ray.io/v1"
@@ -119,6 +120,8 @@ def run_document(plan: VerlPlan, run: RunContext) -> dict[str, Any]:
         "nnodes": plan.config.instance_count,  # workers only: the head holds no GPU
         "dataset_uri": run.dataset_uri,
         "eval_dataset_uri": run.eval_dataset_uri,
+        # The held-out split through the agent loop before training too (verl's val_before_train).
+        "baseline_evaluation": plan.config.baseline_evaluation,
         "output_uri": run.output_uri,
         "progress_uri": progress_uri(run),
     }
@@ -126,6 +129,10 @@ def run_document(plan: VerlPlan, run: RunContext) -> dict[str, Any]:
 
 def progress_uri(run: RunContext) -> str:
     return run.output_uri.rstrip("/") + "/progress.json"
+
+
+def evaluation_uri(run: RunContext) -> str:
+    return run.output_uri.rstrip("/") + "/" + EVALUATION_FILE
 
 
 def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:

@@ -10,7 +10,9 @@ The RayJob's submitter runs it on the head (``mtrl.backends.verl.rayjob``). It
    nodes);
 3. follows the trainer's console log (``step:N - name:value - ...``, verl's ``LocalLogger``): after every step it
    writes ``progress.json`` (``{"step": N}``: the adapter's planned-step check) and ``signals.jsonl`` (the trainer-side
-   fields of the training-health rows: reward, truncation, entropy, KL, gradient norm, turns);
+   fields of the training-health rows: reward, truncation, entropy, KL, gradient norm, turns), and after each of
+   verl's validations of the held-out split (through the same agent loop: before training with the run's
+   ``baseline_evaluation``, and at the last step) ``evaluation.json`` (``mtrl.backends.verl.evaluation``);
 4. copies the checkpoints it wrote under the run's output prefix.
 
 The parts that need no GPU (conversion, overrides, log parsing, progress and signal files) are tested on CPU; the
@@ -32,6 +34,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mtrl.backends.verl.evaluation import (
+    EVALUATION_FILE,
+    evaluation_document,
+    is_validation_only,
+    validation_figures,
+)
 from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
 
 AGENT_NAME = "mtrl"
@@ -48,6 +56,7 @@ TRAINER_METRICS = {
     "num_turns/mean": "mean_turns",
 }
 _STEP_LINE = re.compile(r"(?:^|\s)step:(\d+)\s+-\s+(.*)$")
+_NUMPY_SCALAR = re.compile(r"np\.(?:float|int|uint)\d*\((.*)\)")
 
 
 class TrainError(RuntimeError):
@@ -150,9 +159,12 @@ def overrides(
 ) -> list[str]:
     """``verl.trainer.main_ppo`` Hydra overrides for the run's plan (GRPO, the mtrl agent loop, async rollout)."""
     lora_rank = int(document["lora_rank"])
+    steps = int(document["steps"])
     values: dict[str, Any] = {
         "algorithm.adv_estimator": "grpo",
         "data.train_files": str(train_file),
+        # verl builds a validation dataset whatever the settings: without held-out rows it is the training file,
+        # never played (no validation before training, none during it).
         "data.val_files": str(val_file or train_file),
         "data.max_prompt_length": int(document["max_prompt_length"]),
         "data.max_response_length": int(document["max_response_length"]),
@@ -165,12 +177,15 @@ def overrides(
         "actor_rollout_ref.rollout.response_length": int(document["max_response_length"]),
         "actor_rollout_ref.rollout.agent.default_agent_loop": AGENT_NAME,
         "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(agent_config),
-        "trainer.total_training_steps": int(document["steps"]),
+        "trainer.total_training_steps": steps,
+        # The held-out split through the same agent loop: before training for the baseline, and at the last step.
+        "trainer.val_before_train": val_file is not None and bool(document.get("baseline_evaluation")),
+        "trainer.test_freq": steps if val_file is not None else -1,
         "trainer.nnodes": int(document["nnodes"]),
         "trainer.n_gpus_per_node": gpus_per_node,
         "trainer.default_local_dir": str(local_dir),
         "trainer.resume_mode": "auto",
-        "trainer.save_freq": int(document["steps"]),
+        "trainer.save_freq": steps,
         "trainer.logger": "[console]",
         "trainer.project_name": "mtrl",
         "trainer.experiment_name": str(document["run_id"]),
@@ -197,15 +212,19 @@ def _hydra_value(value: Any) -> str:
 
 
 def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
-    """``(step, metrics)`` from one of verl's console lines (``step:N - name:value - ...``), else None."""
+    """``(step, metrics)`` from one of verl's console lines (``step:N - name:value - ...``), else None.
+
+    verl prints each value with ``pprint.pformat``: a NumPy 2 scalar reads ``np.float64(0.25)``, a Python one ``0.25``.
+    """
     found = _STEP_LINE.search(line.strip())
     if found is None:
         return None
     metrics: dict[str, float] = {}
     for part in found.group(2).split(" - "):
         name, _, value = part.rpartition(":")
+        scalar = _NUMPY_SCALAR.fullmatch(value.strip())
         try:
-            metrics[name.strip()] = float(value)
+            metrics[name.strip()] = float(scalar.group(1) if scalar else value)
         except ValueError:
             continue
     return int(found.group(1)), metrics
@@ -218,14 +237,18 @@ def signal_row(step: int, metrics: Mapping[str, float], *, when: float) -> Signa
 
 
 class Progress:
-    """Writes ``progress.json`` and ``signals.jsonl`` under the run's output prefix after every step."""
+    """Writes ``progress.json`` and ``signals.jsonl`` under the run's output prefix after every step, and
+    ``evaluation.json`` after every validation of the held-out split."""
 
-    def __init__(self, s3: Any, output_uri: str, *, planned_steps: int, group_size: int) -> None:
+    def __init__(self, s3: Any, output_uri: str, *, planned_steps: int, group_size: int, eval_tasks: int = 0) -> None:
         self.s3 = s3
         self.bucket, _, prefix = output_uri.removeprefix("s3://").partition("/")
         self.prefix = prefix.rstrip("/") + "/"
         self.header = SignalHeader(planned_steps=planned_steps, group_size=group_size)
         self.rows: list[SignalRow] = []
+        self.eval_tasks = eval_tasks
+        self.before: dict[str, float] | None = None
+        self.after: dict[str, float] | None = None
 
     def start(self) -> None:
         self._put(SIGNALS_FILE, render_signals(self.header, []), "application/x-ndjson")
@@ -236,16 +259,31 @@ class Progress:
         self._put(SIGNALS_FILE, render_signals(self.header, self.rows), "application/x-ndjson")
         self._put("progress.json", json.dumps({"step": step}) + "\n", "application/json")
 
+    def evaluated(self, step: int, figures: Mapping[str, float]) -> None:
+        """One validation: at step 0 the untrained policy (the baseline), later the trained one."""
+        if step == 0:
+            self.before = dict(figures)
+        else:
+            self.after = dict(figures)
+        document = evaluation_document(tasks=self.eval_tasks, before=self.before, after=self.after)
+        self._put(EVALUATION_FILE, json.dumps(document, sort_keys=True) + "\n", "application/json")
+
     def _put(self, name: str, body: str, content_type: str) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=self.prefix + name, Body=body.encode(), ContentType=content_type)
 
 
 def follow(lines: Iterable[str], progress: Progress) -> Iterator[str]:
-    """Pass the trainer's output through, recording every step line."""
+    """Pass the trainer's output through, recording every step line and every validation in it (the one before
+    training is a line of validation figures only, at step 0: no step was trained)."""
     for line in lines:
         parsed = parse_step_line(line)
         if parsed is not None:
-            progress.step(*parsed)
+            step, metrics = parsed
+            figures = validation_figures(metrics)
+            if figures is not None:
+                progress.evaluated(step, figures)
+            if not is_validation_only(metrics):
+                progress.step(step, metrics)
         yield line
 
 
@@ -262,20 +300,25 @@ def _write_parquet(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     pd.DataFrame(list(rows)).to_parquet(path)
 
 
-def prepare(document: Mapping[str, Any], s3: Any, work: Path) -> tuple[Path, Path | None, Path]:
-    """The dataset files and the agent-loop registry, under ``work``."""
+def prepare(document: Mapping[str, Any], s3: Any, work: Path) -> tuple[Path, Path | None, Path, int]:
+    """The dataset files, the agent-loop registry (under ``work``) and the number of held-out tasks."""
     env_id = str(document["environment"])
     env_args = document.get("environment_args") or {}
     train = work / "data" / "train.parquet"
     _write_parquet(verl_rows(_read_s3_lines(s3, document["dataset_uri"]), env_id=env_id, env_args=env_args), train)
     val: Path | None = None
+    eval_rows: list[dict[str, Any]] = []
     if document.get("eval_dataset_uri"):
         val = work / "data" / "eval.parquet"
-        lines = _read_s3_lines(s3, document["eval_dataset_uri"])
-        _write_parquet(verl_rows(lines, env_id=env_id, env_args=env_args), val)
+        eval_rows = verl_rows(_read_s3_lines(s3, document["eval_dataset_uri"]), env_id=env_id, env_args=env_args)
+        if not eval_rows:
+            raise TrainError(
+                f"run {document.get('run_id')}: the held-out split {document['eval_dataset_uri']} is empty"
+            )
+        _write_parquet(eval_rows, val)
     registry = work / "agent_loops.yaml"
     registry.write_text(agent_loop_registry(), encoding="utf-8")
-    return train, val, registry
+    return train, val, registry, len(eval_rows)
 
 
 def trainer_command() -> list[str]:
@@ -304,9 +347,13 @@ def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
 
         s3 = boto3.client("s3")
     work = WORK_DIR / str(document["run_id"]).replace("/", "_")
-    train, val, registry = prepare(document, s3, work)
+    train, val, registry, eval_tasks = prepare(document, s3, work)
     progress = Progress(
-        s3, document["output_uri"], planned_steps=int(document["steps"]), group_size=int(document["group_size"])
+        s3,
+        document["output_uri"],
+        planned_steps=int(document["steps"]),
+        group_size=int(document["group_size"]),
+        eval_tasks=eval_tasks,
     )
     progress.start()
     local_dir = work / "checkpoints"
@@ -340,7 +387,7 @@ def compose(document: Mapping[str, Any]) -> dict[str, Any]:
         document,
         model_path="model",
         train_file=work / "train.parquet",
-        val_file=None,
+        val_file=work / "eval.parquet" if document.get("eval_dataset_uri") else None,
         agent_config=work / "agent_loops.yaml",
         local_dir=work / "checkpoints",
         gpus_per_node=1,
