@@ -108,6 +108,8 @@ def test_verls_own_trainer_config_accepts_the_runs_overrides(tmp_path: Path) -> 
     assert values["trainer.nnodes"] == 2
     assert values["mtrl.episode_timeout_s"] == 600.0
     assert values["trainer.val_before_train"] is True
+    assert values["actor_rollout_ref.rollout.name"] == "vllm"  # mandatory in verl's config (???)
+    assert values["data.train_batch_size"] == 16
     assert values["trainer.test_freq"] == 100
     assert values["data.val_files"].endswith("eval.parquet")
 

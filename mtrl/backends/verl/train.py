@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,9 @@ from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time,
 
 AGENT_NAME = "mtrl"
 AGENT_LOOP_CLASS = "mtrl.backends.verl.agent_loop.MtrlAgentLoop"
+# Prompts per training step (each played group_size times) unless the run document says otherwise; never more than
+# the dataset holds.
+PROMPTS_PER_STEP = 16
 # The head pod's own scratch space (an emptyDir in the RayJob), not a shared /tmp.
 WORK_DIR = Path(os.environ.get("MTRL_VERL_WORK_DIR", "/var/lib/mtrl-verl"))
 # verl metric name → signal-row field (verl/trainer/ppo/metric_utils.py and the actor's metrics).
@@ -156,10 +161,20 @@ def overrides(
     agent_config: Path,
     local_dir: Path,
     gpus_per_node: int,
+    train_rows: int = PROMPTS_PER_STEP,
 ) -> list[str]:
-    """``verl.trainer.main_ppo`` Hydra overrides for the run's plan (GRPO, the mtrl agent loop, async rollout)."""
+    """``verl.trainer.main_ppo`` Hydra overrides for the run's plan (GRPO, the mtrl agent loop, async rollout).
+
+    Besides the plan, the values verl has no usable default for: the rollout engine (``rollout.name`` is mandatory),
+    one rollout replica per GPU (verl's default tensor parallelism is 2), a step's prompts (verl's default batch of
+    1024 prompts is larger than most datasets, and a dataloader with no full batch trains nothing), one policy
+    update per step (mini-batch = batch) with token-budgeted micro-batches (``use_dynamic_bsz``; without it verl
+    requires per-GPU micro-batch sizes), and enough epochs for the planned steps.
+    """
     lora_rank = int(document["lora_rank"])
     steps = int(document["steps"])
+    prompts = max(1, min(int(document.get("prompts_per_step") or PROMPTS_PER_STEP), train_rows))
+    sequence = int(document["max_prompt_length"]) + int(document["max_response_length"])
     values: dict[str, Any] = {
         "algorithm.adv_estimator": "grpo",
         "data.train_files": str(train_file),
@@ -173,6 +188,13 @@ def overrides(
         "actor_rollout_ref.model.lora_rank": lora_rank,
         "actor_rollout_ref.rollout.n": int(document["group_size"]),
         "actor_rollout_ref.rollout.mode": "async",
+        "actor_rollout_ref.rollout.name": "vllm",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
+        "data.train_batch_size": prompts,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": prompts,
+        "actor_rollout_ref.actor.use_dynamic_bsz": True,
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": max(sequence, 16384),
+        "trainer.total_epochs": math.ceil(steps / max(1, train_rows // prompts)),
         "actor_rollout_ref.rollout.prompt_length": int(document["max_prompt_length"]),
         "actor_rollout_ref.rollout.response_length": int(document["max_response_length"]),
         "actor_rollout_ref.rollout.agent.default_agent_loop": AGENT_NAME,
@@ -300,12 +322,26 @@ def _write_parquet(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     pd.DataFrame(list(rows)).to_parquet(path)
 
 
-def prepare(document: Mapping[str, Any], s3: Any, work: Path) -> tuple[Path, Path | None, Path, int]:
-    """The dataset files, the agent-loop registry (under ``work``) and the number of held-out tasks."""
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` wrote under the run's work directory."""
+
+    train: Path
+    val: Path | None
+    registry: Path
+    train_rows: int
+    eval_tasks: int
+
+
+def prepare(document: Mapping[str, Any], s3: Any, work: Path) -> Prepared:
+    """The dataset files and the agent-loop registry, under ``work``."""
     env_id = str(document["environment"])
     env_args = document.get("environment_args") or {}
     train = work / "data" / "train.parquet"
-    _write_parquet(verl_rows(_read_s3_lines(s3, document["dataset_uri"]), env_id=env_id, env_args=env_args), train)
+    train_rows = verl_rows(_read_s3_lines(s3, document["dataset_uri"]), env_id=env_id, env_args=env_args)
+    if not train_rows:
+        raise TrainError(f"run {document.get('run_id')}: the training rows {document['dataset_uri']} are empty")
+    _write_parquet(train_rows, train)
     val: Path | None = None
     eval_rows: list[dict[str, Any]] = []
     if document.get("eval_dataset_uri"):
@@ -318,7 +354,35 @@ def prepare(document: Mapping[str, Any], s3: Any, work: Path) -> tuple[Path, Pat
         _write_parquet(eval_rows, val)
     registry = work / "agent_loops.yaml"
     registry.write_text(agent_loop_registry(), encoding="utf-8")
-    return train, val, registry, len(eval_rows)
+    return Prepared(train, val, registry, train_rows=len(train_rows), eval_tasks=len(eval_rows))
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Everything up to the trainer's start: the data, the verified model copy and verl's overrides."""
+
+    prepared: Prepared
+    model_path: str
+    local_dir: Path
+    overrides: list[str]
+
+
+def prepare_launch(document: Mapping[str, Any], s3: Any, *, gpus_per_node: int) -> Launch:
+    work = WORK_DIR / str(document["run_id"]).replace("/", "_")
+    prepared = prepare(document, s3, work)
+    model_path = fetch_model(document, s3, work)
+    local_dir = work / "checkpoints"
+    chosen = overrides(
+        document,
+        model_path=model_path,
+        train_file=prepared.train,
+        val_file=prepared.val,
+        agent_config=prepared.registry,
+        local_dir=local_dir,
+        gpus_per_node=gpus_per_node,
+        train_rows=prepared.train_rows,
+    )
+    return Launch(prepared, model_path, local_dir, chosen)
 
 
 def trainer_command() -> list[str]:
@@ -346,26 +410,17 @@ def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
         import boto3  # noqa: PLC0415 - the image's AWS SDK; tests pass a client
 
         s3 = boto3.client("s3")
-    work = WORK_DIR / str(document["run_id"]).replace("/", "_")
-    train, val, registry, eval_tasks = prepare(document, s3, work)
+    launch = prepare_launch(document, s3, gpus_per_node=options.gpus_per_node)
     progress = Progress(
         s3,
         document["output_uri"],
         planned_steps=int(document["steps"]),
         group_size=int(document["group_size"]),
-        eval_tasks=eval_tasks,
+        eval_tasks=launch.prepared.eval_tasks,
     )
     progress.start()
-    local_dir = work / "checkpoints"
-    command = trainer_command() + overrides(
-        document,
-        model_path=fetch_model(document, s3, work),
-        train_file=train,
-        val_file=val,
-        agent_config=registry,
-        local_dir=local_dir,
-        gpus_per_node=options.gpus_per_node,
-    )
+    local_dir = launch.local_dir
+    command = trainer_command() + launch.overrides
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
     for line in follow(process.stdout, progress):
@@ -376,11 +431,18 @@ def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
     return code
 
 
-def compose(document: Mapping[str, Any]) -> dict[str, Any]:
-    """verl's ``ppo_trainer`` config composed with the run's overrides (Hydra raises on a key verl lacks)."""
+def composed_config(chosen: Sequence[str]) -> Any:
+    """verl's ``ppo_trainer`` config with these overrides, as ``main_ppo`` composes it (a key verl lacks raises)."""
     from hydra import compose as hydra_compose  # noqa: PLC0415 - the trainer image's libraries
     from hydra import initialize_config_module  # noqa: PLC0415
-    from omegaconf import OmegaConf  # noqa: PLC0415
+
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        return hydra_compose(config_name="ppo_trainer", overrides=list(chosen))
+
+
+def compose(document: Mapping[str, Any]) -> dict[str, Any]:
+    """verl's ``ppo_trainer`` config composed with the run's overrides (Hydra raises on a key verl lacks)."""
+    from omegaconf import OmegaConf  # noqa: PLC0415 - the trainer image's library
 
     work = Path("/nonexistent")
     chosen = overrides(
@@ -392,8 +454,7 @@ def compose(document: Mapping[str, Any]) -> dict[str, Any]:
         local_dir=work / "checkpoints",
         gpus_per_node=1,
     )
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        config = hydra_compose(config_name="ppo_trainer", overrides=chosen)
+    config = composed_config(chosen)
     values = {key: OmegaConf.select(config, key) for key in (item.split("=", 1)[0].lstrip("+") for item in chosen)}
     return {
         key: OmegaConf.to_container(value) if OmegaConf.is_config(value) else value for key, value in values.items()

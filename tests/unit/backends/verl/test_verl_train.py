@@ -101,6 +101,41 @@ def test_the_overrides_train_grpo_with_the_mtrl_loop_and_the_runs_plan(s3: Any, 
     assert json.loads(train.agent_loop_registry()) == [{"name": "mtrl", "_target_": train.AGENT_LOOP_CLASS}]
 
 
+def test_a_step_takes_at_most_the_datasets_prompts_and_the_epochs_cover_the_planned_steps(
+    s3: Any, tmp_path: Path
+) -> None:
+    def chosen(rows: int, **changes: Any) -> dict[str, str]:
+        items = train.overrides(
+            {**document(s3), **changes},
+            model_path="/m",
+            train_file=tmp_path / "t.parquet",
+            val_file=None,
+            agent_config=tmp_path / "a.yaml",
+            local_dir=tmp_path / "c",
+            gpus_per_node=1,
+            train_rows=rows,
+        )
+        return dict(item.split("=", 1) for item in items)
+
+    few = chosen(3, steps=10)  # 3 rows: one batch of 3 per epoch, 10 epochs for 10 steps
+    assert (few["data.train_batch_size"], few["actor_rollout_ref.actor.ppo_mini_batch_size"]) == ("3", "3")
+    assert few["trainer.total_epochs"] == "10"
+    many = chosen(1000, steps=100)  # 16 prompts a step, 62 full batches an epoch: 2 epochs
+    assert (many["data.train_batch_size"], many["trainer.total_epochs"]) == (str(train.PROMPTS_PER_STEP), "2")
+    assert chosen(1000, prompts_per_step=4)["data.train_batch_size"] == "4"
+    # verl has no default for the engine, and its default tensor parallelism (2) does not fit a one-GPU node.
+    assert few["actor_rollout_ref.rollout.name"] == "vllm"
+    assert few["actor_rollout_ref.rollout.tensor_model_parallel_size"] == "1"
+    assert few["actor_rollout_ref.actor.use_dynamic_bsz"] == "true"
+    assert int(few["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"]) >= 512 + 1024
+
+
+def test_empty_training_rows_are_refused_naming_the_run(s3: Any, tmp_path: Path) -> None:
+    s3.put_object(Bucket=BUCKET, Key="runs/r1/data/train.jsonl", Body=b"\n\n")
+    with pytest.raises(train.TrainError, match=r"run r1: the training rows .* are empty"):
+        train.prepare(document(s3), s3, tmp_path)
+
+
 def test_the_models_copy_is_verified_file_by_file(s3: Any, tmp_path: Path) -> None:
     path = Path(train.fetch_model(document(s3), s3, tmp_path))
     assert {p.name: p.read_bytes() for p in path.iterdir()} == WEIGHTS
