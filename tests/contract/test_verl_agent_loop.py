@@ -87,6 +87,7 @@ def test_verls_own_trainer_config_accepts_the_runs_overrides(tmp_path: Path) -> 
         # Held-out rows with a baseline: verl validates them through the agent loop before and after training.
         "eval_dataset_uri": "s3://bucket/runs/r/data/eval.jsonl",
         "baseline_evaluation": True,
+        "mlflow_tracking_uri": "arn:aws:sagemaker:us-east-1:111122223333:mlflow-app/app-ABCDEF123456",
     }
     path = tmp_path / "run.json"
     path.write_text(json.dumps(document))
@@ -110,6 +111,7 @@ def test_verls_own_trainer_config_accepts_the_runs_overrides(tmp_path: Path) -> 
     assert values["trainer.val_before_train"] is True
     assert values["actor_rollout_ref.rollout.name"] == "vllm"  # mandatory in verl's config (???)
     assert values["data.train_batch_size"] == 16
+    assert values["trainer.logger"] == ["console", "mlflow"]
     assert values["trainer.test_freq"] == 100
     assert values["data.val_files"].endswith("eval.parquet")
 

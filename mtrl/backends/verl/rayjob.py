@@ -122,6 +122,8 @@ def run_document(plan: VerlPlan, run: RunContext) -> dict[str, Any]:
         "eval_dataset_uri": run.eval_dataset_uri,
         # The held-out split through the agent loop before training too (verl's val_before_train).
         "baseline_evaluation": plan.config.baseline_evaluation,
+        # Trainer metrics go to the deployment's MLflow app (verl's MLflow logger; None: console only).
+        "mlflow_tracking_uri": plan.config.serverless_mlflow_app_arn,
         "output_uri": run.output_uri,
         "progress_uri": progress_uri(run),
     }

@@ -208,7 +208,9 @@ def overrides(
         "trainer.default_local_dir": str(local_dir),
         "trainer.resume_mode": "auto",
         "trainer.save_freq": steps,
-        "trainer.logger": "[console]",
+        # The console log is what follow() reads; with the deployment's MLflow app, verl's MLflow logger sends the
+        # same metrics there (experiment "mtrl", one MLflow run per mtrl run, named by its id).
+        "trainer.logger": "[console,mlflow]" if document.get("mlflow_tracking_uri") else "[console]",
         "trainer.project_name": "mtrl",
         "trainer.experiment_name": str(document["run_id"]),
     }
@@ -385,6 +387,16 @@ def prepare_launch(document: Mapping[str, Any], s3: Any, *, gpus_per_node: int) 
     return Launch(prepared, model_path, local_dir, chosen)
 
 
+def trainer_environment(document: Mapping[str, Any]) -> dict[str, str]:
+    """The trainer's environment: this one, plus the MLflow tracking URI verl's MLflow logger reads (a SageMaker
+    MLflow app ARN: the image's ``sagemaker-mlflow`` plugin resolves it and signs the calls with the pod's
+    credentials)."""
+    environment = dict(os.environ)
+    if document.get("mlflow_tracking_uri"):
+        environment["MLFLOW_TRACKING_URI"] = str(document["mlflow_tracking_uri"])
+    return environment
+
+
 def trainer_command() -> list[str]:
     """verl's PPO entry point (``MTRL_VERL_TRAINER`` replaces it, for tests of everything around it)."""
     override = os.environ.get("MTRL_VERL_TRAINER")
@@ -421,7 +433,9 @@ def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
     progress.start()
     local_dir = launch.local_dir
     command = trainer_command() + launch.overrides
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=trainer_environment(document)
+    )
     assert process.stdout is not None
     for line in follow(process.stdout, progress):
         sys.stdout.write(line)

@@ -370,3 +370,49 @@ def test_a_baseline_needs_held_out_rows_on_verl() -> None:
     settings = run_settings({}, {"baseline_evaluation": True, "eval_split": 0.2})
     config_map, _ = render(plan_for(settings), run_context(settings))
     assert json.loads(config_map["data"]["run.json"])["baseline_evaluation"] is True
+
+
+MLFLOW_APP = "arn:aws:sagemaker:us-east-1:111122223333:mlflow-app/app-ABCDEF123456"
+
+
+def test_trainer_metrics_go_to_the_deployments_mlflow_app(
+    s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The deployment ships its MLflow app's ARN to every backend; the RayJob's run document carries it.
+    settings = {**run_settings(), "serverless_mlflow_app_arn": MLFLOW_APP}
+    config_map, _ = render(plan_for(settings), run_context(settings))
+    assert json.loads(config_map["data"]["run.json"])["mlflow_tracking_uri"] == MLFLOW_APP
+    settings_without = {**run_settings(), "serverless_mlflow_app_arn": ""}
+    config_map, _ = render(plan_for(settings_without), run_context(settings_without))
+    assert json.loads(config_map["data"]["run.json"])["mlflow_tracking_uri"] is None
+
+    # verl's MLflow logger is on, next to the console log the progress files come from, and it finds the app in
+    # MLFLOW_TRACKING_URI (verl/utils/tracking.py); the console log still yields the steps.
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({**document(s3), "mlflow_tracking_uri": MLFLOW_APP}))
+    script = tmp_path / "trainer.py"
+    script.write_text(
+        "import os, sys\n"
+        "args = dict(a.split('=', 1) for a in sys.argv[1:])\n"
+        "assert args['trainer.logger'] == '[console,mlflow]', args['trainer.logger']\n"
+        f"assert os.environ['MLFLOW_TRACKING_URI'] == {MLFLOW_APP!r}\n"
+        "for step in (1, 2, 3):\n"
+        "    print(f'step:{step} - critic/score/mean:np.float64({step / 10})', flush=True)\n"
+    )
+    monkeypatch.setenv("MTRL_VERL_TRAINER", f"{sys.executable} {script}")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setattr(train, "WORK_DIR", tmp_path / "work")
+    assert train.main(["--run-config", str(config)], s3=s3) == 0
+    assert json.loads(s3.get_object(Bucket=BUCKET, Key="runs/r1/progress.json")["Body"].read()) == {"step": 3}
+    # Without an app: the console only, and no tracking URI invented.
+    assert train.trainer_environment(document(s3)).get("MLFLOW_TRACKING_URI") is None
+    plain = train.overrides(
+        document(s3),
+        model_path="/m",
+        train_file=tmp_path / "t.parquet",
+        val_file=None,
+        agent_config=tmp_path / "a.yaml",
+        local_dir=tmp_path / "c",
+        gpus_per_node=1,
+    )
+    assert "trainer.logger=[console]" in plain
