@@ -416,3 +416,9 @@ def test_trainer_metrics_go_to_the_deployments_mlflow_app(
         gpus_per_node=1,
     )
     assert "trainer.logger=[console]" in plain
+
+
+def test_an_offline_render_names_the_operators_mlflow_app() -> None:
+    settings = run_settings({"serverless_mlflow_app_arn": MLFLOW_APP})
+    config_map, _ = render(plan_for(settings), run_context(settings))
+    assert json.loads(config_map["data"]["run.json"])["mlflow_tracking_uri"] == MLFLOW_APP
