@@ -184,6 +184,11 @@ lock:
 	  $(foreach p,$(CUDA_ONLY),--no-emit-package $(p)) llm.in -o llm.txt
 	cd requirements && ../$(BIN)/uv pip compile --python-version 3.11 --no-header --annotation-style line -q \
 	  --no-emit-package torch $(foreach p,$(CUDA_ONLY) cuda-cccl nvidia-cuda-cccl,--no-emit-package $(p)) verl.in -o verl.txt
+	# The verl trainer image (docker/verl-trainer/Dockerfile): Python 3.11 on bookworm (glibc 2.36), with hashes.
+	cd requirements && ../$(BIN)/uv pip compile --python-version 3.11 --python-platform x86_64-manylinux_2_36 \
+	  --generate-hashes --no-header --annotation-style line -q verl-trainer.in -o verl-trainer.txt
+	cd requirements && ../$(BIN)/uv pip compile --python-version 3.11 --python-platform x86_64-manylinux_2_36 \
+	  --generate-hashes --no-header --annotation-style line -q verl-trainer-build.in -o verl-trainer-build.txt
 	# The runner image's Python (docker/nova-runner/Dockerfile) is 3.12: the SDK requires it.
 	cd requirements && ../$(BIN)/uv pip compile --python-version 3.12 --no-header --annotation-style line -q \
 	  nova-runner.in -o nova-runner.txt

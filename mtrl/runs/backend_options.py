@@ -179,6 +179,12 @@ BASELINE_SUPPORT: dict[str, BaselineSupport] = {
         phase=False,
         how="the untrained policy's held-out evaluation at step 0 (same tasks and seed as the after-training one)",
     ),
+    "verl": BaselineSupport(
+        phase=False,
+        how="verl's validation before training (trainer.val_before_train): the base model plays the held-out rows "
+        "through the same mtrl agent loop as training, and again after the last step",
+        needs_held_out_rows=True,
+    ),
     "serverless": BaselineSupport(
         phase=True,
         how="an AgentRFTEvaluation job of the base model on the held-out rows, before the training job",

@@ -81,7 +81,8 @@ class RunSettings(BaseModel):
     baseline_evaluation: bool = Field(
         False,
         description="Evaluate the base model on the held-out split before training and report it in the run "
-        "summary next to the after-training score (local and serverless backends; not hyperpod).",
+        "summary next to the after-training score (local, serverless and verl backends, the last two with "
+        "eval_dataset or eval_split; not hyperpod).",
     )
     early_stop: bool | EarlyStop = Field(
         False,

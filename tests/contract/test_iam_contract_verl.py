@@ -126,6 +126,13 @@ def recorded_run(verl_app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> I
         name = job_id.split("/")[1]
         fake.set_status(f"{RAY}/namespaces/{deployed['verl_namespace']}/rayjobs/{name}", jobDeploymentStatus="Running")
         assert backend(adapter.status, job_id).state is JobState.RUNNING
+        # The Evaluate phase reads the held-out evaluation the trainer wrote under the run's output prefix.
+        evaluation = {"tasks": 2, "measure": "success", "before": None, "after": {"reward": 0.5, "success": 0.5}}
+        aws.session.client("s3").put_object(
+            Bucket=bucket, Key=f"runs/{run_id}/evaluation.json", Body=json.dumps(evaluation).encode()
+        )
+        assert backend(adapter.evaluate)["heldout_success_after"] == 0.5
+        assert backend(adapter.evaluation_settings) == {"evaluation_measure": "success"}
         backend(adapter.cancel, job_id)
         backend(adapter.cleanup)
         assert cluster.target == int(deployed["verl_idle_instance_count"])

@@ -23,7 +23,8 @@ from mtrl.backends.hyperpod.capacity import GpuCapacity, GroupTarget, find_group
 from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress, now_iso
 from mtrl.backends.verl.access import access_checks
 from mtrl.backends.verl.config import VerlPlan, VerlRunConfig, parse_config, plan_for
-from mtrl.backends.verl.rayjob import progress_uri, rayjob_name, render
+from mtrl.backends.verl.evaluation import pipeline_figures
+from mtrl.backends.verl.rayjob import evaluation_uri, progress_uri, rayjob_name, render
 from mtrl.backends.verl.settings import ECR_IMAGE, model_sums_object
 from mtrl.backends.verl.status import job_status
 from mtrl.kube.client import KubeClient, KubeError
@@ -267,20 +268,61 @@ class VerlAdapter:
             raise BackendError(f"run {run.run_id}: read RayJob {job_id}: {error}", transient=error.transient) from None
         return job_status(rayjob, planned_steps=plan.steps, last_step=self._last_step(run, plan))
 
-    def _last_step(self, run: RunContext, plan: VerlPlan) -> int | None:
-        uri = S3Uri.parse(progress_uri(run))
-        s3 = self._clients.client("s3", plan.config.region)
+    def _read_output(self, run: RunContext, config: VerlRunConfig, uri_text: str) -> bytes | None:
+        """A file the trainer writes under the run's output prefix; None while it has not written it."""
+        uri = S3Uri.parse(uri_text)
+        s3 = self._clients.client("s3", config.region)
         try:
-            body = s3.get_object(Bucket=uri.bucket, Key=uri.key)["Body"].read()
+            body: bytes = s3.get_object(Bucket=uri.bucket, Key=uri.key)["Body"].read()
         except ClientError as error:
             if error_code(error) in {"NoSuchKey", "404"}:
                 return None
             raise backend_error(f"run {run.run_id}: read {uri}", error) from None
+        return body
+
+    def _last_step(self, run: RunContext, plan: VerlPlan) -> int | None:
+        body = self._read_output(run, plan.config, progress_uri(run))
+        if body is None:
+            return None
         try:
             step = json.loads(body).get("step")
         except (json.JSONDecodeError, AttributeError):
             return None
         return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+    # -- evaluation ------------------------------------------------------------------------------------------
+
+    def _evaluation(self, run: RunContext) -> dict[str, Any]:
+        config = parse_config(run.settings)
+        uri = evaluation_uri(run)
+        body = self._read_output(run, config, uri)
+        if body is None:
+            raise BackendError(
+                f"run {run.run_id}: the trainer wrote no held-out evaluation ({uri}): the run had no held-out rows "
+                "(eval_split or eval_dataset), or it ended before verl validated"
+            )
+        try:
+            document = json.loads(body)
+            pipeline_figures(document)
+        except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError) as error:
+            raise BackendError(f"run {run.run_id}: {uri} is not a held-out evaluation: {error!r}") from None
+        if not isinstance(document, dict) or document.get("after") is None:
+            raise BackendError(f"run {run.run_id}: {uri} has no after-training evaluation (verl never validated it)")
+        return document
+
+    def evaluate(self, run: RunContext) -> dict[str, float]:
+        """The held-out split played through the agent loop by verl's validation, after training and (with
+        ``baseline_evaluation``) before it: the environment's evaluation, success and reward, the local backend's
+        figure names (``heldout_*_before`` / ``heldout_*_after``)."""
+        return pipeline_figures(self._evaluation(run))
+
+    def evaluation_settings(self, run: RunContext) -> dict[str, str]:
+        """What ``heldout_evaluation_*`` measures (the environment's EVALUATION, or success as the fallback); empty
+        when there is no evaluation to describe (``evaluate`` says why)."""
+        try:
+            return {"evaluation_measure": str(self._evaluation(run)["measure"])}
+        except BackendError:
+            return {}
 
     def cancel(self, run: RunContext, job_id: str) -> None:
         """Delete the RayJob (its finalizer stops the Ray job); already gone is fine."""

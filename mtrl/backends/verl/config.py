@@ -62,12 +62,15 @@ class VerlRunConfig(BaseModel):
     verl_max_response_length: int = 8192
     verl_pre_running_deadline_minutes: int = Field(30, ge=1)
     verl_ttl_seconds_after_finished: int = Field(30, ge=0, le=60)
+    # The deployment's MLflow app (shipped once for every backend): where the trainer's metrics go.
+    serverless_mlflow_app_arn: str | None = None
     # the run's own settings
     environment: str = Field(min_length=1)
     environment_args: dict[str, Any] = {}
     hyperparameters: dict[str, str | int | float | bool] = {}
     instance_count: int = Field(ge=1)
     run_timeout_minutes: int = Field(ge=1)
+    baseline_evaluation: bool = False
     # the manifest's backend_options (mtrl.backends.verl.options), merged flat by effective_settings
     model: str | None = None
     lora_rank: int | None = None
@@ -81,7 +84,9 @@ class VerlRunConfig(BaseModel):
     def _json_text(cls, value: Any) -> Any:
         return json.loads(value) if isinstance(value, str) else value
 
-    @field_validator("verl_image_uri", "verl_kueue_queue_name", "verl_max_instance_count", mode="before")
+    @field_validator(
+        "verl_image_uri", "verl_kueue_queue_name", "verl_max_instance_count", "serverless_mlflow_app_arn", mode="before"
+    )
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if value == "" else value

@@ -30,6 +30,9 @@ def offline_run_settings(deploy: DeploySettings, run_settings: RunSettings, run_
         "region": deploy.region,
         "prefix": deploy.prefix,
         "hyperpod_cluster_name": hyperpod_cluster,
+        # The MLflow app the trainer logs to: the operator's, when named (one the stack creates has an id only
+        # the deployment knows, so an offline render shows none).
+        "serverless_mlflow_app_arn": deploy.serverless_mlflow_app_arn or "",
         **verl_backend_values(deploy, eks_cluster_name=eks_cluster),
     }
     return effective_settings(

@@ -23,12 +23,14 @@ from typing import Any
 
 from mtrl.backends.base import BackendError, RunContext
 from mtrl.backends.verl.config import VerlPlan
+from mtrl.backends.verl.evaluation import EVALUATION_FILE
 from mtrl.backends.verl.instances import instance_facts
 
 API_VERSION = "ray.io/v1"
 KIND = "RayJob"
-# The Ray version of the trainer image (docker/verl-trainer pins ray to it); KubeRay starts the cluster with it.
-RAY_VERSION = "2.52.0"
+# The Ray version of the trainer image (requirements/verl-trainer.txt pins ray to it, as verl.txt does); KubeRay
+# starts the cluster with it.
+RAY_VERSION = "2.60.0"
 # The trainer's entry point inside the image, reading the ConfigMap mounted at CONFIG_DIR.
 TRAINER_MODULE = "mtrl.backends.verl.train"
 CONFIG_DIR = "/etc/mtrl"
@@ -118,6 +120,10 @@ def run_document(plan: VerlPlan, run: RunContext) -> dict[str, Any]:
         "nnodes": plan.config.instance_count,  # workers only: the head holds no GPU
         "dataset_uri": run.dataset_uri,
         "eval_dataset_uri": run.eval_dataset_uri,
+        # The held-out split through the agent loop before training too (verl's val_before_train).
+        "baseline_evaluation": plan.config.baseline_evaluation,
+        # Trainer metrics go to the deployment's MLflow app (verl's MLflow logger; None: console only).
+        "mlflow_tracking_uri": plan.config.serverless_mlflow_app_arn,
         "output_uri": run.output_uri,
         "progress_uri": progress_uri(run),
     }
@@ -125,6 +131,10 @@ def run_document(plan: VerlPlan, run: RunContext) -> dict[str, Any]:
 
 def progress_uri(run: RunContext) -> str:
     return run.output_uri.rstrip("/") + "/progress.json"
+
+
+def evaluation_uri(run: RunContext) -> str:
+    return run.output_uri.rstrip("/") + "/" + EVALUATION_FILE
 
 
 def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:

@@ -10,7 +10,9 @@ The RayJob's submitter runs it on the head (``mtrl.backends.verl.rayjob``). It
    nodes);
 3. follows the trainer's console log (``step:N - name:value - ...``, verl's ``LocalLogger``): after every step it
    writes ``progress.json`` (``{"step": N}``: the adapter's planned-step check) and ``signals.jsonl`` (the trainer-side
-   fields of the training-health rows: reward, truncation, entropy, KL, gradient norm, turns);
+   fields of the training-health rows: reward, truncation, entropy, KL, gradient norm, turns), and after each of
+   verl's validations of the held-out split (through the same agent loop: before training with the run's
+   ``baseline_evaluation``, and at the last step) ``evaluation.json`` (``mtrl.backends.verl.evaluation``);
 4. copies the checkpoints it wrote under the run's output prefix.
 
 The parts that need no GPU (conversion, overrides, log parsing, progress and signal files) are tested on CPU; the
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -29,14 +32,24 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mtrl.backends.verl.evaluation import (
+    EVALUATION_FILE,
+    evaluation_document,
+    is_validation_only,
+    validation_figures,
+)
 from mtrl.backends.verl.settings import MODEL_SUMS_FILE, model_sums_object
 from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
 
 AGENT_NAME = "mtrl"
 AGENT_LOOP_CLASS = "mtrl.backends.verl.agent_loop.MtrlAgentLoop"
+# Prompts per training step (each played group_size times) unless the run document says otherwise; never more than
+# the dataset holds.
+PROMPTS_PER_STEP = 16
 # The head pod's own scratch space (an emptyDir in the RayJob), not a shared /tmp.
 WORK_DIR = Path(os.environ.get("MTRL_VERL_WORK_DIR", "/var/lib/mtrl-verl"))
 # verl metric name → signal-row field (verl/trainer/ppo/metric_utils.py and the actor's metrics).
@@ -49,6 +62,7 @@ TRAINER_METRICS = {
     "num_turns/mean": "mean_turns",
 }
 _STEP_LINE = re.compile(r"(?:^|\s)step:(\d+)\s+-\s+(.*)$")
+_NUMPY_SCALAR = re.compile(r"np\.(?:float|int|uint)\d*\((.*)\)")
 
 
 class TrainError(RuntimeError):
@@ -149,12 +163,25 @@ def overrides(
     agent_config: Path,
     local_dir: Path,
     gpus_per_node: int,
+    train_rows: int = PROMPTS_PER_STEP,
 ) -> list[str]:
-    """``verl.trainer.main_ppo`` Hydra overrides for the run's plan (GRPO, the mtrl agent loop, async rollout)."""
+    """``verl.trainer.main_ppo`` Hydra overrides for the run's plan (GRPO, the mtrl agent loop, async rollout).
+
+    Besides the plan, the values verl has no usable default for: the rollout engine (``rollout.name`` is mandatory),
+    one rollout replica per GPU (verl's default tensor parallelism is 2), a step's prompts (verl's default batch of
+    1024 prompts is larger than most datasets, and a dataloader with no full batch trains nothing), one policy
+    update per step (mini-batch = batch) with token-budgeted micro-batches (``use_dynamic_bsz``; without it verl
+    requires per-GPU micro-batch sizes), and enough epochs for the planned steps.
+    """
     lora_rank = int(document["lora_rank"])
+    steps = int(document["steps"])
+    prompts = max(1, min(int(document.get("prompts_per_step") or PROMPTS_PER_STEP), train_rows))
+    sequence = int(document["max_prompt_length"]) + int(document["max_response_length"])
     values: dict[str, Any] = {
         "algorithm.adv_estimator": "grpo",
         "data.train_files": str(train_file),
+        # verl builds a validation dataset whatever the settings: without held-out rows it is the training file,
+        # never played (no validation before training, none during it).
         "data.val_files": str(val_file or train_file),
         "data.max_prompt_length": int(document["max_prompt_length"]),
         "data.max_response_length": int(document["max_response_length"]),
@@ -163,17 +190,29 @@ def overrides(
         "actor_rollout_ref.model.lora_rank": lora_rank,
         "actor_rollout_ref.rollout.n": int(document["group_size"]),
         "actor_rollout_ref.rollout.mode": "async",
+        "actor_rollout_ref.rollout.name": "vllm",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
+        "data.train_batch_size": prompts,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": prompts,
+        "actor_rollout_ref.actor.use_dynamic_bsz": True,
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": max(sequence, 16384),
+        "trainer.total_epochs": math.ceil(steps / max(1, train_rows // prompts)),
         "actor_rollout_ref.rollout.prompt_length": int(document["max_prompt_length"]),
         "actor_rollout_ref.rollout.response_length": int(document["max_response_length"]),
         "actor_rollout_ref.rollout.agent.default_agent_loop": AGENT_NAME,
         "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(agent_config),
-        "trainer.total_training_steps": int(document["steps"]),
+        "trainer.total_training_steps": steps,
+        # The held-out split through the same agent loop: before training for the baseline, and at the last step.
+        "trainer.val_before_train": val_file is not None and bool(document.get("baseline_evaluation")),
+        "trainer.test_freq": steps if val_file is not None else -1,
         "trainer.nnodes": int(document["nnodes"]),
         "trainer.n_gpus_per_node": gpus_per_node,
         "trainer.default_local_dir": str(local_dir),
         "trainer.resume_mode": "auto",
-        "trainer.save_freq": int(document["steps"]),
-        "trainer.logger": "[console]",
+        "trainer.save_freq": steps,
+        # The console log is what follow() reads; with the deployment's MLflow app, verl's MLflow logger sends the
+        # same metrics there (experiment "mtrl", one MLflow run per mtrl run, named by its id).
+        "trainer.logger": "[console,mlflow]" if document.get("mlflow_tracking_uri") else "[console]",
         "trainer.project_name": "mtrl",
         "trainer.experiment_name": str(document["run_id"]),
     }
@@ -199,15 +238,19 @@ def _hydra_value(value: Any) -> str:
 
 
 def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
-    """``(step, metrics)`` from one of verl's console lines (``step:N - name:value - ...``), else None."""
+    """``(step, metrics)`` from one of verl's console lines (``step:N - name:value - ...``), else None.
+
+    verl prints each value with ``pprint.pformat``: a NumPy 2 scalar reads ``np.float64(0.25)``, a Python one ``0.25``.
+    """
     found = _STEP_LINE.search(line.strip())
     if found is None:
         return None
     metrics: dict[str, float] = {}
     for part in found.group(2).split(" - "):
         name, _, value = part.rpartition(":")
+        scalar = _NUMPY_SCALAR.fullmatch(value.strip())
         try:
-            metrics[name.strip()] = float(value)
+            metrics[name.strip()] = float(scalar.group(1) if scalar else value)
         except ValueError:
             continue
     return int(found.group(1)), metrics
@@ -220,14 +263,18 @@ def signal_row(step: int, metrics: Mapping[str, float], *, when: float) -> Signa
 
 
 class Progress:
-    """Writes ``progress.json`` and ``signals.jsonl`` under the run's output prefix after every step."""
+    """Writes ``progress.json`` and ``signals.jsonl`` under the run's output prefix after every step, and
+    ``evaluation.json`` after every validation of the held-out split."""
 
-    def __init__(self, s3: Any, output_uri: str, *, planned_steps: int, group_size: int) -> None:
+    def __init__(self, s3: Any, output_uri: str, *, planned_steps: int, group_size: int, eval_tasks: int = 0) -> None:
         self.s3 = s3
         self.bucket, _, prefix = output_uri.removeprefix("s3://").partition("/")
         self.prefix = prefix.rstrip("/") + "/"
         self.header = SignalHeader(planned_steps=planned_steps, group_size=group_size)
         self.rows: list[SignalRow] = []
+        self.eval_tasks = eval_tasks
+        self.before: dict[str, float] | None = None
+        self.after: dict[str, float] | None = None
 
     def start(self) -> None:
         self._put(SIGNALS_FILE, render_signals(self.header, []), "application/x-ndjson")
@@ -238,16 +285,31 @@ class Progress:
         self._put(SIGNALS_FILE, render_signals(self.header, self.rows), "application/x-ndjson")
         self._put("progress.json", json.dumps({"step": step}) + "\n", "application/json")
 
+    def evaluated(self, step: int, figures: Mapping[str, float]) -> None:
+        """One validation: at step 0 the untrained policy (the baseline), later the trained one."""
+        if step == 0:
+            self.before = dict(figures)
+        else:
+            self.after = dict(figures)
+        document = evaluation_document(tasks=self.eval_tasks, before=self.before, after=self.after)
+        self._put(EVALUATION_FILE, json.dumps(document, sort_keys=True) + "\n", "application/json")
+
     def _put(self, name: str, body: str, content_type: str) -> None:
         self.s3.put_object(Bucket=self.bucket, Key=self.prefix + name, Body=body.encode(), ContentType=content_type)
 
 
 def follow(lines: Iterable[str], progress: Progress) -> Iterator[str]:
-    """Pass the trainer's output through, recording every step line."""
+    """Pass the trainer's output through, recording every step line and every validation in it (the one before
+    training is a line of validation figures only, at step 0: no step was trained)."""
     for line in lines:
         parsed = parse_step_line(line)
         if parsed is not None:
-            progress.step(*parsed)
+            step, metrics = parsed
+            figures = validation_figures(metrics)
+            if figures is not None:
+                progress.evaluated(step, figures)
+            if not is_validation_only(metrics):
+                progress.step(step, metrics)
         yield line
 
 
@@ -264,20 +326,77 @@ def _write_parquet(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     pd.DataFrame(list(rows)).to_parquet(path)
 
 
-def prepare(document: Mapping[str, Any], s3: Any, work: Path) -> tuple[Path, Path | None, Path]:
+@dataclass(frozen=True)
+class Prepared:
+    """What ``prepare`` wrote under the run's work directory."""
+
+    train: Path
+    val: Path | None
+    registry: Path
+    train_rows: int
+    eval_tasks: int
+
+
+def prepare(document: Mapping[str, Any], s3: Any, work: Path) -> Prepared:
     """The dataset files and the agent-loop registry, under ``work``."""
     env_id = str(document["environment"])
     env_args = document.get("environment_args") or {}
     train = work / "data" / "train.parquet"
-    _write_parquet(verl_rows(_read_s3_lines(s3, document["dataset_uri"]), env_id=env_id, env_args=env_args), train)
+    train_rows = verl_rows(_read_s3_lines(s3, document["dataset_uri"]), env_id=env_id, env_args=env_args)
+    if not train_rows:
+        raise TrainError(f"run {document.get('run_id')}: the training rows {document['dataset_uri']} are empty")
+    _write_parquet(train_rows, train)
     val: Path | None = None
+    eval_rows: list[dict[str, Any]] = []
     if document.get("eval_dataset_uri"):
         val = work / "data" / "eval.parquet"
-        lines = _read_s3_lines(s3, document["eval_dataset_uri"])
-        _write_parquet(verl_rows(lines, env_id=env_id, env_args=env_args), val)
+        eval_rows = verl_rows(_read_s3_lines(s3, document["eval_dataset_uri"]), env_id=env_id, env_args=env_args)
+        if not eval_rows:
+            raise TrainError(
+                f"run {document.get('run_id')}: the held-out split {document['eval_dataset_uri']} is empty"
+            )
+        _write_parquet(eval_rows, val)
     registry = work / "agent_loops.yaml"
     registry.write_text(agent_loop_registry(), encoding="utf-8")
-    return train, val, registry
+    return Prepared(train, val, registry, train_rows=len(train_rows), eval_tasks=len(eval_rows))
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Everything up to the trainer's start: the data, the verified model copy and verl's overrides."""
+
+    prepared: Prepared
+    model_path: str
+    local_dir: Path
+    overrides: list[str]
+
+
+def prepare_launch(document: Mapping[str, Any], s3: Any, *, gpus_per_node: int) -> Launch:
+    work = WORK_DIR / str(document["run_id"]).replace("/", "_")
+    prepared = prepare(document, s3, work)
+    model_path = fetch_model(document, s3, work)
+    local_dir = work / "checkpoints"
+    chosen = overrides(
+        document,
+        model_path=model_path,
+        train_file=prepared.train,
+        val_file=prepared.val,
+        agent_config=prepared.registry,
+        local_dir=local_dir,
+        gpus_per_node=gpus_per_node,
+        train_rows=prepared.train_rows,
+    )
+    return Launch(prepared, model_path, local_dir, chosen)
+
+
+def trainer_environment(document: Mapping[str, Any]) -> dict[str, str]:
+    """The trainer's environment: this one, plus the MLflow tracking URI verl's MLflow logger reads (a SageMaker
+    MLflow app ARN: the image's ``sagemaker-mlflow`` plugin resolves it and signs the calls with the pod's
+    credentials)."""
+    environment = dict(os.environ)
+    if document.get("mlflow_tracking_uri"):
+        environment["MLFLOW_TRACKING_URI"] = str(document["mlflow_tracking_uri"])
+    return environment
 
 
 def trainer_command() -> list[str]:
@@ -305,23 +424,20 @@ def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
         import boto3  # noqa: PLC0415 - the image's AWS SDK; tests pass a client
 
         s3 = boto3.client("s3")
-    work = WORK_DIR / str(document["run_id"]).replace("/", "_")
-    train, val, registry = prepare(document, s3, work)
+    launch = prepare_launch(document, s3, gpus_per_node=options.gpus_per_node)
     progress = Progress(
-        s3, document["output_uri"], planned_steps=int(document["steps"]), group_size=int(document["group_size"])
+        s3,
+        document["output_uri"],
+        planned_steps=int(document["steps"]),
+        group_size=int(document["group_size"]),
+        eval_tasks=launch.prepared.eval_tasks,
     )
     progress.start()
-    local_dir = work / "checkpoints"
-    command = trainer_command() + overrides(
-        document,
-        model_path=fetch_model(document, s3, work),
-        train_file=train,
-        val_file=val,
-        agent_config=registry,
-        local_dir=local_dir,
-        gpus_per_node=options.gpus_per_node,
+    local_dir = launch.local_dir
+    command = trainer_command() + launch.overrides
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=trainer_environment(document)
     )
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
     for line in follow(process.stdout, progress):
         sys.stdout.write(line)
@@ -331,24 +447,30 @@ def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
     return code
 
 
-def compose(document: Mapping[str, Any]) -> dict[str, Any]:
-    """verl's ``ppo_trainer`` config composed with the run's overrides (Hydra raises on a key verl lacks)."""
+def composed_config(chosen: Sequence[str]) -> Any:
+    """verl's ``ppo_trainer`` config with these overrides, as ``main_ppo`` composes it (a key verl lacks raises)."""
     from hydra import compose as hydra_compose  # noqa: PLC0415 - the trainer image's libraries
     from hydra import initialize_config_module  # noqa: PLC0415
-    from omegaconf import OmegaConf  # noqa: PLC0415
+
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        return hydra_compose(config_name="ppo_trainer", overrides=list(chosen))
+
+
+def compose(document: Mapping[str, Any]) -> dict[str, Any]:
+    """verl's ``ppo_trainer`` config composed with the run's overrides (Hydra raises on a key verl lacks)."""
+    from omegaconf import OmegaConf  # noqa: PLC0415 - the trainer image's library
 
     work = Path("/nonexistent")
     chosen = overrides(
         document,
         model_path="model",
         train_file=work / "train.parquet",
-        val_file=None,
+        val_file=work / "eval.parquet" if document.get("eval_dataset_uri") else None,
         agent_config=work / "agent_loops.yaml",
         local_dir=work / "checkpoints",
         gpus_per_node=1,
     )
-    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
-        config = hydra_compose(config_name="ppo_trainer", overrides=chosen)
+    config = composed_config(chosen)
     values = {key: OmegaConf.select(config, key) for key in (item.split("=", 1)[0].lstrip("+") for item in chosen)}
     return {
         key: OmegaConf.to_container(value) if OmegaConf.is_config(value) else value for key, value in values.items()

@@ -16,8 +16,17 @@ import pandas as pd
 import pytest
 from moto import mock_aws
 
+from mtrl.backends._aws import AwsClients
+from mtrl.backends.base import BackendError, RunContext
 from mtrl.backends.verl import train
+from mtrl.backends.verl.adapter import VerlAdapter
+from mtrl.backends.verl.config import plan_for
+from mtrl.backends.verl.evaluation import evaluation_document, pipeline_figures, validation_figures
+from mtrl.backends.verl.rayjob import render
 from mtrl.health.signals import parse_signals
+from mtrl.runs.errors import ConfigurationError
+from mtrl.runs.report import baseline_comparison
+from tests.unit.backends.verl.verl_support import run_context, run_settings
 
 ROOT = Path(__file__).resolve().parents[4]
 BUCKET = "mtrl-data"
@@ -92,6 +101,41 @@ def test_the_overrides_train_grpo_with_the_mtrl_loop_and_the_runs_plan(s3: Any, 
     assert json.loads(train.agent_loop_registry()) == [{"name": "mtrl", "_target_": train.AGENT_LOOP_CLASS}]
 
 
+def test_a_step_takes_at_most_the_datasets_prompts_and_the_epochs_cover_the_planned_steps(
+    s3: Any, tmp_path: Path
+) -> None:
+    def chosen(rows: int, **changes: Any) -> dict[str, str]:
+        items = train.overrides(
+            {**document(s3), **changes},
+            model_path="/m",
+            train_file=tmp_path / "t.parquet",
+            val_file=None,
+            agent_config=tmp_path / "a.yaml",
+            local_dir=tmp_path / "c",
+            gpus_per_node=1,
+            train_rows=rows,
+        )
+        return dict(item.split("=", 1) for item in items)
+
+    few = chosen(3, steps=10)  # 3 rows: one batch of 3 per epoch, 10 epochs for 10 steps
+    assert (few["data.train_batch_size"], few["actor_rollout_ref.actor.ppo_mini_batch_size"]) == ("3", "3")
+    assert few["trainer.total_epochs"] == "10"
+    many = chosen(1000, steps=100)  # 16 prompts a step, 62 full batches an epoch: 2 epochs
+    assert (many["data.train_batch_size"], many["trainer.total_epochs"]) == (str(train.PROMPTS_PER_STEP), "2")
+    assert chosen(1000, prompts_per_step=4)["data.train_batch_size"] == "4"
+    # verl has no default for the engine, and its default tensor parallelism (2) does not fit a one-GPU node.
+    assert few["actor_rollout_ref.rollout.name"] == "vllm"
+    assert few["actor_rollout_ref.rollout.tensor_model_parallel_size"] == "1"
+    assert few["actor_rollout_ref.actor.use_dynamic_bsz"] == "true"
+    assert int(few["actor_rollout_ref.actor.ppo_max_token_len_per_gpu"]) >= 512 + 1024
+
+
+def test_empty_training_rows_are_refused_naming_the_run(s3: Any, tmp_path: Path) -> None:
+    s3.put_object(Bucket=BUCKET, Key="runs/r1/data/train.jsonl", Body=b"\n\n")
+    with pytest.raises(train.TrainError, match=r"run r1: the training rows .* are empty"):
+        train.prepare(document(s3), s3, tmp_path)
+
+
 def test_the_models_copy_is_verified_file_by_file(s3: Any, tmp_path: Path) -> None:
     path = Path(train.fetch_model(document(s3), s3, tmp_path))
     assert {p.name: p.read_bytes() for p in path.iterdir()} == WEIGHTS
@@ -148,3 +192,233 @@ def test_a_run_around_a_stand_in_trainer(s3: Any, tmp_path: Path, monkeypatch: p
     assert json.loads(s3.get_object(Bucket=BUCKET, Key="runs/r1/progress.json")["Body"].read()) == {"step": 3}
     copied = s3.get_object(Bucket=BUCKET, Key="runs/r1/output/checkpoints/global_step_3/actor.bin")
     assert copied["Body"].read() == b"weights"
+
+
+# verl's console lines of a validation (RayPPOTrainer._val_metrics_update + LocalLogger; the contract test
+# tests/contract/test_verl_agent_loop.py makes them with verl's own code): before training at step 0, then merged into
+# the last step's line.
+# NumPy 2 scalars print as np.float64(...) (pprint.pformat), Python floats plainly: verl's lines mix both.
+BASELINE_LINE = (
+    "step:0 - val-aux/mtrl/wordle/turns/mean@1:np.float64(6.0) - val-core/mtrl/wordle/reward/mean@1:np.float64(-0.5) - "
+    "val-aux/mtrl/wordle/success/mean@1:np.float64(0.0) - val-aux/mtrl/wordle/evaluation/mean@1:np.float64(0.0) - "
+    "val-aux/num_turns/min:np.int64(12) - val-aux/num_turns/mean:np.float64(12.0)\n"
+)
+AFTER_LINE = (
+    "step:3 - critic/score/mean:0.3 - val-core/mtrl/wordle/reward/mean@1:np.float64(0.75) - "
+    "val-aux/mtrl/wordle/success/mean@1:np.float64(0.5) - val-aux/mtrl/wordle/evaluation/mean@1:0.5\n"
+)
+
+
+def test_numpy_scalars_in_verls_lines_are_read() -> None:
+    parsed = train.parse_step_line(
+        "step:2 - critic/score/mean:np.float64(0.25) - a:np.int64(3) - b:np.float32(nan) - c:np.str_('x') - d:1e-3"
+    )
+    assert parsed is not None
+    step, metrics = parsed
+    assert (step, metrics["critic/score/mean"], metrics["a"], metrics["d"]) == (2, 0.25, 3.0, 0.001)
+    assert metrics["b"] != metrics["b"]  # NaN
+    assert "c" not in metrics
+
+
+def test_with_held_out_rows_verl_validates_them_before_and_after_training(s3: Any, tmp_path: Path) -> None:
+    common = {
+        "model_path": "/m",
+        "train_file": tmp_path / "t.parquet",
+        "agent_config": tmp_path / "a.yaml",
+        "local_dir": tmp_path / "c",
+        "gpus_per_node": 1,
+    }
+    with_baseline = dict(
+        item.split("=", 1)
+        for item in train.overrides(
+            {**document(s3), "baseline_evaluation": True}, val_file=tmp_path / "e.parquet", **common
+        )
+    )
+    assert with_baseline["data.val_files"] == str(tmp_path / "e.parquet")
+    assert with_baseline["trainer.val_before_train"] == "true"
+    assert with_baseline["trainer.test_freq"] == "3"  # the last step
+    without_baseline = dict(
+        item.split("=", 1) for item in train.overrides(document(s3), val_file=tmp_path / "e.parquet", **common)
+    )
+    assert (without_baseline["trainer.val_before_train"], without_baseline["trainer.test_freq"]) == ("false", "3")
+    # No held-out rows: verl's validation set is the training file and it is never played.
+    no_rows = dict(
+        item.split("=", 1)
+        for item in train.overrides({**document(s3), "baseline_evaluation": True}, val_file=None, **common)
+    )
+    assert (no_rows["trainer.val_before_train"], no_rows["trainer.test_freq"]) == ("false", "-1")
+
+
+def test_validation_lines_become_the_evaluation_and_the_baseline_is_no_training_step(s3: Any) -> None:
+    progress = train.Progress(s3, f"s3://{BUCKET}/runs/r1/", planned_steps=3, group_size=4, eval_tasks=2)
+    progress.start()
+    list(train.follow([BASELINE_LINE], progress))
+    # The baseline trained nothing: no progress, no signal row.
+    with pytest.raises(s3.exceptions.NoSuchKey):
+        s3.get_object(Bucket=BUCKET, Key="runs/r1/progress.json")
+    assert parse_signals(s3.get_object(Bucket=BUCKET, Key="runs/r1/signals.jsonl")["Body"].read().decode()).rows == ()
+    evaluation = json.loads(s3.get_object(Bucket=BUCKET, Key="runs/r1/evaluation.json")["Body"].read())
+    assert evaluation == {
+        "tasks": 2,
+        "measure": "evaluation",
+        "before": {"reward": -0.5, "success": 0.0, "evaluation": 0.0},
+        "after": None,
+    }
+    list(train.follow(["step:1 - critic/score/mean:0.1\n", AFTER_LINE], progress))
+    evaluation = json.loads(s3.get_object(Bucket=BUCKET, Key="runs/r1/evaluation.json")["Body"].read())
+    assert evaluation["after"] == {"reward": 0.75, "success": 0.5, "evaluation": 0.5}
+    assert evaluation["before"]["reward"] == -0.5
+    assert json.loads(s3.get_object(Bucket=BUCKET, Key="runs/r1/progress.json")["Body"].read()) == {"step": 3}
+
+
+def test_an_environment_without_evaluation_is_scored_by_success_and_says_so() -> None:
+    # The agent loop reports NaN for `evaluation` when the environment declares none; verl's mean is NaN too.
+    figures = validation_figures(
+        {
+            "val-core/mtrl/x/reward/mean@4": 0.2,
+            "val-aux/mtrl/x/success/mean@4": 0.25,
+            "val-aux/mtrl/x/evaluation/mean@4": float("nan"),
+        }
+    )
+    assert figures == {"reward": 0.2, "success": 0.25}
+    document = evaluation_document(tasks=4, before=None, after=figures)
+    assert document["measure"] == "success"
+    assert pipeline_figures(document) == {
+        "heldout_tasks": 4.0,
+        "heldout_evaluation_after": 0.25,
+        "heldout_success_after": 0.25,
+        "heldout_reward_after": 0.2,
+    }
+    # Several sample counts (val_kwargs.n > 1): the mean over all of them (the largest N) is the figure.
+    assert validation_figures({"val-core/mtrl/x/reward/mean@2": 0.1, "val-core/mtrl/x/reward/mean@8": 0.4}) == {
+        "reward": 0.4
+    }
+    # Training lines and other data sources are no evaluation; a component named like a field is not one.
+    assert validation_figures({"critic/score/mean": 1.0}) is None
+    assert validation_figures({"val-core/other/reward/mean@1": 1.0}) is None
+    assert validation_figures({"val-aux/mtrl/x/component/reward/mean@1": 1.0}) is None
+
+
+def test_a_run_with_held_out_rows_reports_its_evaluation_through_the_adapter(
+    s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3.put_object(Bucket=BUCKET, Key="runs/r1/data/eval.jsonl", Body="\n".join(SAMPLE[:2]).encode())
+    config = tmp_path / "run.json"
+    config.write_text(
+        json.dumps(
+            {**document(s3), "eval_dataset_uri": f"s3://{BUCKET}/runs/r1/data/eval.jsonl", "baseline_evaluation": True}
+        )
+    )
+    script = tmp_path / "trainer.py"
+    script.write_text(
+        "import sys\n"
+        "args = dict(a.split('=', 1) for a in sys.argv[1:])\n"
+        "assert args['trainer.val_before_train'] == 'true', args\n"
+        "assert args['data.val_files'].endswith('eval.parquet'), args\n"
+        f"print({BASELINE_LINE!r}, end='', flush=True)\n"
+        "print('step:1 - critic/score/mean:0.1', flush=True)\n"
+        "print('step:2 - critic/score/mean:0.2', flush=True)\n"
+        f"print({AFTER_LINE!r}, end='', flush=True)\n"
+    )
+    monkeypatch.setenv("MTRL_VERL_TRAINER", f"{sys.executable} {script}")
+    monkeypatch.setattr(train, "WORK_DIR", tmp_path / "work")
+    assert train.main(["--run-config", str(config)], s3=s3) == 0
+    held_out = pd.read_parquet(tmp_path / "work" / "r1" / "data" / "eval.parquet")
+    assert list(held_out["agent_name"]) == ["mtrl", "mtrl"]  # the same agent loop as training
+
+    settings = run_settings({}, {"baseline_evaluation": True, "eval_split": 0.2})
+    assert settings["baseline_evaluation"] is True
+    run = RunContext("r1", settings, f"s3://{BUCKET}/runs/r1/data/train.jsonl", None, f"s3://{BUCKET}/runs/r1/")
+    adapter = VerlAdapter(AwsClients(boto3.Session(region_name="us-east-1")))
+    assert adapter.evaluate(run) == {
+        "heldout_tasks": 2.0,
+        "heldout_evaluation_before": 0.0,
+        "heldout_success_before": 0.0,
+        "heldout_reward_before": -0.5,
+        "heldout_evaluation_after": 0.5,
+        "heldout_success_after": 0.5,
+        "heldout_reward_after": 0.75,
+    }
+    assert adapter.evaluation_settings(run) == {"evaluation_measure": "evaluation"}
+    # The summary's comparison reads these names (the local backend's): baseline next to after training.
+    comparison = baseline_comparison({"settings": {**settings, "backend": "verl"}, "evaluation": adapter.evaluate(run)})
+    assert comparison is not None
+    assert comparison["metrics"]["heldout_evaluation"] == {"baseline": 0.0, "after_training": 0.5}
+    assert comparison["metrics"]["heldout_reward"] == {"baseline": -0.5, "after_training": 0.75}
+    assert "val_before_train" in comparison["how"]
+
+
+def test_the_adapter_says_plainly_when_there_is_no_evaluation(s3: Any) -> None:
+    settings = run_settings()
+    run = RunContext("r1", settings, f"s3://{BUCKET}/runs/r1/data/train.jsonl", None, f"s3://{BUCKET}/runs/r1/")
+    adapter = VerlAdapter(AwsClients(boto3.Session(region_name="us-east-1")))
+    with pytest.raises(BackendError, match=r"run r1: the trainer wrote no held-out evaluation"):
+        adapter.evaluate(run)
+    assert adapter.evaluation_settings(run) == {}
+    for body in (b"not json", b"[]", b'{"tasks": 2, "measure": "success", "after": {"reward": 1.0}}'):
+        s3.put_object(Bucket=BUCKET, Key="runs/r1/evaluation.json", Body=body)
+        with pytest.raises(BackendError, match=r"run r1: .*evaluation"):
+            adapter.evaluate(run)
+    s3.put_object(Bucket=BUCKET, Key="runs/r1/evaluation.json", Body=b'{"tasks": 2, "measure": "success"}')
+    with pytest.raises(BackendError, match="no after-training evaluation"):
+        adapter.evaluate(run)
+
+
+def test_a_baseline_needs_held_out_rows_on_verl() -> None:
+    with pytest.raises(ConfigurationError, match="'baseline_evaluation': backend 'verl' evaluates the base model"):
+        run_settings({}, {"baseline_evaluation": True})
+    settings = run_settings({}, {"baseline_evaluation": True, "eval_split": 0.2})
+    config_map, _ = render(plan_for(settings), run_context(settings))
+    assert json.loads(config_map["data"]["run.json"])["baseline_evaluation"] is True
+
+
+MLFLOW_APP = "arn:aws:sagemaker:us-east-1:111122223333:mlflow-app/app-ABCDEF123456"
+
+
+def test_trainer_metrics_go_to_the_deployments_mlflow_app(
+    s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The deployment ships its MLflow app's ARN to every backend; the RayJob's run document carries it.
+    settings = {**run_settings(), "serverless_mlflow_app_arn": MLFLOW_APP}
+    config_map, _ = render(plan_for(settings), run_context(settings))
+    assert json.loads(config_map["data"]["run.json"])["mlflow_tracking_uri"] == MLFLOW_APP
+    settings_without = {**run_settings(), "serverless_mlflow_app_arn": ""}
+    config_map, _ = render(plan_for(settings_without), run_context(settings_without))
+    assert json.loads(config_map["data"]["run.json"])["mlflow_tracking_uri"] is None
+
+    # verl's MLflow logger is on, next to the console log the progress files come from, and it finds the app in
+    # MLFLOW_TRACKING_URI (verl/utils/tracking.py); the console log still yields the steps.
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps({**document(s3), "mlflow_tracking_uri": MLFLOW_APP}))
+    script = tmp_path / "trainer.py"
+    script.write_text(
+        "import os, sys\n"
+        "args = dict(a.split('=', 1) for a in sys.argv[1:])\n"
+        "assert args['trainer.logger'] == '[console,mlflow]', args['trainer.logger']\n"
+        f"assert os.environ['MLFLOW_TRACKING_URI'] == {MLFLOW_APP!r}\n"
+        "for step in (1, 2, 3):\n"
+        "    print(f'step:{step} - critic/score/mean:np.float64({step / 10})', flush=True)\n"
+    )
+    monkeypatch.setenv("MTRL_VERL_TRAINER", f"{sys.executable} {script}")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setattr(train, "WORK_DIR", tmp_path / "work")
+    assert train.main(["--run-config", str(config)], s3=s3) == 0
+    assert json.loads(s3.get_object(Bucket=BUCKET, Key="runs/r1/progress.json")["Body"].read()) == {"step": 3}
+    # Without an app: the console only, and no tracking URI invented.
+    assert train.trainer_environment(document(s3)).get("MLFLOW_TRACKING_URI") is None
+    plain = train.overrides(
+        document(s3),
+        model_path="/m",
+        train_file=tmp_path / "t.parquet",
+        val_file=None,
+        agent_config=tmp_path / "a.yaml",
+        local_dir=tmp_path / "c",
+        gpus_per_node=1,
+    )
+    assert "trainer.logger=[console]" in plain
+
+
+def test_an_offline_render_names_the_operators_mlflow_app() -> None:
+    settings = run_settings({"serverless_mlflow_app_arn": MLFLOW_APP})
+    config_map, _ = render(plan_for(settings), run_context(settings))
+    assert json.loads(config_map["data"]["run.json"])["mlflow_tracking_uri"] == MLFLOW_APP
