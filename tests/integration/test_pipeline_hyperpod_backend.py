@@ -236,7 +236,8 @@ def _pipeline(world: HyperPodWorld, **overrides: Any) -> Any:
     )
 
 
-def _wait_for(predicate: Any, timeout: float = 30.0) -> None:
+def _wait_for(predicate: Any, timeout: float = 180.0) -> None:
+    # A bound, not a duration: it returns as soon as the run gets there (30 s was too short on a loaded host).
     deadline = time.time() + timeout
     while not predicate() and time.time() < deadline:
         time.sleep(0.05)
