@@ -282,7 +282,7 @@ class Harness:
     def executions(self) -> list[dict[str, Any]]:
         return list(self.sfn.list_executions(stateMachineArn=self.state_machine_arn)["executions"])
 
-    def wait(self, execution_arn: str, timeout: float = 60.0) -> dict[str, Any]:
+    def wait(self, execution_arn: str, timeout: float = 180.0) -> dict[str, Any]:
         deadline = time.time() + timeout
         while time.time() < deadline:
             description = self.sfn.describe_execution(executionArn=execution_arn)
@@ -291,7 +291,7 @@ class Harness:
             time.sleep(0.05)
         raise TimeoutError(f"{execution_arn} still running after {timeout} s")
 
-    def wait_all(self, count: int, timeout: float = 90.0) -> list[dict[str, Any]]:
+    def wait_all(self, count: int, timeout: float = 180.0) -> list[dict[str, Any]]:
         deadline = time.time() + timeout
         while len(self.executions()) < count and time.time() < deadline:
             time.sleep(0.05)
