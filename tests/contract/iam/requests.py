@@ -755,4 +755,25 @@ _simple(
     {"Namespace": "mtrl/RunHealth", "MetricData": [{"MetricName": "RunHealth", "Value": 1.0}]},
     context=lambda p, e, r: {"cloudwatch:namespace": p["Namespace"]},
 )
+# GetMetricData has no resource types and no condition keys (Service Authorization Reference, CloudWatch): the
+# serverless backend's signal rows (mtrl.backends.serverless_signals).
+_simple(
+    "cloudwatch",
+    "GetMetricData",
+    lambda p, e, r: "*",
+    {
+        "MetricDataQueries": [
+            {
+                "Id": "m0sum",
+                "MetricStat": {
+                    "Metric": {"Namespace": "mtrl/Episodes", "MetricName": "MalformedShare"},
+                    "Period": 60,
+                    "Stat": "Sum",
+                },
+            }
+        ],
+        "StartTime": 0,
+        "EndTime": 60,
+    },
+)
 _simple("sns", "Publish", lambda p, e, r: str(p["TopicArn"]), {"TopicArn": "arn:aws:sns:us-east-1:1:t", "Message": "m"})
