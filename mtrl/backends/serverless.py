@@ -33,6 +33,7 @@ from mtrl.backends._aws import (
     short_token,
 )
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
+from mtrl.backends.episode_rows import update_signals
 from mtrl.backends.serverless_documents import (
     agent_options,
     build_evaluation_config,
@@ -54,7 +55,6 @@ from mtrl.backends.serverless_settings import (
     ServerlessSettings,
     parse_settings,
 )
-from mtrl.backends.serverless_signals import update_signals
 from mtrl.backends.serverless_smoke import AgentProbe, SmokeOutcome, SmokeResult, classify_smoke, smoke_payload
 from mtrl.backends.serverless_status import (
     check_job_role_trust,
@@ -65,6 +65,7 @@ from mtrl.backends.serverless_status import (
 from mtrl.cost import CostError, cost_for_run
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
 from mtrl.evaluation import describe
+from mtrl.health.emf import JOB_DIMENSION
 from mtrl.health.signals import SignalsError
 
 __all__ = [
@@ -416,8 +417,9 @@ class ServerlessAdapter:
         return self._record_signals(run, name, job, status)
 
     def _record_signals(self, run: RunContext, job_name: str, job: Mapping[str, Any], status: JobStatus) -> JobStatus:
-        """Append the signal row of a new step (``serverless_signals``). A failure here never fails the poll: it
-        is reported in the progress (``signals_error``, naming the run) and the row is tried again next poll."""
+        """Append the signal row of a new step from the agent's episode lines of this job (``episode_rows``). A
+        failure here never fails the poll: it is reported in the progress (``signals_error``, naming the run) and
+        the row is tried again next poll."""
         region = str(run.settings.get("region", "")) or Arn.parse(str(job["JobArn"])).region
         hyper = run.settings.get("hyperparameters")
         group = hyper.get("group_size") if isinstance(hyper, Mapping) else None
@@ -428,8 +430,7 @@ class ServerlessAdapter:
                 cloudwatch=self._clients.client("cloudwatch", region),
                 run_id=run.run_id,
                 output_uri=run.output_uri,
-                env_id=str(run.settings.get("environment", "")),
-                job_name=job_name,
+                dimensions={"Environment": str(run.settings.get("environment", "")), JOB_DIMENSION: job_name},
                 progress=status.progress,
                 job_started=created if isinstance(created, datetime) else None,
                 now=datetime.fromtimestamp(self._clock(), UTC),

@@ -6,7 +6,7 @@ showed through ``EpisodeMetrics.publish``: the within-group spread per component
 the episode figures a training-health row holds (``mtrl/Episodes``: reward mean, malformed actions, turn-limit hits,
 mean turns, errors, timeouts; ``mtrl.health.episodes``), all with the same dimensions. A group of one episode (the
 serverless agent plays one per invocation) has no spread; its other figures are still published (the serverless
-backend builds its signal rows from them: ``mtrl.backends.serverless_signals``).
+and hyperpod backends build their signal rows from them: ``mtrl.backends.episode_rows``).
 """
 
 from __future__ import annotations

@@ -238,7 +238,7 @@ class PipelineFunctions(Construct):
                 conditions={"StringEquals": {"cloudwatch:namespace": HEALTH_METRIC_NAMESPACE}},
             )
         )
-        # A serverless run's signal rows read the agent's episode metrics back (mtrl.backends.serverless_signals).
+        # Serverless and hyperpod signal rows read the episode drivers' metrics back (mtrl.backends.episode_rows).
         self.backend.policy.add_statements(
             iam.PolicyStatement(sid="EpisodeMetricsRead", actions=["cloudwatch:GetMetricData"], resources=["*"])
         )

@@ -756,7 +756,7 @@ _simple(
     context=lambda p, e, r: {"cloudwatch:namespace": p["Namespace"]},
 )
 # GetMetricData has no resource types and no condition keys (Service Authorization Reference, CloudWatch): the
-# serverless backend's signal rows (mtrl.backends.serverless_signals).
+# serverless and hyperpod signal rows (mtrl.backends.episode_rows).
 _simple(
     "cloudwatch",
     "GetMetricData",

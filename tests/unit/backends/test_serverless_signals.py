@@ -2,9 +2,10 @@
 no ``DescribeJob``) and the agent's ``mtrl/Episodes`` EMF lines read back with ``GetMetricData`` (moto), written to
 ``runs/<run id>/signals.jsonl`` (moto S3).
 
-CloudWatch turns an EMF log line into metric data points; moto cannot run that extraction, so ``ingest`` does it the
-documented way (one data point per metric the line declares, with the line's dimensions and timestamp) from lines
-the real writer (``mtrl.health.emf.EpisodeMetrics``, as the agent calls it) printed for real Wordle episodes.
+CloudWatch turns an EMF log line into metric data points; moto cannot run that extraction, so ``aws_fakes.ingest_emf``
+does it the documented way (one data point per metric the line declares, with the line's dimensions and timestamp)
+from lines the real writer (``mtrl.health.emf.EpisodeMetrics``, as the agent calls it) printed for real Wordle
+episodes.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from aws_fakes import ACCOUNT, REGION, FakeAws
+from aws_fakes import ACCOUNT, REGION, FakeAws, ingest_emf
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.base import RunContext
+from mtrl.backends.episode_rows import EMF_LAG_SECONDS, WINDOW_END_KEY
 from mtrl.backends.serverless import ServerlessAdapter
-from mtrl.backends.serverless_signals import EMF_LAG_SECONDS, WINDOW_END_KEY
 from mtrl.envs.registry import load_spec
 from mtrl.envs.rollout import Rollout, StopEpisode, play
 from mtrl.health.emf import JOB_DIMENSION, EpisodeMetrics
@@ -117,22 +118,7 @@ def ingest(aws: FakeAws, rollout: Rollout, *, at: datetime, job: str = JOB) -> N
     EpisodeMetrics("wordle", dimensions={JOB_DIMENSION: job}, stream=stream).publish(
         [[rollout]], timestamp_ms=int(at.timestamp() * 1000)
     )
-    cloudwatch = aws.session.client("cloudwatch")
-    for line in stream.getvalue().splitlines():
-        document = json.loads(line)
-        (directive,) = document["_aws"]["CloudWatchMetrics"]
-        dimensions = [{"Name": name, "Value": document[name]} for name in directive["Dimensions"][0]]
-        data = [
-            {
-                "MetricName": metric["Name"],
-                "Dimensions": dimensions,
-                "Value": float(document[metric["Name"]]),
-                "Timestamp": at,
-            }
-            for metric in directive["Metrics"]
-            if metric["Name"] in document
-        ]
-        cloudwatch.put_metric_data(Namespace=directive["Namespace"], MetricData=data)
+    assert ingest_emf(aws.session.client("cloudwatch"), stream.getvalue(), at=at) > 0
 
 
 def signals_text(aws: FakeAws) -> str:
@@ -229,7 +215,11 @@ def test_the_window_sent_to_cloudwatch_is_this_jobs_series_on_whole_minutes(worl
     assert (request["StartTime"], request["EndTime"]) == (START, START + timedelta(minutes=8))
     stats = {query["MetricStat"]["Stat"] for query in request["MetricDataQueries"]}
     assert stats == {"Sum", "SampleCount"}
+    this_job = [{"Name": "Environment", "Value": "wordle"}, {"Name": "Job", "Value": JOB}]
     for query in request["MetricDataQueries"]:
         metric = query["MetricStat"]["Metric"]
-        assert metric["Namespace"] == "mtrl/Episodes"
-        assert metric["Dimensions"] == [{"Name": "Environment", "Value": "wordle"}, {"Name": "Job", "Value": JOB}]
+        if metric["Namespace"] == "mtrl/Episodes":
+            assert metric["Dimensions"] == this_job
+        else:  # the reward's within-group spread (the agent has no groups; the reward workers do)
+            assert metric["Namespace"] == "mtrl/RewardSignal"
+            assert metric["Dimensions"] == [*this_job, {"Name": "Component", "Value": "reward"}]

@@ -239,7 +239,7 @@ def test_the_episode_metrics_name_the_job_and_count_malformed_guesses(
     stub: Stubber, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # The agent serves every run of its environment: the serverless backend reads one job's series back into that
-    # run's signal rows (mtrl.backends.serverless_signals), so each line carries the job's name.
+    # run's signal rows (mtrl.backends.episode_rows), so each line carries the job's name.
     expect_sample(stub, "12345")  # unparsable: wordle's malformed action
     expect_sample(stub, "beach")
     expect_report(stub)

@@ -1,6 +1,7 @@
-"""A serverless run's signal rows (mtrl.backends.serverless_signals: read and rewrite signals.jsonl, read the agent's
-episode metrics back with GetMetricData), recorded at botocore against moto, must each be allowed for the pipeline's
-backend function role as synthesized (the status poll runs there). The bucket is the function's deployed one."""
+"""The signal rows of the serverless and hyperpod backends (mtrl.backends.episode_rows: read and rewrite
+signals.jsonl, read the episode drivers' metrics back with GetMetricData), recorded at botocore against moto, must
+each be allowed for the pipeline's backend function role as synthesized (the status poll runs there). The bucket is
+the function's deployed one."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from mtrl.backends.serverless_signals import update_signals
+from mtrl.backends.episode_rows import update_signals
 from mtrl.runs.runtime import ENV_BUCKET
 from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
 
@@ -42,8 +43,7 @@ def recorded(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[l
                     cloudwatch=cloudwatch,
                     run_id=RUN_ID,
                     output_uri=f"s3://{bucket}/runs/{RUN_ID}/",
-                    env_id="wordle",
-                    job_name="mtrl-wordle-abc",
+                    dimensions={"Environment": "wordle", "Job": "mtrl-wordle-abc"},
                     progress={"step": step, "total_steps": 10},
                     job_started=now - timedelta(hours=1),
                     now=now + timedelta(minutes=5 * step),
@@ -54,9 +54,7 @@ def recorded(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[l
         yield recorder.calls
 
 
-def test_every_serverless_signals_call_is_allowed_for_the_backend_role(
-    recorded: list[AwsCall], app_model: AppModel
-) -> None:
+def test_every_episode_rows_call_is_allowed_for_the_backend_role(recorded: list[AwsCall], app_model: AppModel) -> None:
     assert {str(call) for call in recorded} == {"s3.GetObject", "s3.PutObject", "cloudwatch.GetMetricData"}
     assert_calls_allowed(recorded, BACKEND_ROLE, model=app_model)
 
