@@ -10,11 +10,13 @@ yet gets no verdict; a signals file that cannot be read is recorded, never fails
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from mtrl.backends.base import BackendError, RunContext
 from mtrl.health.rules import evaluate, health_level
 from mtrl.health.signals import HEALTH_FILE, SIGNALS_FILE, SignalsError, parse_signals
 from mtrl.runs.runtime import Runtime
@@ -25,6 +27,24 @@ METRIC_NAME = "RunHealth"
 # settings), so one static alarm per deployment can watch every run (stacks/constructs/pipeline_alerts.py).
 DEPLOYMENT_DIMENSION = "Deployment"
 MAX_RECORDED_FIRINGS = 20  # the run record keeps the first ones; health.json has them all
+
+
+def kept_checkpoints(adapter: Any, context: Callable[[], RunContext]) -> dict[str, Any]:
+    """What an early-stopped run keeps: the backend's ``checkpoints`` verb (the latest and the best-evaluation
+    checkpoint) where it has per-step evaluation checkpoints; otherwise a record saying it has none. A failure is
+    recorded, never stops the stop."""
+    keep = getattr(adapter, "checkpoints", None)
+    if not callable(keep):
+        return {
+            "latest": None,
+            "best_evaluation": None,
+            "note": f"the {adapter.name} backend keeps no per-step evaluation checkpoints; the stop keeps what "
+            "cancelling its job keeps (see its outputs)",
+        }
+    try:
+        return dict(keep(context()))
+    except BackendError as error:
+        return {"latest": None, "best_evaluation": None, "error": str(error)[:500]}
 
 
 def signals_key(run_id: str) -> str:

@@ -34,7 +34,7 @@ from mtrl.runs.errors import (
     TransientError,
     in_plain_words,
 )
-from mtrl.runs.health_poll import poll_health
+from mtrl.runs.health_poll import kept_checkpoints, poll_health
 from mtrl.runs.manifest import RunSettings, parse_manifest, resolve_run_settings
 from mtrl.runs.registry import RunStatus, raise_for_client_error
 from mtrl.runs.report import build_summary, cause_text, notification
@@ -515,8 +515,14 @@ def _early_stop(
     _backend_call(
         run_id, "cancelling the job (early_stop)", lambda: adapter.cancel(run_context(runtime, record), job_id)
     )
+    kept = kept_checkpoints(adapter, lambda: run_context(runtime, record))
     runtime.registry.set_fields(
-        run_id, job_state=JobState.STOPPED.value, job_message=reason, stop_reason=reason, stop_rule=fired["rule"]
+        run_id,
+        job_state=JobState.STOPPED.value,
+        job_message=reason,
+        stop_reason=reason,
+        stop_rule=fired["rule"],
+        stop_checkpoints=kept,
     )
     runtime.registry.end_phase(run_id, "train", "stopped")
     raise EarlyStopped(f"run {run_id}: {reason}")

@@ -12,8 +12,10 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from mtrl.backends.base import BackendError
 from mtrl.health.signals import SignalHeader, SignalRow, render_signals
-from mtrl.runs.health_poll import health_key, poll_health, signals_key
+from mtrl.runs.health_poll import health_key, kept_checkpoints, poll_health, signals_key
+from mtrl.runs.report import checkpoint_lines
 from mtrl.runs.runtime import Runtime
 from mtrl.settings.pipeline import PipelineSettings
 
@@ -100,3 +102,27 @@ def test_a_rule_notifies_once_across_polls_and_the_verdict_follows_the_rows(runt
     stored = json.loads(runtime.s3.get_object(Bucket=BUCKET, Key=health_key(RUN_ID))["Body"].read())
     assert stored["last_step"] == 12
     assert "error" not in health
+
+
+class _NoCheckpoints:
+    name = "serverless"
+
+
+class _BrokenCheckpoints:
+    name = "local"
+
+    def checkpoints(self, run: Any) -> dict[str, Any]:
+        raise BackendError(f"run {RUN_ID}: keeping the local checkpoints: no local training run in this location")
+
+
+def test_a_backend_without_evaluation_checkpoints_is_said_to_have_none() -> None:
+    kept = kept_checkpoints(_NoCheckpoints(), lambda: pytest.fail("no context needed"))  # type: ignore[arg-type,return-value]
+    assert (kept["latest"], kept["best_evaluation"]) == (None, None)
+    assert "serverless backend keeps no per-step evaluation checkpoints" in kept["note"]
+    assert checkpoint_lines(kept) == [f"Checkpoints: {kept['note']}"]
+
+
+def test_a_failure_keeping_checkpoints_is_recorded_with_the_run_id() -> None:
+    kept = kept_checkpoints(_BrokenCheckpoints(), lambda: None)  # type: ignore[arg-type,return-value]
+    assert RUN_ID in kept["error"]
+    assert checkpoint_lines(kept)[0].startswith("Checkpoints: not recorded (run r-1: ")
