@@ -126,3 +126,26 @@ def test_a_failure_keeping_checkpoints_is_recorded_with_the_run_id() -> None:
     kept = kept_checkpoints(_BrokenCheckpoints(), lambda: None)  # type: ignore[arg-type,return-value]
     assert RUN_ID in kept["error"]
     assert checkpoint_lines(kept)[0].startswith("Checkpoints: not recorded (run r-1: ")
+
+
+def _poll_with(runtime: Runtime, notifications: str, steps: int) -> None:
+    _put_rows(runtime, steps)
+    record = {**runtime.registry.get(RUN_ID), "settings": {"backend_options": {"notifications": notifications}}}
+    poll_health(runtime, RUN_ID, record, ended=False)
+
+
+def test_notifications_failures_hears_only_of_the_stop_level(runtime: Runtime) -> None:
+    _poll_with(runtime, "failures", 8)  # flat_groups at warn: no notice, and not marked as sent
+    assert _messages(runtime) == []
+    assert runtime.registry.get(RUN_ID)["health"]["notified"] == []
+    _poll_with(runtime, "failures", 12)  # now at its stop level
+    assert [m["Subject"] for m in _messages(runtime)] == [f"mtrl run {RUN_ID}: training health stop"]
+    assert runtime.registry.get(RUN_ID)["health"]["notified"] == ["flat_groups"]
+
+
+def test_notifications_none_sends_no_health_notice_but_keeps_the_verdict(runtime: Runtime) -> None:
+    for steps in (8, 12):
+        _poll_with(runtime, "none", steps)
+    assert _messages(runtime) == []
+    health = runtime.registry.get(RUN_ID)["health"]
+    assert (health["verdict"], health["notified"]) == ("stop", [])
