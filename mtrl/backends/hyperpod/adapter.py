@@ -225,6 +225,7 @@ class HyperPodAdapter(RunnerTasks, RewardWorkers, Cleanup):
             submitted = self.read_result(run, settings, "submit") or {}
             epoch = submitted.get("finished_at_epoch")
             since = datetime.fromtimestamp(float(epoch), UTC) if isinstance(epoch, int | float) else None
+            row_progress = progress
             if "step" not in progress and since is not None:
                 progress.update(
                     estimated_progress(
@@ -236,13 +237,15 @@ class HyperPodAdapter(RunnerTasks, RewardWorkers, Cleanup):
                     )
                     or {}
                 )
+                # An estimated step must never fail a run as 'incomplete': the rows' planned steps are unknown (0).
+                row_progress = {**progress, "total_steps": 0}
             update_signals(
                 s3=self._s3(settings),
                 cloudwatch=cloudwatch,
                 run_id=run.run_id,
                 output_uri=run.output_uri,
                 dimensions=dimensions,
-                progress=progress,
+                progress=row_progress,
                 job_started=since,
                 now=now,
                 group_size=None,  # the recipe's; the workers only see the groups it sends

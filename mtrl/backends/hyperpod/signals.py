@@ -7,7 +7,9 @@ Forge runner's status report (``SMHPStatusManager.get_job_status``) has no step 
 curves to MLflow. So when the status report has no ``step``, the step is estimated from the work done: episodes
 scored since the job was submitted ÷ the rollouts of one step, the recipe override ``global_batch_size`` (an
 assumption about the recipe, not checked against a running job: see docs/operations.md "Training health"), capped
-at ``max_steps``, the planned steps. Without both overrides there is no estimate, and no rows.
+at ``max_steps``, the planned steps. Without both overrides there is no estimate, and no rows. The rows of an
+estimate say their planned steps are unknown (header ``planned_steps`` 0), so a wrong estimate can never fail a run
+as ``incomplete``; the status still shows ``max_steps`` as the total.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from test_hyperpod_backend import BUCKET, World
 from mtrl.backends.base import BackendError
 from mtrl.backends.hyperpod.signals import ESTIMATE_NOTE
 from mtrl.envs.registry import load_spec
+from mtrl.health.rules import evaluate
 from mtrl.health.signals import parse_signals
 from mtrl.worker.runtime import RolloutRequest, WorkerConfig, WorkerRuntime
 
@@ -99,7 +100,7 @@ def test_rows_come_from_the_workers_lines_with_the_step_estimated_from_episodes(
     assert status.progress["step_source"] == ESTIMATE_NOTE
     body = world.aws.session.client("s3").get_object(Bucket=BUCKET, Key=f"runs/{world.run_id}/signals.jsonl")["Body"]
     signals = parse_signals(body.read().decode())
-    assert signals.header.planned_steps == 10
+    assert signals.header.planned_steps == 0  # an estimate never fails the run as 'incomplete'
     (row,) = signals.rows
     assert row.step == 2
     assert row.malformed_share == 1.0  # this run's episodes only
@@ -107,6 +108,9 @@ def test_rows_come_from_the_workers_lines_with_the_step_estimated_from_episodes(
     assert row.zero_spread_share == 1.0  # every group played the same game: the workers see whole groups
     assert row.reward_spread_mean == pytest.approx(0.0)
     assert row.extra["episodes"] == 8
+    # The job ends successfully at the estimated step 2 of max_steps 10: no 'incomplete' verdict from an estimate.
+    verdict = evaluate(signals, now=datetime.fromtimestamp(world.clock.now, UTC), ended=True)
+    assert verdict["verdict"] != "incomplete"
 
 
 def test_without_the_recipe_overrides_there_is_no_estimate_and_no_row(world: World) -> None:
