@@ -25,7 +25,9 @@ boto3/botocore come from the project's dependency layer (pinned in requirements/
 runtime, whose copy may predate the ``sagemakerjobruntime`` service model.
 
 Episodes are played by the one episode driver (``mtrl.envs.rollout``): the environment's own turn limit and system
-prompt, the Lambda's remaining time (less a margin) as the deadline.
+prompt, the Lambda's remaining time (less a margin) as the deadline. Each episode's environment-side metrics are one
+set of EMF lines (``mtrl.health.emf``) with the dimensions ``Environment`` and ``Job`` (the job's name): the
+serverless backend reads that job's series back into the run's training-health rows (``mtrl.backends.episode_rows``).
 
 Environment: MTRL_ENV_ID (default wordle), MTRL_MAX_TURNS (optional: only lowers the environment's own limit),
 MTRL_SAMPLE_MAX_TOKENS (default 1024), MTRL_INVALID_TASK_REWARD (default -1.5), MTRL_TIME_MARGIN_S (default 10).
