@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mtrl.envs.contract import EpisodeResult, StepResult, TaskError
+from mtrl.envs.contract import MALFORMED_ACTIONS, EpisodeResult, StepResult, TaskError
 from mtrl.envs.verifiers_adapter import to_verifiers_environment
 
 ENV_ID = "template"
@@ -54,6 +54,7 @@ class SecretWordEnv:
         self._solved = False
         self._done = False
         self._closeness = 0.0
+        self._malformed = 0
 
     @property
     def done(self) -> bool:
@@ -64,7 +65,7 @@ class SecretWordEnv:
         if problems:
             raise TaskError("; ".join(problems))
         self._answer = str(task["answer"]).strip().lower()
-        self._hints = self._turns = 0
+        self._hints = self._turns = self._malformed = 0
         self._solved = self._done = False
         self._closeness = 0.0
         return f"{task['prompt']} The word has {len(self._answer)} letters."
@@ -73,7 +74,11 @@ class SecretWordEnv:
         if self._done:
             return StepResult("The episode is over.", True)
         self._turns += 1
-        reply = action.strip().lower()
+        reply = action.strip().lower() if isinstance(action, str) else ""
+        if len(reply.split()) != 1:
+            # Report actions your environment cannot use as EpisodeResult.metrics[MALFORMED_ACTIONS]: training health
+            # watches the share of episodes with any (here: an empty reply or more than one word).
+            self._malformed += 1
         if reply == "hint":
             self._hints += 1
             observation = f"Hint: the word starts with '{self._answer[: self._hints]}'."
@@ -96,7 +101,11 @@ class SecretWordEnv:
         return EpisodeResult(
             reward=correct + near + hint_cost,
             components={"correct": correct, "closeness": near, "hint_cost": hint_cost},
-            metrics={"turns": float(self._turns), "hints": float(self._hints)},
+            metrics={
+                "turns": float(self._turns),
+                "hints": float(self._hints),
+                MALFORMED_ACTIONS: float(self._malformed),
+            },
             success=self._solved,
             evaluation=1.0 if self._solved else 0.0,
         )

@@ -23,7 +23,7 @@ from typing import Any
 
 from environments.ask_to_code import user
 from environments.ask_to_code.tasks import TASKS, Task
-from mtrl.envs.contract import EpisodeResult, StepResult, TaskError
+from mtrl.envs.contract import MALFORMED_ACTIONS, EpisodeResult, StepResult, TaskError
 from mtrl.sandbox import Limits, SandboxResult, run_cases
 
 WEIGHTS = {"correctness": 1.0, "asked_before_coding": 0.6, "guessed_immediately": 0.4, "loop_penalty": 0.2}
@@ -169,6 +169,8 @@ class AskToCodeEnv:
                 "tests_passed": float(self.submission.tests_passed if self.submission else 0),
                 "tests_total": float(tests_total),
                 "submitted": 1.0 if self.submission is not None else 0.0,
+                # Turns that were neither a question nor code: the user cannot act on them.
+                MALFORMED_ACTIONS: float(self.kinds.count("other")),
             },
             success=self.submission is not None and self.submission.status == "passed",
             # External evaluation: every hidden test passed (the reward's shaping terms play no part).

@@ -28,7 +28,7 @@ from typing import Any
 
 from environments.sop_support import data, sop
 from environments.sop_support.desk import READ_ONLY, Desk, Records
-from mtrl.envs.contract import EpisodeResult, StepResult, TaskError
+from mtrl.envs.contract import MALFORMED_ACTIONS, EpisodeResult, StepResult, TaskError
 from mtrl.envs.normalise import canonical_key
 from mtrl.envs.scoring import extract_final_output, field_fraction
 
@@ -78,6 +78,9 @@ class SopSupportEnv:
         self.read_calls: list[tuple[str, str]] = []  # answered read-only calls, in order
         self.answer: dict[str, Any] | None = None
         self.answered = False  # the policy gave its final answer (valid or not)
+        # Actions nothing could be made of: neither a tool call nor an answer, a tool call that does not parse,
+        # or a final answer that is not one JSON object (a well-formed call the desk refuses is not malformed).
+        self.malformed = 0
         self._done = False
 
     @property
@@ -104,9 +107,13 @@ class SopSupportEnv:
         if ANSWER_OPEN in text:
             self.answered = True
             self.answer = extract_final_output(text)
+            if self.answer is None:
+                self.malformed += 1
             self._done = True
             return StepResult("Answer recorded. The ticket is closed.", True)
         outcome = self.desk.handle(text)
+        if outcome is None or outcome.call is None:
+            self.malformed += 1
         if outcome is None:
             observation = NEITHER
         else:
@@ -148,7 +155,8 @@ class SopSupportEnv:
         """The episode's score, valid at any time; before ``reset`` (a task that never started) it is no answer."""
         if self.ticket is None or self.desk is None:
             components = dict.fromkeys(WEIGHTS, 0.0)
-            metrics = dict.fromkeys(("turns", "tool_calls", "refused_calls", "answered", "records"), 0.0)
+            names = ("turns", "tool_calls", "refused_calls", "answered", "records", MALFORMED_ACTIONS)
+            metrics = dict.fromkeys(names, 0.0)
             return EpisodeResult(reward=0.0, components=components, metrics=metrics, evaluation=0.0)
         solution = sop.solve(self.ticket.ticket_id)
         components = self.components(solution)
@@ -163,6 +171,7 @@ class SopSupportEnv:
                 "refused_calls": float(self.desk.toolbox.refused),
                 "answered": 1.0 if self.answer is not None else 0.0,
                 "records": float(len(self.records())),
+                MALFORMED_ACTIONS: float(self.malformed),
             },
             success=exact,
             evaluation=1.0 if exact else 0.0,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from environments.wordle.words import ALPHABET, WORD_LENGTH, WordData, default_words
-from mtrl.envs.contract import EpisodeResult, StepResult, TaskError
+from mtrl.envs.contract import MALFORMED_ACTIONS, EpisodeResult, StepResult, TaskError
 
 MAX_GUESSES = 6
 MAX_ACTIONS = 12  # valid or not; stops a policy that never produces a usable guess
@@ -393,6 +393,9 @@ class WordleEnv:
             metrics={
                 "guesses": float(len(self.guesses)),
                 "invalid_actions": float(self.invalid_actions),
+                # mtrl's malformed-action convention (training health): a guess that is not a word counts too,
+                # since it is as unusable to the game as an unparsable one.
+                MALFORMED_ACTIONS: float(self.invalid_actions),
                 "repeated_guesses": float(self.repeated_guesses),
                 "clue_violations": float(self.clue_violations),
                 "recovered_from_text": float(self.recovered_from_text),

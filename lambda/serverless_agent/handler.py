@@ -25,7 +25,9 @@ boto3/botocore come from the project's dependency layer (pinned in requirements/
 runtime, whose copy may predate the ``sagemakerjobruntime`` service model.
 
 Episodes are played by the one episode driver (``mtrl.envs.rollout``): the environment's own turn limit and system
-prompt, the Lambda's remaining time (less a margin) as the deadline.
+prompt, the Lambda's remaining time (less a margin) as the deadline. Each episode's environment-side metrics are one
+set of EMF lines (``mtrl.health.emf``) with the dimensions ``Environment`` and ``Job`` (the job's name): the
+serverless backend reads that job's series back into the run's training-health rows (``mtrl.backends.episode_rows``).
 
 Environment: MTRL_ENV_ID (default wordle), MTRL_MAX_TURNS (optional: only lowers the environment's own limit),
 MTRL_SAMPLE_MAX_TOKENS (default 1024), MTRL_INVALID_TASK_REWARD (default -1.5), MTRL_TIME_MARGIN_S (default 10).
@@ -49,7 +51,7 @@ from mtrl.envs.registry import EnvironmentSpec, load_spec
 from mtrl.envs.rollout import EpisodeRules, Rollout
 from mtrl.envs.rollout import play as play_episode
 from mtrl.evaluation import score as evaluation_score
-from mtrl.health.emf import EpisodeMetrics
+from mtrl.health.emf import JOB_DIMENSION, EpisodeMetrics
 
 log = logging.getLogger("mtrl.serverless_agent")
 log.setLevel(logging.INFO)
@@ -245,7 +247,7 @@ def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> di
         failure = raised
     reward = _score(rollout.result if rollout else None, low_reward, evaluating=evaluating)
     if rollout is not None:
-        _publish_metrics(env_id, rollout)
+        _publish_metrics(env_id, job_arn, rollout)
     if isinstance(failure, JobNotFoundError):
         log.warning(
             "Sample: job not found (%s) — wiring is OK if this is the smoke test: %s", json.dumps(context), failure
@@ -270,10 +272,17 @@ def handle(payload: Mapping[str, Any], *, remaining_ms: int | None = None) -> di
     return _finish(job_arn, trajectory_id, region, reward, metrics=components, ended=ENDED.get(rollout.ended, "done"))
 
 
-def _publish_metrics(env_id: str, rollout: Rollout) -> None:
-    """The episode's environment-side metrics (EMF on stdout, which Lambda ships to CloudWatch Logs)."""
+def job_name_of(job_arn: str) -> str:
+    """``arn:…:job/<category>/<name>`` → ``<name>`` (the whole string when it is not such an ARN)."""
+    _, _, tail = job_arn.partition(":job/")
+    return tail.partition("/")[2] or job_arn
+
+
+def _publish_metrics(env_id: str, job_arn: str, rollout: Rollout) -> None:
+    """The episode's environment-side metrics (EMF on stdout, which Lambda ships to CloudWatch Logs), per job: the
+    agent serves every run of its environment, and the serverless backend's signal rows read one job's series."""
     try:
-        EpisodeMetrics(env_id).publish([[rollout]])
+        EpisodeMetrics(env_id, dimensions={JOB_DIMENSION: job_name_of(job_arn)[:255]}).publish([[rollout]])
     except Exception as error:  # metrics never change the reward reported
         log.warning("publishing the episode metrics failed: %s: %s", type(error).__name__, error)
 

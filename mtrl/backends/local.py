@@ -34,6 +34,7 @@ from mtrl.local.agents import NoAgentError, agent_for
 from mtrl.local.config import ConfigError, TrainConfig
 from mtrl.local.run import (
     PLOT,
+    STATE,
     SUMMARY,
     advance_run,
     cancel_requested,
@@ -47,6 +48,7 @@ from mtrl.local.signals import STEP_TIME_KEY, header_of, signal_rows
 from mtrl.local.trainer import TrainingError, TrainingState
 
 OUTPUT_FOLDER = "local"
+BEST_POLICY = "best_policy.json"  # the best-evaluation checkpoint a stopped run keeps (``checkpoints``)
 DEFAULT_CHUNK_SECONDS = 20.0
 _MAX_DATASET_BYTES = 50 * 1024 * 1024  # the local backend is for small dry runs and the demo
 
@@ -272,6 +274,27 @@ class LocalAdapter:
             request_cancel(self._store(run))
         except (ClientError, BotoCoreError) as error:
             raise backend_error("cancelling the local training run", error) from error
+
+    def checkpoints(self, run: RunContext) -> dict[str, Any]:
+        """What a run stopped early keeps (``early_stop``): the latest state (its policy included) and the policy of
+        the best held-out evaluation during training, written to ``best_policy.json``."""
+        store = self._store(run)
+        try:
+            state = load_run(store).state
+            kept: dict[str, Any] = {"latest": {"step": state.step, "uri": str(store.prefix.join(STATE))}}
+            if state.best is not None:
+                body = json.dumps(state.best["policy"]).encode()
+                uri = store.write(BEST_POLICY, body, content_type="application/json")
+                best = {key: state.best[key] for key in ("step", "evaluation_mean")}
+                kept["best_evaluation"] = {**best, "uri": uri}
+        except (ClientError, BotoCoreError) as error:
+            raise backend_error(f"run {run.run_id}: keeping the local checkpoints", error) from error
+        except TrainingError as error:
+            raise BackendError(f"run {run.run_id}: keeping the local checkpoints: {error}") from error
+        if "best_evaluation" not in kept:
+            kept["best_evaluation"] = None
+            kept["note"] = "no held-out evaluation was measured during training before the stop"
+        return kept
 
     def cleanup(self, run: RunContext) -> list[CreatedResource]:
         return []  # nothing was created; the state and results under runs/<run-id>/local/ are the run's output

@@ -17,9 +17,10 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from mtrl.backends._aws import (
     Arn,
@@ -32,6 +33,7 @@ from mtrl.backends._aws import (
     short_token,
 )
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
+from mtrl.backends.episode_rows import update_signals
 from mtrl.backends.serverless_documents import (
     agent_options,
     build_evaluation_config,
@@ -63,6 +65,8 @@ from mtrl.backends.serverless_status import (
 from mtrl.cost import CostError, cost_for_run
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
 from mtrl.evaluation import describe
+from mtrl.health.emf import JOB_DIMENSION
+from mtrl.health.signals import SignalsError
 
 __all__ = [
     "DEFAULT_BASE_MODEL",
@@ -103,9 +107,11 @@ class ServerlessAdapter:
         *,
         sleep: Callable[[float], None] = time.sleep,
         log_wait_attempts: int = 3,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._clients = clients or AwsClients()
         self._sleep = sleep
+        self._clock = clock
         self._log_wait_attempts = log_wait_attempts
 
     # -- preflight ----------------------------------------------------------------------------------------------
@@ -408,6 +414,30 @@ class ServerlessAdapter:
         usage = status.progress.get("billable_token_usage")
         if usage:
             status = _with_cost(status, run, usage)
+        return self._record_signals(run, name, job, status)
+
+    def _record_signals(self, run: RunContext, job_name: str, job: Mapping[str, Any], status: JobStatus) -> JobStatus:
+        """Append the signal row of a new step from the agent's episode lines of this job (``episode_rows``). A
+        failure here never fails the poll: it is reported in the progress (``signals_error``, naming the run) and
+        the row is tried again next poll."""
+        region = str(run.settings.get("region", "")) or Arn.parse(str(job["JobArn"])).region
+        hyper = run.settings.get("hyperparameters")
+        group = hyper.get("group_size") if isinstance(hyper, Mapping) else None
+        created = job.get("CreationTime")
+        try:
+            update_signals(
+                s3=self._clients.client("s3", region),
+                cloudwatch=self._clients.client("cloudwatch", region),
+                run_id=run.run_id,
+                output_uri=run.output_uri,
+                dimensions={"Environment": str(run.settings.get("environment", "")), JOB_DIMENSION: job_name},
+                progress=status.progress,
+                job_started=created if isinstance(created, datetime) else None,
+                now=datetime.fromtimestamp(self._clock(), UTC),
+                group_size=group if isinstance(group, int) and not isinstance(group, bool) and group > 0 else None,
+            )
+        except (ClientError, BotoCoreError, SignalsError) as error:
+            return replace(status, progress={**status.progress, "signals_error": f"run {run.run_id}: {error}"[:500]})
         return status
 
     def cancel(self, run: RunContext, job_id: str) -> None:

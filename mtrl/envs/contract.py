@@ -45,6 +45,10 @@ MetricType = Literal["Reward", "Metric"]
 DEFAULT_MAX_TURNS = 16
 DEFAULT_SYSTEM_PROMPT = "You are solving an interactive task. Reply with your next action only, no explanation."
 MAX_TURNS_CEILING = 1000  # a declared limit above this is a typo, not a game
+# ``EpisodeResult.metrics`` key every environment fills: how many of the episode's actions (tool calls, moves or the
+# final answer) could not be parsed or used at all. Training health counts the episodes where it is above 0
+# (``malformed_share``), so a policy drifting into broken tool calls is seen while it trains.
+MALFORMED_ACTIONS = "malformed_actions"
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ class EpisodeResult:
     ``reward`` is the aggregate used for training; ``components`` are the named, already weighted or
     unweighted parts the environment wants watched (each one is reported separately so a component
     that never varies inside a group can be spotted); ``metrics`` are diagnostics that are not reward.
+    ``metrics[MALFORMED_ACTIONS]`` (``"malformed_actions"``) counts the actions that could not be parsed or
+    used (every built-in environment reports it; training health watches the share of episodes with any).
 
     ``evaluation`` is the external evaluation of the episode, in [0, 1] (the SageMaker AI multi-turn RL best-practices
     post: evaluate first, and separately from the reward — the reward may be shaped or dense, the evaluation is what the

@@ -3,9 +3,10 @@
 The reward workers, the serverless agent, the local backend and the verl agent loop publish what their episodes
 showed through ``EpisodeMetrics.publish``: the within-group spread per component (``mtrl/RewardSignal``,
 ``mtrl.signal_health``), the external evaluation beside the reward (``mtrl/Evaluation``, ``mtrl.evaluation``) and
-the episode shares a training-health row holds (``mtrl/Episodes``: malformed actions, turn-limit hits, mean turns,
-errors, timeouts; ``mtrl.health.episodes``), all with the same dimensions. A group of one episode (the serverless
-agent plays one per invocation) has no spread; its other figures are still published.
+the episode figures a training-health row holds (``mtrl/Episodes``: reward mean, malformed actions, turn-limit hits,
+mean turns, errors, timeouts; ``mtrl.health.episodes``), all with the same dimensions. A group of one episode (the
+serverless agent plays one per invocation) has no spread; its other figures are still published (the serverless
+and hyperpod backends build their signal rows from them: ``mtrl.backends.episode_rows``).
 """
 
 from __future__ import annotations
@@ -21,8 +22,12 @@ from mtrl import evaluation, signal_health
 from mtrl.health.episodes import ScoredEpisode, episode_fields
 
 EPISODES_NAMESPACE = "mtrl/Episodes"
+# The serverless agent serves every run of its environment: it adds the job's name under this dimension, and the
+# serverless backend reads that job's series back into its signal rows.
+JOB_DIMENSION = "Job"
 # signal-row field → EMF metric name
 EPISODE_METRICS = {
+    "reward_mean": "RewardMean",
     "malformed_share": "MalformedShare",
     "cap_hit_share": "CapHitShare",
     "mean_turns": "MeanTurns",

@@ -11,11 +11,11 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-from mtrl.envs.contract import EpisodeResult
+from mtrl.envs.contract import MALFORMED_ACTIONS, EpisodeResult
 from mtrl.evaluation import score as evaluation_score
 from mtrl.signal_health import compute as compute_signal_health
 
-MALFORMED_METRIC = "malformed_actions"  # EpisodeResult.metrics convention: unparsable actions or answers
+MALFORMED_METRIC = MALFORMED_ACTIONS  # EpisodeResult.metrics convention: unparsable actions or answers
 EpisodeStatus = Literal["completed", "timeout", "error"]
 
 

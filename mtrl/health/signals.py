@@ -85,6 +85,8 @@ class SignalRow:
             value = getattr(self, item.name)
             if value is not None:
                 document[item.name] = value
+        # What a writer adds beyond the schema (e.g. the window a serverless row's episode figures cover) is kept.
+        document.update({key: value for key, value in self.extra.items() if key not in document})
         return document
 
 

@@ -57,6 +57,9 @@ class TrainingState:
     history: list[dict[str, Any]] = field(default_factory=list)  # one record per GRPO step
     evaluations: list[dict[str, Any]] = field(default_factory=list)  # held-out evaluations, step 0 first
     train_seconds: float = 0.0
+    # The checkpoint of the best held-out evaluation during training (step >= 1): {"step", "evaluation_mean",
+    # "policy"}; kept so a run stopped early (early_stop) still has it, next to the latest policy.
+    best: dict[str, Any] | None = None
 
     @property
     def done(self) -> bool:
@@ -73,6 +76,7 @@ class TrainingState:
             "history": self.history,
             "evaluations": self.evaluations,
             "train_seconds": self.train_seconds,
+            "best": self.best,
         }
 
     @classmethod
@@ -88,7 +92,16 @@ class TrainingState:
             history=list(document["history"]),
             evaluations=list(document["evaluations"]),
             train_seconds=float(document["train_seconds"]),
+            best=document.get("best"),  # (a state saved before best checkpoints were kept has none)
         )
+
+    def keep_if_best(self, evaluation: Mapping[str, Any]) -> None:
+        """Keep the current policy as the best checkpoint when this evaluation beats every earlier one."""
+        value = evaluation.get("evaluation_mean")
+        if not isinstance(value, int | float) or not math.isfinite(value) or self.step < 1:
+            return
+        if self.best is None or value > float(self.best["evaluation_mean"]):
+            self.best = {"step": self.step, "evaluation_mean": float(value), "policy": self.policy.to_dict()}
 
 
 def new_state(config: TrainConfig, agent: Agent) -> TrainingState:
@@ -266,8 +279,10 @@ class Trainer:
                         state.phase = "after"
                     elif state.step % config.eval_every == 0:
                         state.evaluations.append(self.evaluate(state.policy, step=state.step, config=config))
+                        state.keep_if_best(state.evaluations[-1])
                 elif state.phase == "after":
                     state.evaluations.append(self.evaluate(state.policy, step=state.step, config=config))
+                    state.keep_if_best(state.evaluations[-1])
                     state.phase = "done"
                 else:
                     raise TrainingError(f"unknown training phase '{state.phase}'")

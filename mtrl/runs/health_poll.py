@@ -3,20 +3,25 @@
 Per poll (``check_status``): read ``runs/<run id>/signals.jsonl`` (written by the backend), evaluate it with
 ``mtrl.health.rules.evaluate`` — exactly what ``mtrl health`` runs —, write ``runs/<run id>/health.json``, publish
 ``mtrl/RunHealth`` (0 ok, 1 warn, 2 stop; dimension ``RunId``), keep the verdict on the run record and notify the
-run topic once per run and rule (the record keeps which rules already notified). A backend that writes no rows
-yet gets no verdict; a signals file that cannot be read is recorded, never fails the run.
+run topic once per run and rule (the record keeps which rules already notified), as the run's
+``backend_options.notifications`` allows: all levels (``all``, the default), stop levels only (``failures``), none.
+A backend that writes no rows yet gets no verdict; a signals file that cannot be read is recorded, never fails the
+run.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mtrl.health.rules import evaluate, health_level
+from mtrl.backends.base import BackendError, RunContext
+from mtrl.health.rules import STOP, WARN, evaluate, health_level
 from mtrl.health.signals import HEALTH_FILE, SIGNALS_FILE, SignalsError, parse_signals
+from mtrl.runs.report import notification_choice
 from mtrl.runs.runtime import Runtime
 
 METRIC_NAMESPACE = "mtrl/RunHealth"
@@ -25,6 +30,31 @@ METRIC_NAME = "RunHealth"
 # settings), so one static alarm per deployment can watch every run (stacks/constructs/pipeline_alerts.py).
 DEPLOYMENT_DIMENSION = "Deployment"
 MAX_RECORDED_FIRINGS = 20  # the run record keeps the first ones; health.json has them all
+# The run's notifications choice (backend_options.notifications) → the rule levels its health notices are sent for:
+# "failures" hears only of a rule at its stop level (the run is then failing or, with early_stop, stopped).
+NOTICE_LEVELS: dict[str, frozenset[str]] = {
+    "all": frozenset({WARN, STOP}),
+    "failures": frozenset({STOP}),
+    "none": frozenset(),
+}
+
+
+def kept_checkpoints(adapter: Any, context: Callable[[], RunContext]) -> dict[str, Any]:
+    """What an early-stopped run keeps: the backend's ``checkpoints`` verb (the latest and the best-evaluation
+    checkpoint) where it has per-step evaluation checkpoints; otherwise a record saying it has none. A failure is
+    recorded, never stops the stop."""
+    keep = getattr(adapter, "checkpoints", None)
+    if not callable(keep):
+        return {
+            "latest": None,
+            "best_evaluation": None,
+            "note": f"the {adapter.name} backend keeps no per-step evaluation checkpoints; the stop keeps what "
+            "cancelling its job keeps (see its outputs)",
+        }
+    try:
+        return dict(keep(context()))
+    except BackendError as error:
+        return {"latest": None, "best_evaluation": None, "error": str(error)[:500]}
 
 
 def signals_key(run_id: str) -> str:
@@ -112,8 +142,11 @@ def _poll_health(runtime: Runtime, run_id: str, record: dict[str, Any], *, ended
             ],
         )
     notified = list(previous.get("notified") or [])
+    wanted = NOTICE_LEVELS[notification_choice(record)]
     new: list[dict[str, Any]] = []
     for item in document["fired"]:
+        if item["level"] not in wanted:
+            continue  # not sent, and not marked sent: a later stop level of the rule may still be wanted
         if item["rule"] not in notified and all(item["rule"] != seen["rule"] for seen in new):
             new.append(item)
     # Recorded before publishing: a retried poll then never sends the same rule twice (at most once per rule).

@@ -34,10 +34,10 @@ from mtrl.runs.errors import (
     TransientError,
     in_plain_words,
 )
-from mtrl.runs.health_poll import poll_health
+from mtrl.runs.health_poll import kept_checkpoints, poll_health
 from mtrl.runs.manifest import RunSettings, parse_manifest, resolve_run_settings
 from mtrl.runs.registry import RunStatus, raise_for_client_error
-from mtrl.runs.report import build_summary, cause_text, notification
+from mtrl.runs.report import build_summary, cause_text, notification, notification_choice
 from mtrl.runs.runtime import Runtime
 from mtrl.validation import (
     DatasetValidator,
@@ -515,8 +515,14 @@ def _early_stop(
     _backend_call(
         run_id, "cancelling the job (early_stop)", lambda: adapter.cancel(run_context(runtime, record), job_id)
     )
+    kept = kept_checkpoints(adapter, lambda: run_context(runtime, record))
     runtime.registry.set_fields(
-        run_id, job_state=JobState.STOPPED.value, job_message=reason, stop_reason=reason, stop_rule=fired["rule"]
+        run_id,
+        job_state=JobState.STOPPED.value,
+        job_message=reason,
+        stop_reason=reason,
+        stop_rule=fired["rule"],
+        stop_checkpoints=kept,
     )
     runtime.registry.end_phase(run_id, "train", "stopped")
     raise EarlyStopped(f"run {run_id}: {reason}")
@@ -716,8 +722,8 @@ def report(runtime: Runtime, event: Event) -> dict[str, Any]:
 
 
 def _wants_notification(record: Mapping[str, Any]) -> bool:
-    """A run's ``backend_options.notifications`` (serverless_options.RUN_OPTIONS): all (default), failures, none."""
-    choice = ((record.get("settings") or {}).get("backend_options") or {}).get("notifications", "all")
+    """A run's ``backend_options.notifications`` (``report.notification_choice``): all, failures, none."""
+    choice = notification_choice(record)
     if choice == "none":
         return False
     return choice != "failures" or str(record["status"]) != RunStatus.SUCCEEDED.value

@@ -104,9 +104,17 @@ def build_summary(record: Mapping[str, Any], *, bucket: str) -> dict[str, Any]:
         "dataset_splits": record.get("validation", {}).get("splits"),
         "error": record.get("error"),
         "stop_reason": record.get("stop_reason"),  # early_stop: the health rule that cancelled the job
+        "checkpoints": record.get("stop_checkpoints"),  # early_stop: the latest and best-evaluation checkpoints kept
         "health": record.get("health"),  # the training-health verdict of the last status poll (mtrl.health)
         "summary_uri": f"s3://{bucket}/runs/{record['run_id']}/summary.json",
     }
+
+
+def notification_choice(record: Mapping[str, Any]) -> str:
+    """A run's ``backend_options.notifications`` (serverless_options.RUN_OPTIONS): all (default), failures, none.
+    It governs the run's end notification and its training-health notices alike."""
+    choice = ((record.get("settings") or {}).get("backend_options") or {}).get("notifications", "all")
+    return str(choice) if choice in {"all", "failures", "none"} else "all"
 
 
 def baseline_lines(comparison: Mapping[str, Any] | None) -> list[str]:
@@ -136,6 +144,23 @@ def health_lines(health: dict[str, Any] | None) -> list[str]:
     return [f"Training health: {health['verdict']}" + (f" ({rules})" if rules else " (no rule fired)")]
 
 
+def checkpoint_lines(kept: Mapping[str, Any] | None) -> list[str]:
+    """Which checkpoints an early-stopped run kept (or that its backend has none), in words."""
+    if not kept:
+        return []
+    if kept.get("error"):
+        return [f"Checkpoints: not recorded ({kept['error']})"]
+    lines = []
+    for name, label in (("latest", "latest"), ("best_evaluation", "best held-out evaluation")):
+        item = kept.get(name)
+        if isinstance(item, Mapping):
+            score = f", evaluation {item['evaluation_mean']:.4g}" if "evaluation_mean" in item else ""
+            lines.append(f"Checkpoint kept ({label}): step {item.get('step')}{score}: {item.get('uri')}")
+    if kept.get("note"):
+        lines.append(f"Checkpoints: {kept['note']}")
+    return lines
+
+
 def notification(summary: Mapping[str, Any]) -> tuple[str, str]:
     """(subject ≤ 100 characters, plain-text body) naming the failing step and cause in plain words."""
     run_id = summary["run_id"]
@@ -159,6 +184,7 @@ def notification(summary: Mapping[str, Any]) -> tuple[str, str]:
         lines.append(f"What happened: {error.get('plain') or in_plain_words(str(error.get('error')))}.")
         if error.get("cause"):
             lines.append(f"Details: {error['cause']}")
+        lines += checkpoint_lines(summary.get("checkpoints"))
     lines += health_lines(summary.get("health"))
     if dataset.get("uri"):
         lines.append(f"Dataset: {dataset['uri']} (version {dataset.get('version_id') or 'none'})")

@@ -62,7 +62,7 @@ def _optional_int(environ: Mapping[str, str], name: str) -> int | None:
 
 
 def config_from_env(environ: Mapping[str, str]) -> WorkerConfig:
-    dimensions = {"RunId": environ[contract.RUN_ID]} if environ.get(contract.RUN_ID) else {}
+    dimensions = {contract.RUN_DIMENSION: environ[contract.RUN_ID]} if environ.get(contract.RUN_ID) else {}
     try:
         return WorkerConfig(
             concurrency=int(_number(environ, "MTRL_CONCURRENCY", 4)),

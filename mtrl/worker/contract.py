@@ -17,6 +17,8 @@ CUSTOM_ENV = "MTRL_CUSTOM_ENV"  # "true": only custom-environments/, "false": on
 REQUEST_QUEUE_URL = "MTRL_REQUEST_QUEUE_URL"  # rollout requests from the trainer
 RESULT_QUEUE_URL = "MTRL_RESULT_QUEUE_URL"  # scored episodes back to the trainer
 POLICY_URL = "MTRL_POLICY_URL"  # the policy endpoint the episodes call (the run's completion proxy)
+# The metrics dimension naming the run on every line the workers publish (the hyperpod backend's signal rows read it).
+RUN_DIMENSION = "RunId"
 
 
 def worker_environment(

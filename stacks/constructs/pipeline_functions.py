@@ -238,11 +238,16 @@ class PipelineFunctions(Construct):
                 conditions={"StringEquals": {"cloudwatch:namespace": HEALTH_METRIC_NAMESPACE}},
             )
         )
+        # Serverless and hyperpod signal rows read the episode drivers' metrics back (mtrl.backends.episode_rows).
+        self.backend.policy.add_statements(
+            iam.PolicyStatement(sid="EpisodeMetricsRead", actions=["cloudwatch:GetMetricData"], resources=["*"])
+        )
         acknowledge(
             self.backend.policy,
             "AwsSolutions-IAM5[Resource::*]",
-            "cloudwatch:PutMetricData supports no resource-level permissions (Service Authorization Reference); "
-            "the cloudwatch:namespace condition limits it to mtrl/RunHealth.",
+            "cloudwatch:PutMetricData and cloudwatch:GetMetricData support no resource-level permissions (Service "
+            "Authorization Reference); the cloudwatch:namespace condition limits PutMetricData to mtrl/RunHealth, "
+            "and GetMetricData only reads metric values.",
         )
         self.report.allow_write(RUNS_PREFIX)
         self.reaper.allow_write(RUNS_PREFIX)

@@ -104,6 +104,8 @@ def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterat
             "instance_count": 1,
             "worker_count": 2,
             "environment": "wordle",
+            # The recipe overrides the status poll estimates the step from (signal rows: GetMetricData).
+            "hyperparameters": {"max_steps": 10, "global_batch_size": 4},
             "task_subnet_ids": [subnet],
             "task_security_group_ids": [sg],
         }
@@ -193,6 +195,7 @@ def test_every_adapter_call_is_allowed_for_the_backend_role(recorded_run: list[A
         "ecs.StopTask",
         "s3.PutObject",
         "s3.GetObject",
+        "cloudwatch.GetMetricData",  # the status poll's signal rows (mtrl.backends.hyperpod.signals)
         "cloudformation.DescribeStacks",
         "cloudformation.DeleteStack",
         "ecs.ListTaskDefinitions",

@@ -122,7 +122,7 @@ def test_early_stop_cancels_a_flat_run_and_it_ends_stopped(
     manifest = {
         "early_stop": early_stop,
         "environment_args": {"verbose": False},
-        "hyperparameters": {"steps": 30, "tasks_per_step": 2, "group_size": 2, "eval_every": 30, "eval_tasks": 2},
+        "hyperparameters": {"steps": 30, "tasks_per_step": 2, "group_size": 2, "eval_every": 4, "eval_tasks": 2},
     }
     with pipeline_context(adapter) as pipeline:
         pipeline.put("training-data/stop.run.json", json.dumps(manifest).encode())
@@ -147,3 +147,13 @@ def test_early_stop_cancels_a_flat_run_and_it_ends_stopped(
         # The backend kept its latest state: the local training state is still there, at step 10.
         state = pipeline.object_json(f"runs/{run_id}/local/state.json")
         assert state["step"] == 10
+        # ... and the best held-out evaluation's checkpoint (evaluated at steps 4 and 8; a tie keeps the first).
+        kept = summary["checkpoints"]
+        assert kept["latest"] == {"step": 10, "uri": f"s3://{BUCKET}/runs/{run_id}/local/state.json"}
+        assert (kept["best_evaluation"]["step"], kept["best_evaluation"]["evaluation_mean"]) == (4, 0.0)
+        best = pipeline.object_json(f"runs/{run_id}/local/best_policy.json")
+        assert best == state["best"]["policy"]
+        assert (
+            f"Checkpoint kept (best held-out evaluation): step 4, evaluation 0: {kept['best_evaluation']['uri']}"
+            in (final[0]["message"])
+        )

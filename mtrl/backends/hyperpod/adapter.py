@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from mtrl.backends._aws import error_message
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
+from mtrl.backends.episode_rows import update_signals
 from mtrl.backends.hyperpod.capacity import (
     GpuCapacity,
     find_group,
@@ -29,8 +31,11 @@ from mtrl.backends.hyperpod.common import (
 )
 from mtrl.backends.hyperpod.reward_workers import RewardWorkers
 from mtrl.backends.hyperpod.runner_tasks import RunnerTasks
+from mtrl.backends.hyperpod.signals import estimated_progress
 from mtrl.cost import CostError, cost_for_run
 from mtrl.cost.calculator import load_price_book
+from mtrl.health.signals import SignalsError
+from mtrl.worker.contract import RUN_DIMENSION as WORKER_RUN_DIMENSION
 
 
 class HyperPodAdapter(RunnerTasks, RewardWorkers, Cleanup):
@@ -199,13 +204,55 @@ class HyperPodAdapter(RunnerTasks, RewardWorkers, Cleanup):
         cost = self._cost_so_far(run, settings)
         if cost is not None:
             metrics["cost_usd"] = cost  # the pipeline's budget guard reads it
-        return JobStatus(
+        status = JobStatus(
             state=state,
             message=str(report.get("message") or report.get("state", "")),
             progress={k: v for k, v in report.items() if k in {"step", "total_steps", "started_at"}},
             metrics=metrics,
             outputs={k: str(v) for k, v in (report.get("outputs") or {}).items()},
         )
+        return self._record_signals(run, settings, status)
+
+    def _record_signals(self, run: RunContext, settings: HyperPodSettings, status: JobStatus) -> JobStatus:
+        """Append the signal row of a new step from the reward workers' episode lines of this run (``signals``).
+        A failure never fails the poll: it is reported in the progress (``signals_error``, naming the run) and the
+        row is tried again next poll."""
+        dimensions = {"Environment": settings.environment, WORKER_RUN_DIMENSION: run.run_id}
+        now = datetime.fromtimestamp(self._clock(), UTC)
+        cloudwatch = self._clients.client("cloudwatch", settings.region)
+        progress = dict(status.progress)
+        try:
+            submitted = self.read_result(run, settings, "submit") or {}
+            epoch = submitted.get("finished_at_epoch")
+            since = datetime.fromtimestamp(float(epoch), UTC) if isinstance(epoch, int | float) else None
+            row_progress = progress
+            if "step" not in progress and since is not None:
+                progress.update(
+                    estimated_progress(
+                        cloudwatch,
+                        hyperparameters=settings.hyperparameters,
+                        dimensions=dimensions,
+                        since=since,
+                        until=now,
+                    )
+                    or {}
+                )
+                # An estimated step must never fail a run as 'incomplete': the rows' planned steps are unknown (0).
+                row_progress = {**progress, "total_steps": 0}
+            update_signals(
+                s3=self._s3(settings),
+                cloudwatch=cloudwatch,
+                run_id=run.run_id,
+                output_uri=run.output_uri,
+                dimensions=dimensions,
+                progress=row_progress,
+                job_started=since,
+                now=now,
+                group_size=None,  # the recipe's; the workers only see the groups it sends
+            )
+        except (ClientError, BotoCoreError, SignalsError, BackendError) as error:
+            progress["signals_error"] = f"run {run.run_id}: {error}"[:500]
+        return replace(status, progress=progress)
 
     def _cost_so_far(self, run: RunContext, settings: HyperPodSettings) -> float | None:
         """GPU instance-hours held since the scale-up request, priced from prices.json (None when unpriced)."""

@@ -762,4 +762,25 @@ _simple(
     {"Namespace": "mtrl/RunHealth", "MetricData": [{"MetricName": "RunHealth", "Value": 1.0}]},
     context=lambda p, e, r: {"cloudwatch:namespace": p["Namespace"]},
 )
+# GetMetricData has no resource types and no condition keys (Service Authorization Reference, CloudWatch): the
+# serverless and hyperpod signal rows (mtrl.backends.episode_rows).
+_simple(
+    "cloudwatch",
+    "GetMetricData",
+    lambda p, e, r: "*",
+    {
+        "MetricDataQueries": [
+            {
+                "Id": "m0sum",
+                "MetricStat": {
+                    "Metric": {"Namespace": "mtrl/Episodes", "MetricName": "MalformedShare"},
+                    "Period": 60,
+                    "Stat": "Sum",
+                },
+            }
+        ],
+        "StartTime": 0,
+        "EndTime": 60,
+    },
+)
 _simple("sns", "Publish", lambda p, e, r: str(p["TopicArn"]), {"TopicArn": "arn:aws:sns:us-east-1:1:t", "Message": "m"})

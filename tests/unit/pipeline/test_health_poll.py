@@ -12,8 +12,10 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from mtrl.backends.base import BackendError
 from mtrl.health.signals import SignalHeader, SignalRow, render_signals
-from mtrl.runs.health_poll import health_key, poll_health, signals_key
+from mtrl.runs.health_poll import health_key, kept_checkpoints, poll_health, signals_key
+from mtrl.runs.report import checkpoint_lines
 from mtrl.runs.runtime import Runtime
 from mtrl.settings.pipeline import PipelineSettings
 
@@ -100,3 +102,50 @@ def test_a_rule_notifies_once_across_polls_and_the_verdict_follows_the_rows(runt
     stored = json.loads(runtime.s3.get_object(Bucket=BUCKET, Key=health_key(RUN_ID))["Body"].read())
     assert stored["last_step"] == 12
     assert "error" not in health
+
+
+class _NoCheckpoints:
+    name = "serverless"
+
+
+class _BrokenCheckpoints:
+    name = "local"
+
+    def checkpoints(self, run: Any) -> dict[str, Any]:
+        raise BackendError(f"run {RUN_ID}: keeping the local checkpoints: no local training run in this location")
+
+
+def test_a_backend_without_evaluation_checkpoints_is_said_to_have_none() -> None:
+    kept = kept_checkpoints(_NoCheckpoints(), lambda: pytest.fail("no context needed"))  # type: ignore[arg-type,return-value]
+    assert (kept["latest"], kept["best_evaluation"]) == (None, None)
+    assert "serverless backend keeps no per-step evaluation checkpoints" in kept["note"]
+    assert checkpoint_lines(kept) == [f"Checkpoints: {kept['note']}"]
+
+
+def test_a_failure_keeping_checkpoints_is_recorded_with_the_run_id() -> None:
+    kept = kept_checkpoints(_BrokenCheckpoints(), lambda: None)  # type: ignore[arg-type,return-value]
+    assert RUN_ID in kept["error"]
+    assert checkpoint_lines(kept)[0].startswith("Checkpoints: not recorded (run r-1: ")
+
+
+def _poll_with(runtime: Runtime, notifications: str, steps: int) -> None:
+    _put_rows(runtime, steps)
+    record = {**runtime.registry.get(RUN_ID), "settings": {"backend_options": {"notifications": notifications}}}
+    poll_health(runtime, RUN_ID, record, ended=False)
+
+
+def test_notifications_failures_hears_only_of_the_stop_level(runtime: Runtime) -> None:
+    _poll_with(runtime, "failures", 8)  # flat_groups at warn: no notice, and not marked as sent
+    assert _messages(runtime) == []
+    assert runtime.registry.get(RUN_ID)["health"]["notified"] == []
+    _poll_with(runtime, "failures", 12)  # now at its stop level
+    assert [m["Subject"] for m in _messages(runtime)] == [f"mtrl run {RUN_ID}: training health stop"]
+    assert runtime.registry.get(RUN_ID)["health"]["notified"] == ["flat_groups"]
+
+
+def test_notifications_none_sends_no_health_notice_but_keeps_the_verdict(runtime: Runtime) -> None:
+    for steps in (8, 12):
+        _poll_with(runtime, "none", steps)
+    assert _messages(runtime) == []
+    health = runtime.registry.get(RUN_ID)["health"]
+    assert (health["verdict"], health["notified"]) == ("stop", [])

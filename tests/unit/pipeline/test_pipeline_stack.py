@@ -263,6 +263,8 @@ def test_least_privilege(resources: dict[str, Any]) -> None:
                     "ecs:DeregisterTaskDefinition",
                     # The status poll's training-health metric: conditioned on its one namespace.
                     "cloudwatch:PutMetricData",
+                    # A serverless run's signal rows read the agent's episode metrics (no resource types, no keys).
+                    "cloudwatch:GetMetricData",
                 }, actions
                 if "ecs:ListTasks" in actions:
                     assert "ecs:cluster" in statement["Condition"]["ArnEquals"]

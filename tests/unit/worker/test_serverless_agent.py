@@ -233,3 +233,29 @@ def test_an_unplayable_episode_of_an_evaluation_job_scores_zero_not_the_low_rewa
         }
     )
     assert result["reward"] == 0.0  # in [0, 1]: the -1.5 low reward would drag pass@k below any real score
+
+
+def test_the_episode_metrics_name_the_job_and_count_malformed_guesses(
+    stub: Stubber, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The agent serves every run of its environment: the serverless backend reads one job's series back into that
+    # run's signal rows (mtrl.backends.episode_rows), so each line carries the job's name.
+    expect_sample(stub, "12345")  # unparsable: wordle's malformed action
+    expect_sample(stub, "beach")
+    expect_report(stub)
+    agent.handler(payload({"prompt": "Guess", "answer": "beach"}))
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    (episodes,) = [
+        line
+        for line in lines
+        if line.get("_aws", {}).get("CloudWatchMetrics", [{}])[0].get("Namespace") == "mtrl/Episodes"
+    ]
+    assert episodes["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["Environment", "Job"]]
+    assert (episodes["Environment"], episodes["Job"]) == ("wordle", "smoke-test")
+    assert (episodes["MalformedShare"], episodes["Episodes"], episodes["MeanTurns"]) == (1.0, 1, 2.0)
+    assert "RewardMean" in episodes
+
+
+def test_the_job_name_comes_from_the_arn() -> None:
+    assert agent.job_name_of(JOB_ARN) == "smoke-test"
+    assert agent.job_name_of("not-an-arn") == "not-an-arn"

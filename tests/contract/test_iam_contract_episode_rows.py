@@ -1,0 +1,66 @@
+"""The signal rows of the serverless and hyperpod backends (mtrl.backends.episode_rows: read and rewrite
+signals.jsonl, read the episode drivers' metrics back with GetMetricData), recorded at botocore against moto, must
+each be allowed for the pipeline's backend function role as synthesized (the status poll runs there). The bucket is
+the function's deployed one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from mtrl.backends.episode_rows import update_signals
+from mtrl.runs.runtime import ENV_BUCKET
+from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
+
+BACKEND_FUNCTION = "mtrl-pipeline/Functions/Backend/Fn/Function"
+BACKEND_ROLE = "mtrl-pipeline/Functions/Backend/Role"
+RUN_ID = "wordle-20260101T000000Z-abcdef12"
+
+
+@pytest.fixture
+def recorded(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": app_model.region,
+        "MOTO_ACCOUNT_ID": app_model.account,
+    }.items():
+        monkeypatch.setenv(name, value)
+    bucket = app_model.function_environment(BACKEND_FUNCTION)[ENV_BUCKET]
+    with mock_aws():
+        session = boto3.Session(region_name=app_model.region)
+        s3, cloudwatch = session.client("s3"), session.client("cloudwatch")
+        s3.create_bucket(Bucket=bucket)
+        now = datetime.now(UTC)
+        with CallRecorder() as recorder:
+            for step in (1, 2):
+                row = update_signals(
+                    s3=s3,
+                    cloudwatch=cloudwatch,
+                    run_id=RUN_ID,
+                    output_uri=f"s3://{bucket}/runs/{RUN_ID}/",
+                    dimensions={"Environment": "wordle", "Job": "mtrl-wordle-abc"},
+                    progress={"step": step, "total_steps": 10},
+                    job_started=now - timedelta(hours=1),
+                    now=now + timedelta(minutes=5 * step),
+                    group_size=8,
+                )
+                assert row is not None
+                assert row.step == step
+        yield recorder.calls
+
+
+def test_every_episode_rows_call_is_allowed_for_the_backend_role(recorded: list[AwsCall], app_model: AppModel) -> None:
+    assert {str(call) for call in recorded} == {"s3.GetObject", "s3.PutObject", "cloudwatch.GetMetricData"}
+    assert_calls_allowed(recorded, BACKEND_ROLE, model=app_model)
+
+
+def test_another_prefix_is_denied(recorded: list[AwsCall], app_model: AppModel) -> None:
+    put = next(call for call in recorded if call.operation == "PutObject")
+    elsewhere = AwsCall(put.service, put.operation, {**put.params, "Key": "training-data/x.jsonl"}, put.region)
+    with pytest.raises(AssertionError, match="s3:PutObject"):
+        assert_calls_allowed([elsewhere], BACKEND_ROLE, model=app_model)
