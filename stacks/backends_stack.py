@@ -18,6 +18,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from mtrl.backends.verl.config import verl_namespace
 from mtrl.envs.registry import list_environments
 from mtrl.settings import DeploySettings
 from stacks.cluster_stack import ClusterStack
@@ -26,6 +27,7 @@ from stacks.constructs.backend_roles import BackendRoles
 from stacks.constructs.eks_cluster import EDIT_POLICY, JOB_NAMESPACES, VIEW_POLICY
 from stacks.constructs.nova_env_packages import NovaEnvironmentPackages
 from stacks.constructs.nova_runner_task import NovaRunnerTask
+from stacks.constructs.verl_trainer_identity import VerlTrainerIdentity
 from stacks.nag import acknowledge, nag_resource
 
 MLFLOW_PREFIX = "mlflow/"
@@ -143,6 +145,22 @@ class BackendsStack(cdk.Stack):
                     ),
                 ],
             )
+        # A verl run's pods reach S3 (run rows in, outputs out), the model copies and MLflow as this role only.
+        self.verl_trainer = (
+            VerlTrainerIdentity(
+                self,
+                "VerlTrainer",
+                prefix=prefix,
+                cluster_name=cluster.eks_cluster_name,
+                namespace=verl_namespace(settings),
+                data_bucket=data_bucket,
+                data_key=encryption_key,
+                models=settings.verl_models,
+                mlflow_app_arn=self.mlflow_app_arn,
+            )
+            if cluster.eks is not None
+            else None
+        )
         outputs = {
             "AgentFunctionNames": (
                 ",".join(agent.function_name for agent in self.agents.values()),

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 ROLE_NAME = "mtrl-pipeline"
+# The service account a run's pods run as; EKS Pod Identity gives it the trainer's IAM role (VerlTrainerIdentity).
+TRAINER_SERVICE_ACCOUNT = "mtrl-verl-trainer"
 MANAGED_BY = "mtrl"
 
 
@@ -46,7 +48,8 @@ def pipeline_group(namespace: str) -> str:
 
 
 def namespace_manifests(namespace: str) -> list[dict[str, Any]]:
-    """The namespace of a deployment's RayJobs, the pipeline's Role in it and the binding to its group."""
+    """The namespace of a deployment's RayJobs, the pipeline's Role in it and the binding to its group, and the
+    service account the runs' pods use (no Kubernetes permissions: its AWS role comes through EKS Pod Identity)."""
     labels = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/part-of": "mtrl-verl"}
     rules = [
         {"apiGroups": [rule.group], "resources": [rule.resource], "verbs": list(rule.verbs)} for rule in PIPELINE_ACCESS
@@ -58,6 +61,11 @@ def namespace_manifests(namespace: str) -> list[dict[str, Any]]:
             "kind": "Role",
             "metadata": {"name": ROLE_NAME, "namespace": namespace, "labels": labels},
             "rules": rules,
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": TRAINER_SERVICE_ACCOUNT, "namespace": namespace, "labels": labels},
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

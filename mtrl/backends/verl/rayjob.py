@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mtrl.backends.base import BackendError, RunContext
+from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
 from mtrl.backends.verl.config import VerlPlan
 from mtrl.backends.verl.evaluation import EVALUATION_FILE
 from mtrl.backends.verl.instances import instance_facts
@@ -170,6 +171,7 @@ def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
         "template": {
             "metadata": {"labels": labels},
             "spec": {
+                "serviceAccountName": TRAINER_SERVICE_ACCOUNT,  # its AWS role comes through EKS Pod Identity
                 "nodeSelector": _node_selector(plan),
                 "tolerations": _tolerations(plan, efa=False),
                 "containers": [
@@ -200,6 +202,7 @@ def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
         "template": {
             "metadata": {"labels": labels},
             "spec": {
+                "serviceAccountName": TRAINER_SERVICE_ACCOUNT,  # its AWS role comes through EKS Pod Identity
                 "nodeSelector": _node_selector(plan),
                 "tolerations": _tolerations(plan, efa=efa),
                 "containers": [

@@ -14,6 +14,7 @@ from aws_cdk.assertions import Match, Template
 
 from mtrl.backends.hyperpod import HyperPodSettings
 from mtrl.backends.serverless import ServerlessSettings
+from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
 from mtrl.backends.verl.config import VerlRunConfig
 from mtrl.envs.registry import list_environments
 from mtrl.settings import SettingsError
@@ -360,3 +361,37 @@ def test_runs_scale_the_restricted_group_when_one_is_configured(app_factory: Any
     rendered = json.dumps(function["Properties"]["Environment"]["Variables"]["MTRL_BACKEND_SETTINGS"])
     assert '\\"hyperpod_gpu_instance_group\\":\\"nova-rig\\"' in rendered
     assert '\\"hyperpod_max_instance_count\\":\\"2\\"' in rendered
+
+
+def test_verl_pods_reach_aws_only_as_the_trainer_role_through_pod_identity(backends_template: Template) -> None:
+    """Issue 21: a verl run's pods read the run's rows and write its outputs; EKS Pod Identity gives their service
+    account a role trusted by pods.eks.amazonaws.com for sts:AssumeRole and sts:TagSession (EKS User Guide, "EKS Pod
+    Identity" role trust policy)."""
+    backends_template.has_resource_properties(
+        "AWS::EKS::PodIdentityAssociation",
+        {"Namespace": "mtrl-verl", "ServiceAccount": TRAINER_SERVICE_ACCOUNT, "RoleArn": Match.any_value()},
+    )
+    backends_template.has_resource_properties(
+        "AWS::IAM::Role",
+        {
+            "RoleName": "mtrl-verl-trainer",
+            "AssumeRolePolicyDocument": {
+                "Statement": [
+                    {
+                        "Action": ["sts:AssumeRole", "sts:TagSession"],
+                        "Effect": "Allow",
+                        "Principal": {"Service": "pods.eks.amazonaws.com"},
+                    }
+                ]
+            },
+        },
+    )
+    (policy,) = [
+        p
+        for p in backends_template.find_resources("AWS::IAM::Policy").values()
+        if "VerlTrainer" in json.dumps(p["Properties"]["Roles"])
+    ]
+    by_sid = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    assert set(by_sid) == {"RunObjects", "DataKey", "MlflowApp"}  # no model copy configured by default
+    assert json.dumps(by_sid["RunObjects"]["Resource"]).endswith('/runs/*"]]}')
+    assert all(s["Resource"] != "*" for s in by_sid.values())

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from moto import mock_aws
 
-from mtrl.backends.verl.access import ROLE_NAME, namespace_manifests, pipeline_group
+from mtrl.backends.verl.access import ROLE_NAME, TRAINER_SERVICE_ACCOUNT, namespace_manifests, pipeline_group
 from mtrl.kube.charts import ChartDigestError, tree_sha256
 from stacks.constructs.kuberay import operator_values
 
@@ -188,7 +188,7 @@ def test_the_rbac_release_downloads_nothing(
     assert "--skip-crds" not in calls[-1]
 
 
-def test_real_helm_renders_the_rbac_release_as_exactly_three_namespaced_objects(
+def test_real_helm_renders_the_rbac_release_as_exactly_four_namespaced_objects(
     handler: ModuleType, real_helm: Path, tmp_path: Path
 ) -> None:
     chart = handler.prepare_chart(_access_event()["ResourceProperties"], tmp_path, lambda _c: "")
@@ -202,8 +202,10 @@ def test_real_helm_renders_the_rbac_release_as_exactly_three_namespaced_objects(
     )
     assert rendered.returncode == 0, rendered.stderr
     objects = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
-    assert [o["kind"] for o in objects] == ["Namespace", "Role", "RoleBinding"]
-    role, binding = objects[1], objects[2]
+    by_kind = {o["kind"]: o for o in objects}
+    assert sorted(o["kind"] for o in objects) == ["Namespace", "Role", "RoleBinding", "ServiceAccount"]
+    role, account, binding = by_kind["Role"], by_kind["ServiceAccount"], by_kind["RoleBinding"]
+    assert account["metadata"] == {**account["metadata"], "name": TRAINER_SERVICE_ACCOUNT, "namespace": "mtrl-verl"}
     assert role["metadata"] == {**role["metadata"], "name": ROLE_NAME, "namespace": "mtrl-verl"}
     assert binding["subjects"] == [
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": pipeline_group("mtrl-verl")}

@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mtrl.backends.base import BackendError
+from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
 from mtrl.backends.verl.config import plan_for
 from mtrl.backends.verl.rayjob import controller_problems, rayjob_name, render
 from tests.unit.backends.verl.verl_support import IMAGE, RUN_ID, run_context, run_settings
@@ -187,3 +188,12 @@ def _broken(change: Any) -> list[str]:
 def test_each_controller_rule_catches_its_break(change: Any, message: str) -> None:
     problems = _broken(change)
     assert any(message in p for p in problems), problems
+
+
+def test_every_pod_of_a_run_runs_as_the_trainer_service_account() -> None:
+    # Its AWS role comes through EKS Pod Identity (stacks/constructs/verl_trainer_identity.py); without it the
+    # trainer on the head cannot read the run's rows, and the workers cannot write checkpoints.
+    _, rayjob = _render()
+    cluster = rayjob["spec"]["rayClusterSpec"]
+    pods = [cluster["headGroupSpec"]["template"], *(group["template"] for group in cluster["workerGroupSpecs"])]
+    assert [pod["spec"]["serviceAccountName"] for pod in pods] == [TRAINER_SERVICE_ACCOUNT] * len(pods)
