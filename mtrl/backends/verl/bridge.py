@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mtrl.envs.contract import MALFORMED_ACTIONS
 from mtrl.envs.rollout import ActionRequest, Rollout, StopEpisode
 
 NAN = float("nan")
@@ -104,10 +105,16 @@ class TokenBridge:
 
 
 def reward_extra_info(rollout: Rollout, *, truncated: bool) -> dict[str, Any]:
-    """Per-sample fields verl adds to the batch: every component, success, evaluation and how the episode ended."""
+    """Per-sample fields verl adds to the batch: success, evaluation, malformed actions and how the episode ended.
+
+    The same keys for every sample of every environment: verl builds the batch's columns from the first sample's
+    keys and reads each sample with them (``AgentLoopWorker``, verl 0.9 agent_loop.py), so an episode that errored
+    before its result, or another environment's components in the same batch, would stop training with a KeyError.
+    The reward's components go out with the episode's metrics lines instead (``mtrl.health.emf``).
+    """
     result = rollout.result
     # Numbers only: verl averages these fields into its metrics (NaN where the environment declares no evaluation).
-    info: dict[str, Any] = {
+    return {
         "success": float(result.success) if result is not None else 0.0,
         "evaluation": float(result.evaluation) if result is not None and result.evaluation is not None else NAN,
         "turns": float(rollout.turns),
@@ -115,8 +122,5 @@ def reward_extra_info(rollout: Rollout, *, truncated: bool) -> dict[str, Any]:
         "truncated": float(truncated),
         "error": float(rollout.status == "error"),
         "timeout": float(rollout.status == "timeout"),
+        MALFORMED_ACTIONS: float(result.metrics.get(MALFORMED_ACTIONS, 0)) if result is not None else 0.0,
     }
-    if result is not None:
-        info.update({f"component/{name}": float(value) for name, value in result.components.items()})
-        info.update({f"metric/{name}": float(value) for name, value in result.metrics.items()})
-    return info
