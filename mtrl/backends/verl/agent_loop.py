@@ -11,9 +11,10 @@
 - ``server_manager.generate`` samples the next tokens, which are decoded into the action the environment steps;
 - the episode stops at the environment's turn limit, its end, the deadline, or when the response length is used up.
 
-``reward_score`` is the environment's reward (verl then skips its own reward computation); the named components,
-``success``, ``evaluation`` and how the episode ended go to ``extra_fields["reward_extra_info"]``. Each episode's
-environment-side metrics go out through the one metrics writer (``mtrl.health.emf``), as the reward workers' do.
+``reward_score`` is the environment's reward (verl then skips its own reward computation); ``success``,
+``evaluation``, malformed actions and how the episode ended go to ``extra_fields["reward_extra_info"]`` (the same keys
+for every sample: ``mtrl.backends.verl.bridge``). Each episode's environment-side metrics, the reward's components
+among them, go out through the one metrics writer (``mtrl.health.emf``), as the reward workers' do.
 
 Rows (written by ``mtrl.backends.verl.train``): ``extra_info`` holds ``env_id``, ``task_json`` (the mtrl row's
 ``metadata`` as JSON text) and ``env_args_json`` (or ``task``/``env_args`` as objects). The trainer config's optional
