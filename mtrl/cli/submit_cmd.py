@@ -21,9 +21,11 @@ from mtrl.cli.remote import (
 )
 from mtrl.cli.runs_cmd import IntervalOption, watch_run
 from mtrl.cli.validate_cmd import _print_human as print_report  # the same rendering as `mtrl validate`
+from mtrl.cli.validate_cmd import deployment_defaults
 from mtrl.client import submit as client_submit
 from mtrl.client.submit import SubmitError
 from mtrl.runs.ids import manifest_key_for
+from mtrl.settings.pipeline import PipelineSettings
 
 
 def submit(
@@ -66,8 +68,10 @@ def submit(
     except SubmitError as error:
         fail(str(error), as_json=as_json)
     source = str(manifest) if manifest is not None else None
+    # The settings a run starts from: this checkout's deployment (cdk.json), as `mtrl validate` reads them.
+    defaults = deployment_defaults(as_json=as_json)
     # Local first: invalid data is refused without credentials or a deployment.
-    checked = _check(file, document, source, eval_file, as_json=as_json)
+    checked = _check(file, document, source, eval_file, defaults, as_json=as_json)
     connection = connect(prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url, as_json=as_json)
     s3 = connection.client("s3")
     if document is None:
@@ -78,9 +82,14 @@ def submit(
                 error_console.print(
                     f"using the manifest already at {source} (pass --manifest to replace it)", highlight=False
                 )
-            checked = _check(file, remote, source, eval_file, as_json=as_json)
+            checked = _check(file, remote, source, eval_file, defaults, as_json=as_json)
     if not as_json:
-        console.print(f"[green]valid[/] {checked.report.summary()}", highlight=False, soft_wrap=True)
+        console.print(
+            f"[green]valid[/] {checked.report.summary()} "
+            f"(rows checked as environment '{checked.settings.environment}')",
+            highlight=False,
+            soft_wrap=True,
+        )
     with (
         remote_errors(connection.aws, as_json=as_json),
         Progress(
@@ -124,11 +133,17 @@ def submit(
 
 
 def _check(
-    file: Path, document: dict[str, Any] | None, source: str | None, eval_file: Path | None, *, as_json: bool
+    file: Path,
+    document: dict[str, Any] | None,
+    source: str | None,
+    eval_file: Path | None,
+    defaults: PipelineSettings,
+    *,
+    as_json: bool,
 ) -> client_submit.Checked:
     """Validate, or exit: 2 for an unusable manifest, 1 (with line-numbered errors) for invalid data."""
     try:
-        checked = client_submit.check(file, document, manifest_source=source, eval_file=eval_file)
+        checked = client_submit.check(file, document, manifest_source=source, eval_file=eval_file, defaults=defaults)
     except SubmitError as error:
         fail(str(error), as_json=as_json)
     if checked.valid:
