@@ -10,8 +10,9 @@ Two kinds of policy:
 
 Both report the held-out external evaluation (``mtrl.evaluation``: the environment's EVALUATION, or its success as
 the labelled fallback) and success on the evaluation set — never the training reward, reported beside them — and
-per-component signal health with the one verdict rule of ``mtrl.signal_health``. Exit code 0 when the reward
-carries signal, 1 when it is flat (or training failed), 2 for usage errors.
+per-component signal health with the one verdict rule of ``mtrl.signal_health``. A flat reward is a finding,
+reported, not a failure: exit code 0 unless ``--strict`` (then 1 when the reward is flat); 1 when training failed,
+2 for usage errors, 130 when interrupted (the episodes played so far are kept).
 """
 
 from __future__ import annotations
@@ -82,6 +83,9 @@ def try_environment(
     train_steps: Annotated[int, typer.Option(help="Language model (hf:…): GRPO steps with TRL + LoRA.")] = 0,
     tasks_per_step: Annotated[int, typer.Option(help="Language model: tasks per GRPO step.")] = 2,
     learning_rate: Annotated[float, typer.Option(help="Language model: LoRA learning rate.")] = 5e-4,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 when the reward is flat (a finding, reported either way).")
+    ] = False,
 ) -> None:
     """Dry-run an environment's reward with a policy and report its signal health and held-out success."""
     chosen = policy or ("features" if env_id in AGENTS else "hf:tiny-random")
@@ -110,6 +114,7 @@ def try_environment(
             eval_dataset=eval_dataset,
             output=output,
             as_json=as_json,
+            strict=strict,
         )
         return
     if train_steps:
@@ -118,7 +123,14 @@ def try_environment(
             as_json=as_json,
         )
     _try_features(
-        env_id, steps=steps, seed=seed, dataset=dataset, eval_dataset=eval_dataset, output=output, as_json=as_json
+        env_id,
+        steps=steps,
+        seed=seed,
+        dataset=dataset,
+        eval_dataset=eval_dataset,
+        output=output,
+        as_json=as_json,
+        strict=strict,
     )
 
 
@@ -131,6 +143,7 @@ def _try_features(
     eval_dataset: Path | None,
     output: Path | None,
     as_json: bool,
+    strict: bool,
 ) -> None:
     try:
         spec = load_spec(env_id)
@@ -175,12 +188,12 @@ def _try_features(
         print_json(summary)
     else:
         _print_summary(summary)
-    if no_signal:
-        if not as_json:
-            console.print(
-                "[bold red]no learning signal:[/] "
-                + signal_health.explain_flat("reward", reward_health.get("zero_spread_share", 1.0))
-            )
+    if no_signal and not as_json:
+        console.print(
+            "[bold red]no learning signal:[/] "
+            + signal_health.explain_flat("reward", reward_health.get("zero_spread_share", 1.0))
+        )
+    if no_signal and strict:
         raise typer.Exit(EXIT_INVALID)
 
 

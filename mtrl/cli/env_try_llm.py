@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from mtrl import signal_health
@@ -16,6 +18,7 @@ from mtrl.envs.registry import EnvironmentNotFoundError, EnvironmentSpec, Invali
 from mtrl.evaluation import label as evaluation_label
 from mtrl.llm import LLMUnavailableError
 from mtrl.llm.policies import PolicyError, Sampling, parse_policy
+from mtrl.llm.rollout import Episode
 from mtrl.llm.tryout import TryOptions, run_try  # torch itself is imported only when a run starts
 from mtrl.local.run import parse_jsonl
 from mtrl.local.trainer import TaskSplit, TrainingError
@@ -36,6 +39,7 @@ def try_with_language_model(
     eval_dataset: Path | None,
     output: Path | None,
     as_json: bool,
+    strict: bool = False,
 ) -> None:
     try:
         spec = load_spec(env_id)
@@ -58,12 +62,22 @@ def try_with_language_model(
             "the plumbing only — pass --policy hf:MODEL or openai:BASE_URL --model NAME for a real one",
             highlight=False,
         )
+    collected: list[Episode] = []
+    total = options.total_episodes(len(split.train), len(split.holdout))
     try:
         if as_json:
-            summary = run_try(spec, split.train, split.holdout, options, output=out_dir)
+            summary = run_try(spec, split.train, split.holdout, options, output=out_dir, on_episodes=collected.extend)
         else:
-            with console.status(f"{env_id}: rolling out {options.policy.label}"):
-                summary = run_try(spec, split.train, split.holdout, options, output=out_dir)
+            with _progress() as progress:
+                bar = progress.add_task(f"{env_id}: {options.policy.label}", total=total)
+
+                def on_episodes(episodes: list[Episode]) -> None:
+                    collected.extend(episodes)
+                    progress.update(bar, completed=len(collected))
+
+                summary = run_try(spec, split.train, split.holdout, options, output=out_dir, on_episodes=on_episodes)
+    except KeyboardInterrupt:
+        _interrupted(out_dir, collected, total, as_json=as_json)
     except (LLMUnavailableError, PolicyError) as error:
         fail(str(error), code=EXIT_USAGE, as_json=as_json)
     except TaskError as error:
@@ -73,8 +87,31 @@ def try_with_language_model(
         print_json(summary)
     else:
         print_summary(summary)
-    if summary["signal_health"]["reward"]["verdict"] == signal_health.FLAT:
-        raise typer.Exit(EXIT_INVALID)
+    if strict and summary["signal_health"]["reward"]["verdict"] == signal_health.FLAT:
+        raise typer.Exit(EXIT_INVALID)  # a flat reward is a finding (reported above); --strict makes it a failure
+
+
+EXIT_INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C (128 + SIGINT)
+
+
+def _progress() -> Progress:
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("episodes"))
+    return Progress(*columns, TimeElapsedColumn(), console=error_console, transient=False)
+
+
+def _interrupted(out_dir: Path, collected: list[Episode], total: int, *, as_json: bool) -> None:
+    """Ctrl-C: say so, and keep the episodes played so far (``partial-rollouts.jsonl``) rather than lose them."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    partial = out_dir / "partial-rollouts.jsonl"
+    with partial.open("w", encoding="utf-8") as handle:
+        for episode in collected:
+            handle.write(json.dumps(episode.to_dict(), sort_keys=True, default=str) + "\n")
+    message = f"interrupted after {len(collected)} of {total} episodes; those played are in {partial}"
+    if as_json:
+        print_json({"interrupted": True, "episodes": len(collected), "total_episodes": total, "partial": str(partial)})
+    else:
+        error_console.print(f"[bold yellow]interrupted[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_INTERRUPTED)
 
 
 def _load_tasks(
