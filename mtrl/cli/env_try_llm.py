@@ -20,7 +20,7 @@ from mtrl.llm import LLMUnavailableError
 from mtrl.llm.policies import PolicyError, Sampling, parse_policy
 from mtrl.llm.rollout import Episode
 from mtrl.llm.tryout import TryOptions, run_try  # torch itself is imported only when a run starts
-from mtrl.local.run import parse_jsonl
+from mtrl.local.run import parse_jsonl, row_ids
 from mtrl.local.trainer import TaskSplit, TrainingError
 
 SAMPLE_TRAIN = Path("sample") / "train.jsonl"
@@ -55,7 +55,7 @@ def try_with_language_model(
     out_dir = output or DEFAULT_OUTPUT / f"{env_id}-try-{time.strftime('%Y%m%d-%H%M%S')}"
     if (out_dir / "summary.json").exists() or (out_dir / "state.json").exists():
         fail(f"{out_dir} already holds a run; pass another --output", as_json=as_json)
-    split, source = _load_tasks(spec, dataset, eval_dataset, seed=options.seed, as_json=as_json)
+    split, source, ids = _load_tasks(spec, dataset, eval_dataset, seed=options.seed, as_json=as_json)
     if defaulted and not as_json:
         error_console.print(
             f"[yellow]note:[/] '{env_id}' has no features policy: using hf:tiny-random, a random model that checks "
@@ -66,7 +66,9 @@ def try_with_language_model(
     total = options.total_episodes(len(split.train), len(split.holdout))
     try:
         if as_json:
-            summary = run_try(spec, split.train, split.holdout, options, output=out_dir, on_episodes=collected.extend)
+            summary = run_try(
+                spec, split.train, split.holdout, options, output=out_dir, on_episodes=collected.extend, ids=ids
+            )
         else:
             with _progress() as progress:
                 bar = progress.add_task(f"{env_id}: {options.policy.label}", total=total)
@@ -75,7 +77,9 @@ def try_with_language_model(
                     collected.extend(episodes)
                     progress.update(bar, completed=len(collected))
 
-                summary = run_try(spec, split.train, split.holdout, options, output=out_dir, on_episodes=on_episodes)
+                summary = run_try(
+                    spec, split.train, split.holdout, options, output=out_dir, on_episodes=on_episodes, ids=ids
+                )
     except KeyboardInterrupt:
         _interrupted(out_dir, collected, total, as_json=as_json)
     except (LLMUnavailableError, PolicyError) as error:
@@ -116,8 +120,9 @@ def _interrupted(out_dir: Path, collected: list[Episode], total: int, *, as_json
 
 def _load_tasks(
     spec: EnvironmentSpec, dataset: Path | None, eval_dataset: Path | None, *, seed: int, as_json: bool
-) -> tuple[TaskSplit, str]:
-    """The training and held-out tasks, and where the held-out ones come from (the sample's eval.jsonl by default)."""
+) -> tuple[TaskSplit, str, dict[str, str]]:
+    """The training and held-out tasks, where the held-out ones come from (the sample's eval.jsonl by default), and
+    the rows' ids by task (``row_ids``: what reports name a task by)."""
     train_path = dataset or spec.path / SAMPLE_TRAIN
     eval_path = eval_dataset or (spec.path / SAMPLE_EVAL if dataset is None else None)
     if not train_path.is_file():
@@ -131,7 +136,10 @@ def _load_tasks(
     except TrainingError as error:
         fail(str(error), code=EXIT_INVALID, as_json=as_json)
     source = str(eval_path) if eval_rows else f"a seeded {HOLDOUT_FRACTION:.0%} of {train_path}"
-    return split, source
+    ids = row_ids(train_path.read_text(encoding="utf-8"))
+    if eval_rows and eval_path is not None:
+        ids.update(row_ids(eval_path.read_text(encoding="utf-8")))
+    return split, source, ids
 
 
 def read_tasks(spec: EnvironmentSpec, path: Path) -> list[dict[str, Any]]:

@@ -97,6 +97,7 @@ def run_try(
     output: Path,
     env_args: Mapping[str, Any] | None = None,
     on_episodes: OnEpisodes | None = None,
+    ids: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     import torch
 
@@ -119,7 +120,7 @@ def run_try(
         return {"step": step, "tasks": len(episodes), **episode_figures(episodes)}
 
     heldout_episodes = played(play_heldout(spec, policy, heldout, seed=options.seed, **common))
-    summary = summarize_rollouts(groups, heldout_episodes, group_size=options.group_size)
+    summary = summarize_rollouts(groups, heldout_episodes, group_size=options.group_size, ids=ids)
     summary.update(
         {
             "env_id": spec.env_id,

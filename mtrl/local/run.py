@@ -73,6 +73,25 @@ def parse_jsonl(text: str, *, source: str) -> list[dict[str, Any]]:
     return tasks
 
 
+def task_key(metadata: Mapping[str, Any]) -> str:
+    """A task's identity across files: its metadata as canonical JSON."""
+    return json.dumps(metadata, sort_keys=True, default=str)
+
+
+def row_ids(text: str) -> dict[str, str]:
+    """Each row's ``id`` by its task (``task_key`` of its metadata): how a report names a task as the dataset does.
+    Lines that are not rows with an ``id`` and a ``metadata`` object are skipped (``parse_jsonl`` reports them)."""
+    ids: dict[str, str] = {}
+    for line in text.splitlines():
+        try:
+            row = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("metadata"), dict) and isinstance(row.get("id"), str):
+            ids.setdefault(task_key(row["metadata"]), row["id"])
+    return ids
+
+
 @dataclass
 class LoadedRun:
     spec: EnvironmentSpec

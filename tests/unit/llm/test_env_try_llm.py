@@ -31,7 +31,8 @@ def test_a_fresh_template_made_environment_runs_at_once_with_tiny_random(made_en
     # The template declares EVALUATION (exact match): the held-out evaluation is its own figure, beside the reward.
     assert summary["heldout"]["evaluation_measure"] == "evaluation"
     assert 0 <= summary["heldout"]["evaluation_mean"] <= 1
-    assert [group["task"] for group in summary["groups"]] == ["otter", "apple"]  # the sample's first tasks
+    # The sample's first tasks, named by their dataset row ids (issue 24 friction 5: not by the secret word).
+    assert [group["task"] for group in summary["groups"]] == ["train-1", "train-2"]
     assert summary["overall"]["episodes"] == 6
     assert set(summary["overall"]["components"]) == {"correct", "closeness", "hint_cost"}
     assert summary["overall"]["tokens_per_episode"] > 0

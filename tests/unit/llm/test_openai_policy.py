@@ -91,7 +91,7 @@ def test_env_try_against_a_local_openai_compatible_server(
     assert strict.exit_code == 1, strict.output
     assert json.loads(strict.stdout)["signal_health"]["reward"]["verdict"] == "flat"
     assert summary["policy"] == f"openai:{base_url} (served-model)"
-    assert summary["groups"][0]["task"] == "otter"
+    assert summary["groups"][0]["task"] == "train-1"  # the dataset row's id
     assert summary["groups"][0]["reward_mean"] == pytest.approx(1.0 + 0.3 - 0.1)
     # Held-out success is the environment's own criterion: 'otter' is solved, 'ocean' is not.
     assert summary["heldout"]["success_rate"] == 0.5
