@@ -238,9 +238,9 @@ def _summary_tables(summary: dict[str, Any], training: dict[str, Any] | None) ->
         health = Table(title="reward signal health (GRPO learns only from spread inside a group)")
         for column in (
             "component",
-            "mean spread, step 1",
-            "zero-spread groups, step 1",
-            "zero-spread, whole run",
+            f"{signal_health.SPREAD_HEADING}, step 1",
+            f"{signal_health.ZERO_SPREAD_HEADING}, step 1",
+            f"{signal_health.ZERO_SPREAD_HEADING}, whole run",
             f"verdict, step 1 (flat: ≥ {signal_health.FLAT_WARNING_SHARE:.0%})",
         ):
             health.add_column(column)

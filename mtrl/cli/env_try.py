@@ -69,7 +69,8 @@ def try_environment(
     model: Annotated[str | None, typer.Option(help="The model name an openai:BASE_URL endpoint serves.")] = None,
     temperature: Annotated[float, typer.Option(help="Language model: sampling temperature.")] = 1.0,
     top_p: Annotated[float, typer.Option(help="Language model: nucleus sampling top-p.")] = 1.0,
-    max_new_tokens: Annotated[int, typer.Option(help="Language model: tokens per reply at most.")] = 32,
+    # 64: sop_support's reference actions (a tool call as JSON) need about 40 tokens.
+    max_new_tokens: Annotated[int, typer.Option(help="Language model: tokens per reply at most.")] = 64,
     group_size: Annotated[int, typer.Option(help="Language model: rollouts per task (a GRPO group).")] = 4,
     tasks: Annotated[int, typer.Option(help="Language model: training tasks rolled out.")] = 4,
     eval_tasks: Annotated[int, typer.Option(help="Language model: held-out tasks evaluated.")] = 8,
@@ -231,7 +232,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
         f"reward {_num(heldout['reward_before'])} → {_num(heldout['reward_after'])} (training signal, not the score)"
     )
     table = Table(title="signal health per reward component (GRPO learns only from spread inside a group)")
-    for column in ("component", "spread, step 1", "flat groups, step 1", "flat groups, all steps", "verdict"):
+    spread, zero = signal_health.SPREAD_HEADING, signal_health.ZERO_SPREAD_HEADING
+    for column in ("component", f"{spread}, step 1", f"{zero}, step 1", f"{zero}, whole run", "verdict"):
         table.add_column(column)
     first = summary.get("signal_health_first_step", {})
     ordered = sorted(summary["signal_health"].items(), key=lambda item: (item[0] != "reward", item[0]))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -184,7 +185,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     )
     console.print(table)
     verdicts = Table(title=f"signal health (flat = constant in ≥ {summary['threshold']:.0%} of groups)")
-    for column in ("component", "mean", "mean spread", "zero-spread groups", "verdict"):
+    for column in ("component", "mean", signal_health.SPREAD_HEADING, signal_health.ZERO_SPREAD_HEADING, "verdict"):
         verdicts.add_column(column)
     for name, item in health.items():
         colour = "red" if item["verdict"] == signal_health.FLAT else "green"
@@ -221,18 +222,39 @@ def print_summary(summary: dict[str, Any]) -> None:
                 highlight=False,
             )
     for entry in summary["transcripts"]:
-        for which in ("best", "worst"):
-            episode = entry[which]
-            console.print(
-                f"\n[bold]{which}[/] rollout of {entry['task']} (reward {episode['result']['reward']:+.3f}):",
-                highlight=False,
-            )
-            for turn in episode["transcript"][:9]:
-                marker = "> " if turn["role"] == "policy" else "  "
-                console.print(f"{marker}{turn['content']}", highlight=False, markup=False)
-            if len(episode["transcript"]) > 9:
-                console.print(f"  … {len(episode['transcript']) - 9} more turns in rollouts.jsonl", highlight=False)
+        _print_transcripts(entry)
     plots = summary["plots"]
     console.print(
         "\n" + "\n".join(f"{name} plot: {path}" for name, path in plots.items()) + f"\nsummary: {summary['output']}"
     )
+
+
+OPENING_LINES = 12  # of a task's opening message (a long procedure and tool schema would repeat in every transcript)
+SHOWN_MESSAGES = 8  # after the opening: four turns (a reply and the environment's answer each)
+
+
+def _print_transcripts(entry: dict[str, Any]) -> None:
+    """One task's best and worst rollouts: the opening message once, then each rollout's turns (once if identical)."""
+    best, worst = entry["best"], entry["worst"]
+    messages = best["transcript"]
+    opening = messages[0]["content"] if messages and messages[0]["role"] == "user" else None
+    if opening is not None:
+        lines = opening.splitlines() or [""]
+        console.print(f"\n[bold]{escape(entry['task'])}[/]: the opening message", highlight=False)
+        for line in lines[:OPENING_LINES]:
+            console.print(f"  {line}", highlight=False, markup=False)
+        if len(lines) > OPENING_LINES:
+            console.print(f"  … {len(lines) - OPENING_LINES} more lines in rollouts.jsonl", highlight=False)
+    same = best["transcript"] == worst["transcript"]
+    for which, episode in (("best and worst (the same)", best),) if same else (("best", best), ("worst", worst)):
+        console.print(
+            f"[bold]{which}[/] rollout of {escape(entry['task'])} (reward {episode['result']['reward']:+.3f}):",
+            highlight=False,
+        )
+        turns = episode["transcript"][1:] if opening is not None else episode["transcript"]
+        for turn in turns[:SHOWN_MESSAGES]:
+            marker = "> " if turn["role"] in {"policy", "assistant"} else "  "
+            console.print(f"{marker}{turn['content']}", highlight=False, markup=False)
+        hidden = sum(1 for turn in turns[SHOWN_MESSAGES:] if turn["role"] in {"policy", "assistant"})
+        if hidden:
+            console.print(f"  … {hidden} more turn(s) in rollouts.jsonl", highlight=False)

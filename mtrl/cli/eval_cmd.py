@@ -174,7 +174,8 @@ def evaluate(
     seed: Annotated[int, typer.Option(help="Seed; every policy plays from the same one.")] = 0,
     temperature: Annotated[float, typer.Option(help="Language model: sampling temperature.")] = 1.0,
     top_p: Annotated[float, typer.Option(help="Language model: nucleus sampling top-p.")] = 1.0,
-    max_new_tokens: Annotated[int, typer.Option(help="Language model: tokens per reply at most.")] = 32,
+    # 64: sop_support's reference actions (a tool call as JSON) need about 40 tokens.
+    max_new_tokens: Annotated[int, typer.Option(help="Language model: tokens per reply at most.")] = 64,
     max_turns: Annotated[
         int | None,
         typer.Option(

@@ -146,3 +146,15 @@ def test_learning_curve_has_integer_ticks_labelled_axes_and_held_out_points() ->
         assert list(held_out.get_xdata()) == [0, 3]
     finally:
         plt.close(figure)
+
+
+def test_the_features_report_uses_the_shared_signal_headings_and_cost_cites_no_internal_seed(tmp_path: Path) -> None:
+    # Issue 24, friction 10: three headings for the same figures (demo, features path, language-model path), and
+    # `mtrl cost` pointed at "(seeds/000)", a document users do not have.
+    tried = CliRunner().invoke(app, ["env", "try", "wordle", "--steps", "1", "--output", str(tmp_path / "w")])
+    assert tried.exit_code == 0, tried.output
+    for heading in ("mean spread, step 1", "zero-spread groups, step 1", "zero-spread groups, whole run"):
+        assert heading in tried.stdout
+    cost = CliRunner().invoke(app, ["cost", "--model", "openai-reasoning-gpt-oss-20b", "--sample-tokens", "1000"])
+    assert cost.exit_code == 0, cost.output
+    assert "seeds/" not in cost.output
