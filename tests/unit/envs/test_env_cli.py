@@ -218,3 +218,14 @@ def test_synth_reports_a_broken_custom_environment_without_a_traceback(
     assert "custom environment 'four_faults'" in synth.stderr
     assert "load_environment() returned None" in synth.stderr
     assert "missing module attribute 'DESCRIPTION'" in synth.stderr
+
+
+def test_play_shows_the_system_prompt_the_model_is_given() -> None:
+    # Issue 24, friction 10: `env play` must show what a policy is told before the first observation.
+    played = runner.invoke(app, ["env", "play", "sop_support", "--action", "hello"])
+    assert played.exit_code == 0, played.output
+    from mtrl.envs.registry import load_spec
+
+    first_line = load_spec("sop_support").system_prompt.splitlines()[0]
+    assert played.stdout.startswith("[system] ")
+    assert first_line[:60] in played.stdout.replace("\n", " ")
