@@ -15,10 +15,10 @@ def main() -> None:
     app = cdk.App()
     try:
         settings = settings_from_app(app)
+        build_deployment(app, settings)  # checks a custom environment first: its problems are settings errors
     except SettingsError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
-    build_deployment(app, settings)
     app.synth()
 
 

@@ -3,11 +3,12 @@
 Steps, each shown as it happens:
 1. synthesize the app's emulator variant (`npx cdk synth -c emulator=true`, the real CDK CLI);
 2. start the embedded AWS emulator (MiniStack, 127.0.0.1 only) and deploy the synthesized templates;
-3. `mtrl submit` the bundled wordle sample with a manifest selecting the `local` backend, and watch it:
+3. `mtrl submit` the environment's bundled sample (wordle's by default; ``--env`` picks any registered one, a
+   custom one included) with a manifest selecting the `local` backend, and watch it:
    upload → EventBridge rule → trigger Lambda → Step Functions → GRPO training → held-out evaluation →
    teardown → report;
 4. print the run's summary (status, phase timings, held-out success before/after, signal health) and
-   fetch its learning-curve plot;
+   fetch its summaries, signal rows and learning-curve plot into the work directory;
 5. upload a malformed dataset the way `aws s3 cp` would (the CLI would refuse it locally) and show the
    pipeline reject it with line-numbered errors before anything is provisioned.
 """
@@ -29,11 +30,12 @@ from rich.console import Console
 from rich.table import Table
 
 from mtrl import signal_health
+from mtrl.backends.local import LLM_PYTHON_ENV
 from mtrl.emulator import Emulator, deploy_app
 from mtrl.emulator.deploy import session_for
 from mtrl.envs.registry import load_spec
 from mtrl.local.agents import agent_for
-from mtrl.local.config import TrainConfig
+from mtrl.local.config import FEATURES, TrainConfig, default_policy
 from mtrl.local.policy import LogLinearPolicy
 from mtrl.local.trainer import TaskSplit, Trainer
 
@@ -58,12 +60,83 @@ SYNTH_CONTEXT = {
     "slot_max_wait_minutes": "10",
     "run_timeout_minutes": "30",
 }
-MANIFEST: dict[str, Any] = {
-    "backend": "local",
-    "environment": "wordle",
-    "hyperparameters": {"steps": 20, "seed": 7},
-    "eval_dataset": EVAL_KEY,
-}
+LANGUAGE_MODEL_LINE = "policy: `{policy}` — a language model trained with TRL GRPO on a LoRA adapter, on the CPU{tiny}"
+TINY_LINE = (
+    "; hf:tiny-random is a tiny randomly initialised model built in code (no download): a plumbing check whose "
+    "scores say nothing about the reward (for a real model: --policy hf:PATH)"
+)
+FEATURES_LINE = (
+    "policy: `features` — a log-linear policy choosing among candidate actions that a hand-made agent for "
+    "{env_id} offers (mtrl/local/agents/{env_id}.py); fast and offline, but not a language model "
+    "(for one: --policy hf:MODEL)"
+)
+
+
+@dataclass(frozen=True)
+class DemoPlan:
+    """What the demo trains: the environment, its sample dataset and the run manifest."""
+
+    env_id: str
+    policy: str
+    train_path: Path
+    eval_path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def eval_key(self) -> str:
+        return str(self.manifest["eval_dataset"])
+
+    @property
+    def policy_line(self) -> str:
+        if self.policy != FEATURES:
+            return LANGUAGE_MODEL_LINE.format(
+                policy=self.policy, tiny=TINY_LINE if self.policy.endswith(":tiny-random") else ""
+            )
+        return POLICY_LINE if self.env_id == "wordle" else FEATURES_LINE.format(env_id=self.env_id)
+
+    @property
+    def hand_set_heuristic(self) -> bool:
+        """The hand-set heuristic row: wordle's feature policy only (its weight names a wordle feature)."""
+        return self.env_id == "wordle" and self.policy == FEATURES
+
+
+def plan_for(
+    env_id: str = "wordle", *, policy: str | None = None, hyperparameters: dict[str, Any] | None = None
+) -> DemoPlan:
+    """The demo of ``env_id``: its ``sample/train.jsonl`` and ``sample/eval.jsonl``, the ``local`` backend.
+
+    Plain ``mtrl demo`` is wordle with the features policy (20 steps); another environment trains with its default
+    policy (``mtrl.local.config.default_policy``) unless ``policy`` names one; ``hyperparameters`` override.
+    """
+    spec = load_spec(env_id)
+    sample = spec.path / "sample"
+    train_path, eval_path = sample / "train.jsonl", sample / "eval.jsonl"
+    missing = [str(path) for path in (train_path, eval_path) if not path.is_file()]
+    if missing:
+        raise DemoError(
+            f"environment '{env_id}' has no sample dataset ({', '.join(missing)} missing): the demo trains on "
+            "sample/train.jsonl and evaluates on sample/eval.jsonl, as custom-environments/template ships them"
+        )
+    chosen = policy or default_policy(env_id)
+    values: dict[str, Any] = {"steps": 20, "seed": 7} if env_id == "wordle" and chosen == FEATURES else {"seed": 7}
+    if env_id != "wordle" or chosen != FEATURES:
+        values["policy"] = chosen
+    values.update(hyperparameters or {})
+    try:
+        TrainConfig.from_mapping(env_id, values)  # refuse a bad setting here, not minutes later in the pipeline
+        if chosen == FEATURES:
+            agent_for(env_id)  # says which environments have a features policy
+    except (ValueError, LookupError) as error:
+        raise DemoError(str(error)) from error
+    manifest = {
+        "backend": "local",
+        "environment": env_id,
+        "hyperparameters": values,
+        "eval_dataset": EVAL_KEY if env_id == "wordle" else f"eval-data/{env_id.replace('_', '-')}-demo-eval.jsonl",
+    }
+    return DemoPlan(env_id=env_id, policy=chosen, train_path=train_path, eval_path=eval_path, manifest=manifest)
+
+
 # Each line breaks a different rule; the pipeline must report every one with its line number.
 MALFORMED_DATASET = "\n".join(
     [
@@ -165,9 +238,9 @@ def _summary_tables(summary: dict[str, Any], training: dict[str, Any] | None) ->
         health = Table(title="reward signal health (GRPO learns only from spread inside a group)")
         for column in (
             "component",
-            "mean spread, step 1",
-            "zero-spread groups, step 1",
-            "zero-spread, whole run",
+            f"{signal_health.SPREAD_HEADING}, step 1",
+            f"{signal_health.ZERO_SPREAD_HEADING}, step 1",
+            f"{signal_health.ZERO_SPREAD_HEADING}, whole run",
             f"verdict, step 1 (flat: ≥ {signal_health.FLAT_WARNING_SHARE:.0%})",
         ):
             health.add_column(column)
@@ -188,26 +261,31 @@ def _summary_tables(summary: dict[str, Any], training: dict[str, Any] | None) ->
 
 
 def _evaluation_table(training: dict[str, Any]) -> Table:
-    """Three rows on the same held-out words: untrained, the hand-set heuristic, trained."""
+    """Rows on the same held-out tasks: untrained, (wordle) the hand-set heuristic, trained."""
     heldout = training.get("heldout") or {}
+    config = training.get("config") or {}
+    env_id = str(training.get("env_id") or config.get("env_id") or "wordle")
+    policy = str(config.get("policy") or FEATURES)
+    unit = "words" if env_id == "wordle" else "tasks"
     table = Table(
-        title=f"held-out evaluation: the sample's eval.jsonl, {heldout.get('tasks')} words "
+        title=f"held-out evaluation: the sample's eval.jsonl, {heldout.get('tasks')} {unit} "
         "(the environment's own success criterion)"
     )
-    for column in ("policy", "solve rate", "mean reward"):
+    for column in ("policy", "success rate" if unit == "tasks" else "solve rate", "mean reward"):
         table.add_column(column)
-    table.add_row("untrained (all weights 0)", _pct(heldout.get("success_before")), _fmt(heldout.get("reward_before")))
-    heuristic = training.get("heuristic") or {}
-    weights = ", ".join(f"{name} = {value:g}" for name, value in HAND_SET_WEIGHTS.items())
-    table.add_row(
-        f"hand-set heuristic ({weights}, no training)",
-        _pct(heuristic.get("success_rate")),
-        _fmt(heuristic.get("reward_mean")),
-    )
+    untrained = "untrained (all weights 0)" if policy == FEATURES else f"untrained ({policy}, no adapter)"
+    table.add_row(untrained, _pct(heldout.get("success_before")), _fmt(heldout.get("reward_before")))
+    if env_id == "wordle" and policy == FEATURES:
+        heuristic = training.get("heuristic") or {}
+        weights = ", ".join(f"{name} = {value:g}" for name, value in HAND_SET_WEIGHTS.items())
+        table.add_row(
+            f"hand-set heuristic ({weights}, no training)",
+            _pct(heuristic.get("success_rate")),
+            _fmt(heuristic.get("reward_mean")),
+        )
     steps = training.get("steps")
-    table.add_row(
-        f"trained ({steps} GRPO steps)", _pct(heldout.get("success_after")), _fmt(heldout.get("reward_after"))
-    )
+    trained = f"trained ({steps} GRPO steps)" if policy == FEATURES else f"trained ({steps} GRPO steps, LoRA)"
+    table.add_row(trained, _pct(heldout.get("success_after")), _fmt(heldout.get("reward_after")))
     return table
 
 
@@ -240,8 +318,14 @@ def _fmt(value: Any) -> str:
     return json.dumps(value) if isinstance(value, dict | list) else str(value)
 
 
-def run_demo(*, work_dir: Path, console: Console | None = None) -> DemoResult:
+def run_demo(*, work_dir: Path, console: Console | None = None, plan: DemoPlan | None = None) -> DemoResult:
     console = console or Console()
+    plan = plan or plan_for("wordle")
+    emulator_environ = {"SFN_WAIT_SCALE": "1"}
+    if plan.policy != FEATURES:
+        # The emulator's Lambda runtime has no torch (nor has a real one): the local backend trains a language
+        # model in this interpreter, which has the mtrl[llm] extra (mtrl.backends.local).
+        emulator_environ[LLM_PYTHON_ENV] = sys.executable
     result = DemoResult()
     started = time.perf_counter()
     cdk_out = work_dir / "cdk.out"
@@ -254,7 +338,7 @@ def run_demo(*, work_dir: Path, console: Console | None = None) -> DemoResult:
 
     _step(console, 2, "Starting the embedded AWS emulator and deploying the synthesized templates")
     mark = time.perf_counter()
-    with Emulator(environ={"SFN_WAIT_SCALE": "1"}, log_path=work_dir / "emulator.log") as emulator:
+    with Emulator(environ=emulator_environ, log_path=work_dir / "emulator.log") as emulator:
         console.print(f"    emulator on {emulator.endpoint_url} (log: {work_dir / 'emulator.log'})")
         session = session_for(emulator.client_kwargs)
         for stack in deploy_app(session, cdk_out, stacks=[f"{PREFIX}-pipeline"]):
@@ -263,16 +347,27 @@ def run_demo(*, work_dir: Path, console: Console | None = None) -> DemoResult:
             console.print(f"    {stack.stack_name}: {stack.status}")
         result.timings["deploy"] = time.perf_counter() - mark
 
-        _step(console, 3, "mtrl submit: the sample wordle dataset, with a manifest selecting the `local` backend")
-        _print_what_runs(console)
-        manifest_path = work_dir / "wordle-demo.run.json"
-        manifest_path.write_text(json.dumps(MANIFEST, indent=2) + "\n", encoding="utf-8")
-        dataset_path = work_dir / "wordle-demo.jsonl"
-        shutil.copyfile(SAMPLE_DATASET, dataset_path)
-        console.print(f"    manifest: {json.dumps(MANIFEST)}")
+        _step(
+            console, 3, f"mtrl submit: the sample {plan.env_id} dataset, with a manifest selecting the `local` backend"
+        )
+        _print_what_runs(console, plan)
+        stem = f"{plan.env_id.replace('_', '-')}-demo"
+        manifest_path = work_dir / f"{stem}.run.json"
+        manifest_path.write_text(json.dumps(plan.manifest, indent=2) + "\n", encoding="utf-8")
+        dataset_path = work_dir / f"{stem}.jsonl"
+        shutil.copyfile(plan.train_path, dataset_path)
+        console.print(f"    manifest: {json.dumps(plan.manifest)}", highlight=False)
         mark = time.perf_counter()
         submitted = _mtrl(
-            ["submit", str(dataset_path), "--manifest", str(manifest_path), "--eval-file", str(SAMPLE_EVAL), "--watch"],
+            [
+                "submit",
+                str(dataset_path),
+                "--manifest",
+                str(manifest_path),
+                "--eval-file",
+                str(plan.eval_path),
+                "--watch",
+            ],
             emulator,
         )
         result.timings["run"] = time.perf_counter() - mark
@@ -284,16 +379,7 @@ def run_demo(*, work_dir: Path, console: Console | None = None) -> DemoResult:
         s3 = session.client("s3")
         bucket = _data_bucket(session)
         if result.run_id:
-            result.summary = _read_json(s3, bucket, f"runs/{result.run_id}/summary.json")
-            training = _read_optional_json(s3, bucket, f"runs/{result.run_id}/local/summary.json")
-            tasks = _read_optional_json(s3, bucket, f"runs/{result.run_id}/local/tasks.json")
-            if training and tasks:
-                training["heuristic"] = heuristic_evaluation(training, list(tasks["holdout"]))
-            for table in _summary_tables(result.summary, training):
-                console.print(table)
-            plot = _fetch_plot(s3, bucket, result.run_id, work_dir)
-            if plot:
-                console.print(f"    learning curve (reward and held-out success per step): {plot}")
+            result.summary = _show_run(s3, bucket, result.run_id, plan, work_dir=work_dir, console=console)
 
         _step(console, 5, "A malformed dataset, uploaded directly (as `aws s3 cp` would), is rejected")
         s3.put_object(Bucket=bucket, Key="training-data/broken.jsonl", Body=MALFORMED_DATASET.encode())
@@ -306,13 +392,50 @@ def run_demo(*, work_dir: Path, console: Console | None = None) -> DemoResult:
     return result
 
 
-def _print_what_runs(console: Console) -> None:
-    console.print(f"    {POLICY_LINE}", highlight=False)
+def _show_run(s3: Any, bucket: str, run_id: str, plan: DemoPlan, *, work_dir: Path, console: Console) -> dict[str, Any]:
+    """Print the run's summary tables, fetch its outputs into ``work_dir``; returns the pipeline's summary."""
+    summary = _read_json(s3, bucket, f"runs/{run_id}/summary.json")
+    training = _read_optional_json(s3, bucket, f"runs/{run_id}/local/summary.json")
+    tasks = _read_optional_json(s3, bucket, f"runs/{run_id}/local/tasks.json")
+    if training and tasks and plan.hand_set_heuristic:
+        training["heuristic"] = heuristic_evaluation(training, list(tasks["holdout"]))
+    for table in _summary_tables(summary, training):
+        console.print(table)
+    plot = _fetch_plot(s3, bucket, run_id, work_dir)
+    if plot:
+        console.print(f"    learning curve (reward and held-out success per step): {plot}")
+    for fetched in _fetch_outputs(s3, bucket, run_id, work_dir):
+        console.print(f"    fetched {fetched.relative_to(work_dir)}", highlight=False)
+    return summary
+
+
+def _print_what_runs(console: Console, plan: DemoPlan) -> None:
+    console.print(f"    {plan.policy_line}", highlight=False)
+    unit = "words" if plan.env_id == "wordle" else "tasks"
     console.print(
-        f"    held out for evaluation: the sample's own eval.jsonl ({_rows(SAMPLE_EVAL)} words, uploaded to "
-        f"{EVAL_KEY}); training on train.jsonl ({_rows(SAMPLE_DATASET)} words)",
+        f"    held out for evaluation: the sample's own eval.jsonl ({_rows(plan.eval_path)} {unit}, uploaded to "
+        f"{plan.eval_key}); training on train.jsonl ({_rows(plan.train_path)} {unit})",
         highlight=False,
     )
+
+
+# What step 4 copies out of the emulator (it stops when the demo ends): the pipeline's and the trainer's summaries
+# and the per-step signal rows the training-health rules read.
+FETCHED_OUTPUTS = ("summary.json", "signals.jsonl", "health.json", "local/summary.json")
+
+
+def _fetch_outputs(s3: Any, bucket: str, run_id: str, work_dir: Path) -> list[Path]:
+    fetched: list[Path] = []
+    for name in FETCHED_OUTPUTS:
+        try:
+            body = s3.get_object(Bucket=bucket, Key=f"runs/{run_id}/{name}")["Body"].read()
+        except s3.exceptions.NoSuchKey:
+            continue
+        target = work_dir / run_id / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(body)
+        fetched.append(target)
+    return fetched
 
 
 def _rows(path: Path) -> int:

@@ -23,6 +23,9 @@ ZERO_SPREAD_EPSILON = 1e-9
 # The one threshold: a component is "flat" when it is constant inside at least this share of groups. The library's
 # warnings, `mtrl env try`'s verdict and exit code, the demo and docs/extending.md all use it through `verdict`.
 FLAT_WARNING_SHARE = 0.9
+# The column headings every report uses for these figures (the demo, `env try` with either policy).
+SPREAD_HEADING = "mean spread"
+ZERO_SPREAD_HEADING = "zero-spread groups"
 FLAT = "flat"
 SIGNAL = "signal"
 EMF_NAMESPACE = "mtrl/RewardSignal"

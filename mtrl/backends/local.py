@@ -10,17 +10,28 @@ least ``chunk_seconds`` plus one training step and evaluation (60 s is plenty fo
 
 Run settings read here: ``environment``, ``environment_args`` (passed to the environment's ``make_env``)
 and ``hyperparameters`` (the ``mtrl.local.config.TrainConfig`` fields: steps, tasks_per_step, group_size,
-learning_rate, seed, eval_every, eval_tasks, holdout_fraction, greedy_eval; unknown names are errors).
+learning_rate, seed, eval_every, eval_tasks, holdout_fraction, greedy_eval, policy, max_new_tokens, max_turns;
+unknown names are errors).
+
+``policy`` is ``features`` (the built-ins' feature agents, the default for them) or ``hf:MODEL`` (a language
+model trained with TRL GRPO + LoRA: any environment, ``hf:tiny-random`` the default for the others). A
+language-model run trains whole in one status poll (``mtrl.local.llm_run``). It needs torch (the ``mtrl[llm]``
+extra); where the function's own interpreter lacks it — the emulator's Lambda runtime, like a real one — the
+poll runs the training in the interpreter named by ``MTRL_LLM_PYTHON`` (``mtrl.backends.local_llm``), which
+reads and writes the same state under the run's prefix.
 Nothing is provisioned, so ``provision`` and ``cleanup`` have nothing to create or remove. ``evaluate`` (the
 pipeline's optional evaluation phase) returns the held-out before/after figures the run ended with.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import subprocess
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -50,6 +61,8 @@ from mtrl.local.trainer import TrainingError, TrainingState
 OUTPUT_FOLDER = "local"
 BEST_POLICY = "best_policy.json"  # the best-evaluation checkpoint a stopped run keeps (``checkpoints``)
 DEFAULT_CHUNK_SECONDS = 20.0
+LLM_PYTHON_ENV = "MTRL_LLM_PYTHON"  # an interpreter with the mtrl[llm] extra, for a language-model run
+_LLM_TIMEOUT_S = 13 * 60.0  # inside the backend function's 15-minute timeout
 _MAX_DATASET_BYTES = 50 * 1024 * 1024  # the local backend is for small dry runs and the demo
 
 
@@ -100,6 +113,44 @@ def _stamp_step(state: TrainingState, record: dict[str, Any]) -> None:
     record[STEP_TIME_KEY] = iso_time(time.time())  # the history record is saved with the state
 
 
+def _has_torch() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def _language_model_finding(policy: str) -> Finding:
+    if _has_torch():
+        return Finding("local-policy", True, f"{policy}: torch is installed here")
+    if os.environ.get(LLM_PYTHON_ENV):
+        return Finding("local-policy", True, f"{policy}: trained by {os.environ[LLM_PYTHON_ENV]} ({LLM_PYTHON_ENV})")
+    return Finding(
+        "local-policy",
+        False,
+        f"{policy} needs torch (the mtrl[llm] extra), which this function's runtime lacks, and {LLM_PYTHON_ENV} "
+        "names no interpreter that has it: try the environment with `mtrl env try ENV --policy hf:MODEL "
+        "--train-steps N` or `mtrl demo --env ENV` (the emulator), or train it on the verl backend",
+    )
+
+
+def _train_in_llm_python(run: RunContext) -> None:
+    """Run ``mtrl.backends.local_llm`` for this run in the ``MTRL_LLM_PYTHON`` interpreter (raises TrainingError)."""
+    python = os.environ.get(LLM_PYTHON_ENV)
+    if not python:
+        raise TrainingError(f"a language-model policy needs torch here or {LLM_PYTHON_ENV} set (see preflight)")
+    code_root = Path(__file__).resolve().parents[2]  # the directory holding this mtrl (a Lambda's code asset)
+    command = [python, "-m", "mtrl.backends.local_llm", run.output_uri, run.run_id]
+    region = str(run.settings.get("region") or os.environ.get("AWS_REGION") or "us-east-1")
+    environ = {**os.environ, "PYTHONPATH": str(code_root), "AWS_DEFAULT_REGION": region}
+    try:
+        completed = subprocess.run(
+            command, env=environ, capture_output=True, text=True, timeout=_LLM_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise TrainingError(f"the language-model trainer ({python}) did not finish: {error}") from error
+    if completed.returncode != 0:
+        tail = (completed.stderr or completed.stdout).strip().splitlines()[-5:]
+        raise TrainingError(f"the language-model trainer exited {completed.returncode}: " + " | ".join(tail))
+
+
 class LocalAdapter:
     """``BackendAdapter`` for ``local``: see the module docstring for how training is driven by ``status``."""
 
@@ -130,9 +181,12 @@ class LocalAdapter:
         except (EnvironmentNotFoundError, InvalidEnvironmentError) as error:
             findings.append(Finding("environment", False, str(error)))
             return findings
+        if config.uses_language_model:
+            findings.append(_language_model_finding(config.policy))
+            return findings
         try:
             agent_for(config.env_id)
-            findings.append(Finding("local-policy", True, f"a local policy exists for '{config.env_id}'"))
+            findings.append(Finding("local-policy", True, f"a features policy exists for '{config.env_id}'"))
         except NoAgentError as error:
             findings.append(Finding("local-policy", False, str(error)))
         return findings
@@ -182,13 +236,17 @@ class LocalAdapter:
             loaded = load_run(store)
             if loaded.state.done:
                 return self._report(store, JobState.SUCCEEDED, loaded.state, "training complete")
-            state = advance_run(
-                store,
-                time_budget_s=self.chunk_seconds,
-                extra_summary={"run_id": run.run_id},
-                on_step=_stamp_step,
-                metrics=EpisodeMetrics(loaded.state.config.env_id, dimensions={"RunId": run.run_id}),
-            )
+            if loaded.state.config.uses_language_model and not _has_torch():
+                _train_in_llm_python(run)
+                state = load_run(store).state
+            else:
+                state = advance_run(
+                    store,
+                    time_budget_s=self.chunk_seconds,
+                    extra_summary={"run_id": run.run_id},
+                    on_step=_stamp_step,
+                    metrics=EpisodeMetrics(loaded.state.config.env_id, dimensions={"RunId": run.run_id}),
+                )
             self._write_signals(run, state)
         except TrainingError as error:
             return JobStatus(JobState.FAILED, message=f"local training failed: {error}")

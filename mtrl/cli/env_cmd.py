@@ -66,22 +66,39 @@ def check(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Run the deploy-time check: contract complete, EXAMPLE_TASK valid, one smoke episode scores."""
+    from rich.markup import escape  # noqa: PLC0415
+
+    from mtrl.envs.registry import check_environment  # noqa: PLC0415 - only this command needs it
+
     try:
-        spec = load_spec(env_id)
-        problems = spec.smoke_check()
-    except EnvironmentNotFoundError as error:
-        fail(str(error), as_json=as_json)
-    except InvalidEnvironmentError as error:
-        problems = error.problems
+        checked = check_environment(env_id)
     except SandboxUnavailableError as error:
         fail(str(error), as_json=as_json)
+    problems = checked.problems
+    if not checked.found:
+        fail(problems[0], as_json=as_json)  # no such environment: a usage error
     if as_json:
-        print_json({"env_id": env_id, "ok": not problems, "problems": problems})
-    elif problems:
-        for problem in problems:
-            console.print(f"[red]✗[/] {problem}", highlight=False)
+        print_json(
+            {
+                "env_id": env_id,
+                "ok": not problems,
+                "problems": problems,
+                "notes": checked.notes,
+                "smoke_reward": checked.smoke_reward,
+            }
+        )
     else:
-        console.print(f"[green]✓[/] {env_id}: contract complete, smoke episode scored", highlight=False)
+        for problem in problems:
+            console.print(f"[red]✗[/] {escape(problem)}", highlight=False)
+        for note in checked.notes:
+            console.print(f"  note: {note}", highlight=False, markup=False)
+        if not problems:
+            console.print(
+                f"[green]✓[/] {env_id}: contract complete, smoke episode scored reward {checked.smoke_reward:+.3f}",
+                highlight=False,
+            )
+        else:
+            console.print(f"{len(problems)} problem(s) to fix in '{env_id}'", highlight=False)
     if problems:
         raise typer.Exit(EXIT_INVALID)
 

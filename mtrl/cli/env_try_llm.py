@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from mtrl import signal_health
@@ -16,8 +19,9 @@ from mtrl.envs.registry import EnvironmentNotFoundError, EnvironmentSpec, Invali
 from mtrl.evaluation import label as evaluation_label
 from mtrl.llm import LLMUnavailableError
 from mtrl.llm.policies import PolicyError, Sampling, parse_policy
+from mtrl.llm.rollout import Episode
 from mtrl.llm.tryout import TryOptions, run_try  # torch itself is imported only when a run starts
-from mtrl.local.run import parse_jsonl
+from mtrl.local.run import parse_jsonl, row_ids
 from mtrl.local.trainer import TaskSplit, TrainingError
 
 SAMPLE_TRAIN = Path("sample") / "train.jsonl"
@@ -36,6 +40,7 @@ def try_with_language_model(
     eval_dataset: Path | None,
     output: Path | None,
     as_json: bool,
+    strict: bool = False,
 ) -> None:
     try:
         spec = load_spec(env_id)
@@ -51,19 +56,33 @@ def try_with_language_model(
     out_dir = output or DEFAULT_OUTPUT / f"{env_id}-try-{time.strftime('%Y%m%d-%H%M%S')}"
     if (out_dir / "summary.json").exists() or (out_dir / "state.json").exists():
         fail(f"{out_dir} already holds a run; pass another --output", as_json=as_json)
-    split, source = _load_tasks(spec, dataset, eval_dataset, seed=options.seed, as_json=as_json)
+    split, source, ids = _load_tasks(spec, dataset, eval_dataset, seed=options.seed, as_json=as_json)
     if defaulted and not as_json:
         error_console.print(
             f"[yellow]note:[/] '{env_id}' has no features policy: using hf:tiny-random, a random model that checks "
             "the plumbing only — pass --policy hf:MODEL or openai:BASE_URL --model NAME for a real one",
             highlight=False,
         )
+    collected: list[Episode] = []
+    total = options.total_episodes(len(split.train), len(split.holdout))
     try:
         if as_json:
-            summary = run_try(spec, split.train, split.holdout, options, output=out_dir)
+            summary = run_try(
+                spec, split.train, split.holdout, options, output=out_dir, on_episodes=collected.extend, ids=ids
+            )
         else:
-            with console.status(f"{env_id}: rolling out {options.policy.label}"):
-                summary = run_try(spec, split.train, split.holdout, options, output=out_dir)
+            with _progress() as progress:
+                bar = progress.add_task(f"{env_id}: {options.policy.label}", total=total)
+
+                def on_episodes(episodes: list[Episode]) -> None:
+                    collected.extend(episodes)
+                    progress.update(bar, completed=len(collected))
+
+                summary = run_try(
+                    spec, split.train, split.holdout, options, output=out_dir, on_episodes=on_episodes, ids=ids
+                )
+    except KeyboardInterrupt:
+        _interrupted(out_dir, collected, total, as_json=as_json)
     except (LLMUnavailableError, PolicyError) as error:
         fail(str(error), code=EXIT_USAGE, as_json=as_json)
     except TaskError as error:
@@ -73,14 +92,38 @@ def try_with_language_model(
         print_json(summary)
     else:
         print_summary(summary)
-    if summary["signal_health"]["reward"]["verdict"] == signal_health.FLAT:
-        raise typer.Exit(EXIT_INVALID)
+    if strict and summary["signal_health"]["reward"]["verdict"] == signal_health.FLAT:
+        raise typer.Exit(EXIT_INVALID)  # a flat reward is a finding (reported above); --strict makes it a failure
+
+
+EXIT_INTERRUPTED = 130  # the shell's code for a command stopped by Ctrl-C (128 + SIGINT)
+
+
+def _progress() -> Progress:
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("episodes"))
+    return Progress(*columns, TimeElapsedColumn(), console=error_console, transient=False)
+
+
+def _interrupted(out_dir: Path, collected: list[Episode], total: int, *, as_json: bool) -> None:
+    """Ctrl-C: say so, and keep the episodes played so far (``partial-rollouts.jsonl``) rather than lose them."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    partial = out_dir / "partial-rollouts.jsonl"
+    with partial.open("w", encoding="utf-8") as handle:
+        for episode in collected:
+            handle.write(json.dumps(episode.to_dict(), sort_keys=True, default=str) + "\n")
+    message = f"interrupted after {len(collected)} of {total} episodes; those played are in {partial}"
+    if as_json:
+        print_json({"interrupted": True, "episodes": len(collected), "total_episodes": total, "partial": str(partial)})
+    else:
+        error_console.print(f"[bold yellow]interrupted[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(EXIT_INTERRUPTED)
 
 
 def _load_tasks(
     spec: EnvironmentSpec, dataset: Path | None, eval_dataset: Path | None, *, seed: int, as_json: bool
-) -> tuple[TaskSplit, str]:
-    """The training and held-out tasks, and where the held-out ones come from (the sample's eval.jsonl by default)."""
+) -> tuple[TaskSplit, str, dict[str, str]]:
+    """The training and held-out tasks, where the held-out ones come from (the sample's eval.jsonl by default), and
+    the rows' ids by task (``row_ids``: what reports name a task by)."""
     train_path = dataset or spec.path / SAMPLE_TRAIN
     eval_path = eval_dataset or (spec.path / SAMPLE_EVAL if dataset is None else None)
     if not train_path.is_file():
@@ -94,7 +137,10 @@ def _load_tasks(
     except TrainingError as error:
         fail(str(error), code=EXIT_INVALID, as_json=as_json)
     source = str(eval_path) if eval_rows else f"a seeded {HOLDOUT_FRACTION:.0%} of {train_path}"
-    return split, source
+    ids = row_ids(train_path.read_text(encoding="utf-8"))
+    if eval_rows and eval_path is not None:
+        ids.update(row_ids(eval_path.read_text(encoding="utf-8")))
+    return split, source, ids
 
 
 def read_tasks(spec: EnvironmentSpec, path: Path) -> list[dict[str, Any]]:
@@ -139,7 +185,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     )
     console.print(table)
     verdicts = Table(title=f"signal health (flat = constant in ≥ {summary['threshold']:.0%} of groups)")
-    for column in ("component", "mean", "mean spread", "zero-spread groups", "verdict"):
+    for column in ("component", "mean", signal_health.SPREAD_HEADING, signal_health.ZERO_SPREAD_HEADING, "verdict"):
         verdicts.add_column(column)
     for name, item in health.items():
         colour = "red" if item["verdict"] == signal_health.FLAT else "green"
@@ -176,18 +222,39 @@ def print_summary(summary: dict[str, Any]) -> None:
                 highlight=False,
             )
     for entry in summary["transcripts"]:
-        for which in ("best", "worst"):
-            episode = entry[which]
-            console.print(
-                f"\n[bold]{which}[/] rollout of {entry['task']} (reward {episode['result']['reward']:+.3f}):",
-                highlight=False,
-            )
-            for turn in episode["transcript"][:9]:
-                marker = "> " if turn["role"] == "policy" else "  "
-                console.print(f"{marker}{turn['content']}", highlight=False, markup=False)
-            if len(episode["transcript"]) > 9:
-                console.print(f"  … {len(episode['transcript']) - 9} more turns in rollouts.jsonl", highlight=False)
+        _print_transcripts(entry)
     plots = summary["plots"]
     console.print(
         "\n" + "\n".join(f"{name} plot: {path}" for name, path in plots.items()) + f"\nsummary: {summary['output']}"
     )
+
+
+OPENING_LINES = 12  # of a task's opening message (a long procedure and tool schema would repeat in every transcript)
+SHOWN_MESSAGES = 8  # after the opening: four turns (a reply and the environment's answer each)
+
+
+def _print_transcripts(entry: dict[str, Any]) -> None:
+    """One task's best and worst rollouts: the opening message once, then each rollout's turns (once if identical)."""
+    best, worst = entry["best"], entry["worst"]
+    messages = best["transcript"]
+    opening = messages[0]["content"] if messages and messages[0]["role"] == "user" else None
+    if opening is not None:
+        lines = opening.splitlines() or [""]
+        console.print(f"\n[bold]{escape(entry['task'])}[/]: the opening message", highlight=False)
+        for line in lines[:OPENING_LINES]:
+            console.print(f"  {line}", highlight=False, markup=False)
+        if len(lines) > OPENING_LINES:
+            console.print(f"  … {len(lines) - OPENING_LINES} more lines in rollouts.jsonl", highlight=False)
+    same = best["transcript"] == worst["transcript"]
+    for which, episode in (("best and worst (the same)", best),) if same else (("best", best), ("worst", worst)):
+        console.print(
+            f"[bold]{which}[/] rollout of {escape(entry['task'])} (reward {episode['result']['reward']:+.3f}):",
+            highlight=False,
+        )
+        turns = episode["transcript"][1:] if opening is not None else episode["transcript"]
+        for turn in turns[:SHOWN_MESSAGES]:
+            marker = "> " if turn["role"] in {"policy", "assistant"} else "  "
+            console.print(f"{marker}{turn['content']}", highlight=False, markup=False)
+        hidden = sum(1 for turn in turns[SHOWN_MESSAGES:] if turn["role"] in {"policy", "assistant"})
+        if hidden:
+            console.print(f"  … {hidden} more turn(s) in rollouts.jsonl", highlight=False)

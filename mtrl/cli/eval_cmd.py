@@ -37,6 +37,7 @@ from mtrl.llm.report import task_label
 from mtrl.local.agents import NoAgentError, agent_for
 from mtrl.local.config import ConfigError, TrainConfig
 from mtrl.local.policy import LogLinearPolicy
+from mtrl.local.run import row_ids, task_key
 from mtrl.local.trainer import TaskSplit, Trainer, TrainingError
 
 SPLITS = {"heldout": Path("sample") / "eval.jsonl", "train": Path("sample") / "train.jsonl"}
@@ -174,7 +175,8 @@ def evaluate(
     seed: Annotated[int, typer.Option(help="Seed; every policy plays from the same one.")] = 0,
     temperature: Annotated[float, typer.Option(help="Language model: sampling temperature.")] = 1.0,
     top_p: Annotated[float, typer.Option(help="Language model: nucleus sampling top-p.")] = 1.0,
-    max_new_tokens: Annotated[int, typer.Option(help="Language model: tokens per reply at most.")] = 32,
+    # 64: sop_support's reference actions (a tool call as JSON) need about 40 tokens.
+    max_new_tokens: Annotated[int, typer.Option(help="Language model: tokens per reply at most.")] = 64,
     max_turns: Annotated[
         int | None,
         typer.Option(
@@ -201,6 +203,7 @@ def evaluate(
     try:
         path = split_path(spec, split)
         chosen = read_tasks(spec, path)[:tasks]
+        ids = row_ids(path.read_text(encoding="utf-8"))
     except TrainingError as error:
         fail(str(error), code=EXIT_USAGE if "does not exist" in str(error) else EXIT_INVALID, as_json=as_json)
     if not chosen:
@@ -209,6 +212,9 @@ def evaluate(
     results: list[dict[str, Any]] = []
     for policy in specs:
         found = _play(spec, policy, chosen, seed=seed, sampling=sampling, max_turns=max_turns, as_json=as_json)
+        for row, task in zip(found, chosen, strict=True):  # the dataset row's id: joins a result back to its row
+            row["id"] = ids.get(task_key(task))
+            row["task"] = row["id"] or row["task"]
         rows += found
         results.append({"policy": found[0]["policy"], **policy_figures(found)})
     document = {

@@ -12,9 +12,10 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
-# Output piped to a file or another program is not cut at 80 columns: a run's URI or a failure's cause must survive
-# intact in a log. A terminal (or an explicit COLUMNS) keeps its own width.
-PIPED_WIDTH = 1000
+# Output piped to a file or another program is at most 120 columns (tables wrap their cells; messages are printed
+# whole with soft wrapping, so a run's URI or a failure's cause survives intact in a log). A terminal (or an
+# explicit COLUMNS) keeps its own width.
+PIPED_WIDTH = 120
 
 
 def _width(stream: Any) -> int | None:
@@ -71,5 +72,12 @@ def fail(message: str, *, code: int = EXIT_USAGE, as_json: bool = False) -> NoRe
     if as_json:
         print_json({"error": message})
     else:
-        error_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+        # The message is text, not markup: a pattern such as '^[a-z0-9-]{1,18}$' must print as it is.
+        error_console.print("[bold red]error:[/]", _escape(message), highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape  # noqa: PLC0415 - rich loads with the first console use anyway
+
+    return escape(text)

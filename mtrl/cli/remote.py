@@ -19,7 +19,11 @@ PrefixOption = Annotated[
     str, typer.Option("--prefix", help="Deployment prefix: the stacks are <prefix>-data and <prefix>-pipeline.")
 ]
 RegionOption = Annotated[
-    str | None, typer.Option("--region", help="AWS region of the deployment (default: AWS_REGION / your profile).")
+    str | None,
+    typer.Option(
+        "--region",
+        help="AWS region of the deployment (default: AWS_REGION, then AWS_DEFAULT_REGION, then your profile's).",
+    ),
 ]
 ProfileOption = Annotated[str | None, typer.Option("--profile", help="AWS profile to use (default: AWS_PROFILE).")]
 EndpointOption = Annotated[

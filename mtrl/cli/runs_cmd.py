@@ -113,7 +113,7 @@ def runs(
 def status_renderable(view: dict[str, Any]) -> RenderableType:
     summary = Table.grid(padding=(0, 2))
     summary.add_column(style="bold")
-    summary.add_column()
+    summary.add_column(overflow="fold")  # a long URI or cause wraps whole, never cut with an ellipsis
     summary.add_row("run", view["run_id"])
     summary.add_row("status", Text(view["status"], style=_style(view["status"])))
     if view["phase"]:

@@ -24,6 +24,7 @@ from mtrl.runs.ids import manifest_key_for
 
 if TYPE_CHECKING:
     from mtrl.client import submit as client_submit
+    from mtrl.settings.pipeline import PipelineSettings
 
 
 def submit(
@@ -58,6 +59,7 @@ def submit(
 
     With --watch the exit code is the run's outcome (0 succeeded, 1 failed/cancelled)."""
     # The client loads the manifest's settings models and boto3: here, so `mtrl submit --help` starts fast.
+    from mtrl.cli.validate_cmd import deployment_defaults  # noqa: PLC0415
     from mtrl.client import submit as client_submit  # noqa: PLC0415
     from mtrl.client.submit import SubmitError  # noqa: PLC0415
 
@@ -70,8 +72,10 @@ def submit(
     except SubmitError as error:
         fail(str(error), as_json=as_json)
     source = str(manifest) if manifest is not None else None
+    # The settings a run starts from: this checkout's deployment (cdk.json), as `mtrl validate` reads them.
+    defaults = deployment_defaults(as_json=as_json)
     # Local first: invalid data is refused without credentials or a deployment.
-    checked = _check(file, document, source, eval_file, as_json=as_json)
+    checked = _check(file, document, source, eval_file, defaults, as_json=as_json)
     connection = connect(prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url, as_json=as_json)
     s3 = connection.client("s3")
     if document is None:
@@ -82,9 +86,14 @@ def submit(
                 error_console.print(
                     f"using the manifest already at {source} (pass --manifest to replace it)", highlight=False
                 )
-            checked = _check(file, remote, source, eval_file, as_json=as_json)
+            checked = _check(file, remote, source, eval_file, defaults, as_json=as_json)
     if not as_json:
-        console.print(f"[green]valid[/] {checked.report.summary()}", highlight=False, soft_wrap=True)
+        console.print(
+            f"[green]valid[/] {checked.report.summary()} "
+            f"(rows checked as environment '{checked.settings.environment}')",
+            highlight=False,
+            soft_wrap=True,
+        )
     with (
         remote_errors(connection.aws, as_json=as_json),
         Progress(
@@ -128,14 +137,20 @@ def submit(
 
 
 def _check(
-    file: Path, document: dict[str, Any] | None, source: str | None, eval_file: Path | None, *, as_json: bool
+    file: Path,
+    document: dict[str, Any] | None,
+    source: str | None,
+    eval_file: Path | None,
+    defaults: PipelineSettings,
+    *,
+    as_json: bool,
 ) -> client_submit.Checked:
     """Validate, or exit: 2 for an unusable manifest, 1 (with line-numbered errors) for invalid data."""
     from mtrl.client import submit as client_submit  # noqa: PLC0415
     from mtrl.client.submit import SubmitError  # noqa: PLC0415
 
     try:
-        checked = client_submit.check(file, document, manifest_source=source, eval_file=eval_file)
+        checked = client_submit.check(file, document, manifest_source=source, eval_file=eval_file, defaults=defaults)
     except SubmitError as error:
         fail(str(error), as_json=as_json)
     if checked.valid:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mtrl.cli.output import EXIT_INVALID, console, error_console, fail, print_json
 from mtrl.validation import Limits, UnknownEnvironmentError, ValidationReport, validate_file
+
+if TYPE_CHECKING:
+    from mtrl.settings.pipeline import PipelineSettings
 
 
 def validate(
@@ -57,20 +60,27 @@ def validate(
 
 
 def _deployment_environment(*, as_json: bool, cdk_json: Path = Path("cdk.json")) -> str:
-    # Only a run without --env needs the deployment's settings (every settings model): imported here.
+    environment = str(deployment_defaults(as_json=as_json, cdk_json=cdk_json).run_environment)
+    if not as_json:
+        error_console.print(
+            f"checking rows with the deployment's default environment '{environment}' (--env to choose)",
+            highlight=False,
+        )
+    return environment
+
+
+def deployment_defaults(*, as_json: bool, cdk_json: Path = Path("cdk.json")) -> PipelineSettings:
+    """The run settings a run without a manifest gets: this checkout's cdk.json (what `cdk deploy` deploys)."""
+    # Only a check without --env/--manifest needs the deployment's settings (every settings model): imported here.
     from mtrl.settings import SettingsError, load_settings, read_cdk_json_context  # noqa: PLC0415
+    from mtrl.settings.pipeline import PipelineSettings  # noqa: PLC0415
 
     try:
         context = read_cdk_json_context(cdk_json) if cdk_json.is_file() else {}
         settings = load_settings(context, environ=os.environ)
     except SettingsError as error:
         fail(f"give --env (the deployment settings are invalid: {error})", as_json=as_json)
-    if not as_json:
-        error_console.print(
-            f"checking rows with the deployment's default environment '{settings.run_environment}' (--env to choose)",
-            highlight=False,
-        )
-    return str(settings.run_environment)
+    return PipelineSettings.model_validate({name: getattr(settings, name) for name in PipelineSettings.model_fields})
 
 
 def _print_human(report: ValidationReport) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -67,14 +68,18 @@ class Aws:
 
         self.target = target
         try:
-            self.session = boto3.Session(profile_name=target.profile, region_name=target.region)
+            # AWS_REGION first, as the AWS CLI and every SDK but boto3 read it (boto3 reads only AWS_DEFAULT_REGION).
+            region_name = target.region or os.environ.get("AWS_REGION") or None
+            self.session = boto3.Session(profile_name=target.profile, region_name=region_name)
         except ProfileNotFound:
             raise DeploymentError(
                 f"AWS profile '{target.profile}' is not configured (check ~/.aws/config or drop --profile)"
             ) from None
         region = self.session.region_name
         if not region:
-            raise DeploymentError("no AWS region: pass --region, or set AWS_REGION or a region in your profile")
+            raise DeploymentError(
+                "no AWS region: pass --region, or set AWS_REGION (or AWS_DEFAULT_REGION) or a region in your profile"
+            )
         self.region: str = region
         self._clients: dict[str, Any] = {}
         # Fail fast on an unreachable endpoint; the standard retry mode still rides out throttling.
@@ -126,7 +131,7 @@ def translated_errors(aws: Aws) -> Iterator[None]:
             "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY), or pass --profile"
         ) from None
     except NoRegionError:
-        raise DeploymentError("no AWS region: pass --region, or set AWS_REGION") from None
+        raise DeploymentError("no AWS region: pass --region, or set AWS_REGION (or AWS_DEFAULT_REGION)") from None
     except EndpointConnectionError as error:
         raise DeploymentError(
             f"cannot reach {error.kwargs.get('endpoint_url', where)}: is the endpoint right?"

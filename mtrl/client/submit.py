@@ -16,7 +16,7 @@ from mtrl.runs.ids import DATASET_SUFFIX, derive_run_id, manifest_key_for
 from mtrl.runs.manifest import RunSettings, parse_manifest, resolve_run_settings
 from mtrl.runs.trigger import TRAINING_DATA_PREFIX
 from mtrl.settings.pipeline import PipelineSettings
-from mtrl.validation import Limits, ValidationReport, validate_file
+from mtrl.validation import Limits, UnknownEnvironmentError, ValidationReport, validate_file
 
 Progress = Callable[[int], None]
 
@@ -97,9 +97,11 @@ def check(
     manifest_source: str | None = None,
     eval_file: Path | None = None,
     max_errors: int = 50,
+    defaults: PipelineSettings | None = None,
 ) -> Checked:
-    """Validate as the pipeline will: the manifest over the default run settings, then the dataset rows."""
-    defaults = PipelineSettings.model_validate({})
+    """Validate as the pipeline will: the manifest over the deployment's run settings (``defaults``; the built-in
+    defaults when not given), then the dataset rows."""
+    defaults = defaults or PipelineSettings.model_validate({})
     try:
         settings = resolve_run_settings(defaults, manifest, source=manifest_source or "default settings")
     except ConfigurationError as error:
@@ -112,9 +114,13 @@ def check(
     if eval_file is not None and not settings.eval_dataset:
         raise SubmitError("--eval-file needs eval_dataset (a key under eval-data/) in the manifest")
     limits = Limits.from_settings(defaults, max_errors=max_errors)
-    report, eval_report = validate_file(
-        file, environment=settings.environment, limits=limits, eval_split=settings.eval_split, eval_path=eval_file
-    )
+    try:
+        report, eval_report = validate_file(
+            file, environment=settings.environment, limits=limits, eval_split=settings.eval_split, eval_path=eval_file
+        )
+    except UnknownEnvironmentError as error:
+        where = manifest_source or "the deployment's run_environment"
+        raise SubmitError(f"{where}: environment: {error}") from None
     return Checked(settings, report, eval_report, manifest, manifest_source)
 
 

@@ -135,21 +135,20 @@ class EnvironmentSpec:
     def smoke_check(self, *, time_budget_s: float = 30.0) -> list[str]:
         """Play ``EXAMPLE_TASK`` with ``EXAMPLE_ACTIONS``; problems found (empty = healthy)."""
         started = time.monotonic()
+        problems: list[str] = []
         try:
             problems = [f"EXAMPLE_TASK: {p}" for p in self.validate_task(self.example_task)]
-            if problems:
-                return problems
             before = {id(state) for state in open_states()}
             env = self.make()
             rollout = play(env, self.example_task, scripted(self.example_actions), self.rules())
             # ``env`` is still referenced here, so a state it failed to close cannot have been collected yet.
             leaked = [state for state in open_states() if id(state) not in before]
         except Exception as error:  # a plug-in may raise anything; report it instead of crashing synth
-            return [f"smoke episode raised {type(error).__name__}: {error}"]
+            return [*problems, f"smoke episode raised {type(error).__name__}: {error}"]
         if isinstance(rollout.error, ContractError):
             return [*problems, "observations must be strings"]
         if rollout.error is not None:
-            return [f"smoke episode raised {rollout.error_text}"]
+            return [*problems, f"smoke episode raised {rollout.error_text}"]
         result = rollout.result
         if leaked:
             problems.append(
@@ -169,8 +168,15 @@ class EnvironmentSpec:
 
 
 def _check_module(env_id: str, module: ModuleType) -> None:
+    problems = contract_problems(env_id, module)
+    if problems:
+        raise InvalidEnvironmentError(env_id, problems)
+
+
+def contract_problems(env_id: str, module: ModuleType) -> list[str]:
+    """Every way the module breaks the plug-in contract (its attributes), each with what to fix."""
     problems = [f"missing module attribute '{name}'" for name in REQUIRED_ATTRIBUTES if not hasattr(module, name)]
-    if not problems and env_id != module.ENV_ID:
+    if hasattr(module, "ENV_ID") and env_id != module.ENV_ID:
         problems.append(f"ENV_ID is '{module.ENV_ID}' but the directory is '{env_id}'")
     for name in ("make_env", "validate_task", "load_environment"):
         if hasattr(module, name) and not callable(getattr(module, name)):
@@ -181,8 +187,7 @@ def _check_module(env_id: str, module: ModuleType) -> None:
     system_prompt = getattr(module, "SYSTEM_PROMPT", DEFAULT_SYSTEM_PROMPT)
     if not isinstance(system_prompt, str) or not system_prompt.strip():
         problems.append(f"SYSTEM_PROMPT must be a non-empty string (got {system_prompt!r})")
-    if problems:
-        raise InvalidEnvironmentError(env_id, problems)
+    return problems
 
 
 def _ensure_importable(root: Path) -> None:
@@ -286,11 +291,83 @@ def custom_environment_problems(use_custom_env: bool, custom_env_id: str | None)
 
 
 def check_custom_environment(env_id: str, *, root: Path | None = None) -> list[str]:
-    """Synth-time check for ``use_custom_env``: importable, contract complete, one smoke episode passes."""
+    """Synth-time check for ``use_custom_env``: every problem at once (``check_environment``)."""
+    return check_environment(env_id, custom=True, root=root).problems
+
+
+@dataclass(frozen=True)
+class EnvironmentCheck:
+    """``problems`` (each says what to fix; empty = deployable), ``notes`` (what could not be checked here), and
+    the smoke episode's reward when it scored."""
+
+    env_id: str
+    problems: list[str]
+    notes: list[str]
+    smoke_reward: float | None = None
+    found: bool = True
+
+
+def check_environment(env_id: str, *, custom: bool | None = None, root: Path | None = None) -> EnvironmentCheck:
+    """What `mtrl env check` and synth run: import, the contract's attributes, ``EXAMPLE_TASK``, one smoke episode
+    and ``load_environment()`` — each part that can run does, so one run reports every problem."""
     try:
-        spec = load_spec(env_id, custom=True, root=root)
+        spec = load_spec(env_id, custom=custom, root=root)
+        problems: list[str] = []
     except EnvironmentNotFoundError as error:
-        return [str(error)]
+        return EnvironmentCheck(env_id, [str(error)], [], found=False)
     except InvalidEnvironmentError as error:
-        return error.problems
-    return spec.smoke_check()
+        module = _loaded_module(env_id, custom=custom, root=root)
+        if module is None:  # the import itself failed: nothing further can run
+            return EnvironmentCheck(env_id, error.problems, [])
+        base = root or project_root()
+        source: Source = "builtin" if (base / BUILTIN_DIR / env_id / "__init__.py").is_file() else "custom"
+        spec = EnvironmentSpec(env_id=env_id, source=source, path=Path(str(module.__file__)).parent, module=module)
+        problems = list(error.problems)
+    attributes = set(dir(spec.module))
+    if {"make_env", "validate_task", "EXAMPLE_TASK"} <= attributes and callable(spec.module.make_env):
+        problems += spec.smoke_check()
+    notes: list[str] = []
+    if callable(getattr(spec.module, "load_environment", None)):
+        problems_found, notes = _load_environment_problems(spec)
+        problems += problems_found
+    return EnvironmentCheck(env_id, _unique(problems), notes, _smoke_reward(spec) if not problems else None)
+
+
+def _loaded_module(env_id: str, *, custom: bool | None, root: Path | None) -> ModuleType | None:
+    base = root or project_root()
+    if custom is not True and (base / BUILTIN_DIR / env_id / "__init__.py").is_file():
+        return sys.modules.get(f"{BUILTIN_DIR}.{env_id}")
+    return sys.modules.get(f"mtrl_custom_env_{env_id}")
+
+
+def _load_environment_problems(spec: EnvironmentSpec) -> tuple[list[str], list[str]]:
+    """Call ``load_environment()``: it must return an environment (not ``None``). Without ``verifiers`` installed
+    (only the Nova Forge workers have it) that part is a note, not a problem."""
+    try:
+        loaded = spec.module.load_environment()
+    except ImportError as error:
+        if "verifiers" in str(error) or getattr(error, "name", "") == "verifiers":
+            return [], [
+                "load_environment() was not run to the end: it needs the Nova Forge reward workers' verifiers "
+                f"(the starter kit's fork), which is not here: {error}"
+            ]
+        return [f"load_environment() raised {type(error).__name__}: {error}"], []
+    except Exception as error:  # a plug-in may raise anything; report it
+        return [f"load_environment() raised {type(error).__name__}: {error}"], []
+    if loaded is None:
+        return [
+            "load_environment() returned None: it must return the verifiers environment "
+            "(e.g. mtrl.envs.verifiers_adapter.to_verifiers_environment(make_env, validate_task=validate_task))"
+        ], []
+    return [], []
+
+
+def _smoke_reward(spec: EnvironmentSpec) -> float | None:
+    try:
+        return spec.play(spec.example_task, spec.example_actions)[1].reward
+    except Exception:  # already reported by smoke_check
+        return None
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))

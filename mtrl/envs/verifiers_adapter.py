@@ -29,6 +29,21 @@ from mtrl.envs.rollout import EpisodeRules, Stepper
 
 log = logging.getLogger("mtrl.envs.verifiers_adapter")
 
+# What the Nova Forge reward workers run: the starter kit's fork, not on PyPI (reference: nova_forge_sdk_notes.md,
+# anchor_wordle_sdk.md). The public `verifiers` (0.4.0 on PyPI) has another API and no MultiTurnEnv.
+SUPPORTED_VERIFIERS = (
+    "the Nova Forge starter kit's verifiers fork (amzn-agi-verifiers >= 1.0.3: MultiTurnEnv, Rubric), "
+    "not the public verifiers package on PyPI"
+)
+REQUIRED_API = ("MultiTurnEnv", "Rubric")
+
+
+class UnsupportedVerifiersError(ImportError):
+    """The importable ``verifiers`` is not the API this adapter is written for (the message says which it needs)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, name="verifiers")
+
 
 def _last_assistant_text(messages: Any) -> str:
     if isinstance(messages, str):
@@ -59,6 +74,12 @@ def to_verifiers_environment(
     """
     # Deliberately lazy (see the module docstring); typed as Any since no stubs exist for the fork.
     vf: Any = importlib.import_module("verifiers")
+    missing = [name for name in REQUIRED_API if not hasattr(vf, name)]
+    if missing:
+        raise UnsupportedVerifiersError(
+            f"the installed verifiers ({getattr(vf, '__version__', 'version unknown')}) has no "
+            f"{', '.join(missing)}: this adapter is written for {SUPPORTED_VERIFIERS}"
+        )
 
     episode_kwargs = dict(env_kwargs or {})
     rules = EpisodeRules(max_turns=max_turns, system_prompt=system_prompt)

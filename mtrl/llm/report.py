@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mtrl import signal_health
 from mtrl.evaluation import figures as evaluation_figures
 from mtrl.llm.rollout import Episode
+from mtrl.local.run import task_key
 
 TRANSCRIPT_GROUPS = 3  # groups whose best and worst transcripts are kept
 
 
-def task_label(task: dict[str, Any], index: int) -> str:
+def task_label(task: dict[str, Any], index: int, ids: Mapping[str, str] | None = None) -> str:
+    """The dataset row's ``id`` when ``ids`` knows the task (``mtrl.local.run.row_ids``), else a name from the task."""
+    row_id = (ids or {}).get(task_key(task))
+    if row_id:
+        return row_id
     info = task.get("info") if isinstance(task.get("info"), dict) else {}
     for value in (task.get("answer"), (info or {}).get("task_id"), task.get("task")):
         if isinstance(value, str) and value:
@@ -58,7 +63,11 @@ def episode_figures(episodes: Sequence[Episode]) -> dict[str, float]:
 
 
 def summarize_rollouts(
-    groups: Sequence[Sequence[Episode]], heldout: Sequence[Episode], *, group_size: int
+    groups: Sequence[Sequence[Episode]],
+    heldout: Sequence[Episode],
+    *,
+    group_size: int,
+    ids: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Per group and overall: reward and component means, spread, flat groups; held-out success; transcripts."""
     per_group: list[dict[str, Any]] = []
@@ -67,7 +76,7 @@ def summarize_rollouts(
         components = sorted({name for e in group for name in e.result.components})
         per_group.append(
             {
-                "task": task_label(group[0].task, index),
+                "task": task_label(group[0].task, index, ids),
                 "reward_mean": _mean([e.result.reward for e in group]),
                 "components": {name: _mean([e.result.components.get(name, 0.0) for e in group]) for name in components},
                 "reward_spread": health["reward"]["mean_spread"],
@@ -83,7 +92,7 @@ def summarize_rollouts(
         ranked = sorted(group, key=lambda e: e.result.reward)
         transcripts.append(
             {
-                "task": task_label(group[0].task, index),
+                "task": task_label(group[0].task, index, ids),
                 "best": ranked[-1].to_dict(),
                 "worst": ranked[0].to_dict(),
             }

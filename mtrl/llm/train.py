@@ -23,6 +23,7 @@ from typing import Any
 
 from mtrl import signal_health
 from mtrl.envs.registry import EnvironmentSpec
+from mtrl.health.episodes import episode_fields
 from mtrl.llm import require
 from mtrl.llm.policies import HFPolicy, PolicyError, Sampling
 from mtrl.llm.rollout import Episode, play
@@ -70,6 +71,7 @@ def train_grpo(
     max_turns: int | None,
     evaluate: Callable[[HFPolicy, int], dict[str, Any]],
     env_args: Mapping[str, Any] | None = None,
+    on_episodes: Callable[[list[Episode]], None] | None = None,
 ) -> TrainResult:
     """Run ``settings.steps`` GRPO steps; ``evaluate(policy, step)`` measures held-out success (before, after)."""
     for module in ("torch", "trl", "peft", "datasets"):
@@ -107,6 +109,8 @@ def train_grpo(
         finally:
             trainer.model.train(was_training)
         result.history.append(_step_record(len(result.history) + 1, episodes, settings.group_size))
+        if on_episodes is not None:
+            on_episodes(episodes)
         return {
             "prompt_ids": [e.context.ids[: e.context.prompt_length] for e in episodes],
             "completion_ids": [e.context.ids[e.context.prompt_length :] for e in episodes],
@@ -170,14 +174,24 @@ def train_grpo(
         after = _adapter_snapshot(trainer.model)
     result.adapter_parameters = sum(int(tensor.numel()) for tensor in after.values())
     result.adapter_change = float(math.sqrt(sum(float(((after[name] - before[name]) ** 2).sum()) for name in after)))
-    losses = {int(entry["step"]): float(entry["loss"]) for entry in trainer.state.log_history if "loss" in entry}
-    for record in result.history:
-        record["loss"] = losses.get(record["step"], math.nan)
+    _attach_logged(result.history, trainer.state.log_history)
     trained = _wrapped(policy, trainer.model)
     result.evaluations.append(evaluate(trained, settings.steps))
     policy.model = trainer.model  # the caller's policy is now the trained one (base weights + adapter)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _attach_logged(history: list[dict[str, Any]], log_history: Sequence[Mapping[str, Any]]) -> None:
+    """Each step record gets the loss and gradient norm TRL logged for that step (NaN when it logged none)."""
+    logged: dict[int, dict[str, Any]] = {}
+    for entry in log_history:  # a step can have several entries (its log, then the end-of-training summary)
+        if "step" in entry:
+            logged.setdefault(int(entry["step"]), {}).update(entry)
+    for record in history:
+        entry = logged.get(record["step"], {})
+        record["loss"] = float(entry.get("loss", math.nan))
+        record["grad_norm"] = float(entry.get("grad_norm", math.nan))
 
 
 def _wrapped(policy: HFPolicy, model: Any) -> HFPolicy:
@@ -188,9 +202,12 @@ def _wrapped(policy: HFPolicy, model: Any) -> HFPolicy:
 
 
 def _step_record(step: int, episodes: Sequence[Episode], group_size: int) -> dict[str, Any]:
+    """One GRPO step's figures, with the same ``signal_health`` and ``episode_signals`` fields as the local
+    trainer's records, so both become the same signal rows (``mtrl.local.signals``)."""
     groups = [list(episodes[i : i + group_size]) for i in range(0, len(episodes), group_size)]
     health = signal_health.compute([[e.result for e in group] for group in groups])
     components = sorted({name for e in episodes for name in e.result.components})
+    metric_names = sorted({name for e in episodes for name in e.result.metrics})
     return {
         "step": step,
         "episodes": len(episodes),
@@ -199,7 +216,21 @@ def _step_record(step: int, episodes: Sequence[Episode], group_size: int) -> dic
         "components": {
             name: sum(e.result.components.get(name, 0.0) for e in episodes) / len(episodes) for name in components
         },
+        "metrics": {
+            name: sum(e.result.metrics[name] for e in episodes if name in e.result.metrics)
+            / sum(1 for e in episodes if name in e.result.metrics)
+            for name in metric_names
+        },
         "reward_spread": health.aggregate.mean_spread,
         "reward_zero_spread_share": health.aggregate.zero_spread_share,
+        "signal_health": {
+            item.name: {"mean_spread": item.mean_spread, "zero_spread_share": item.zero_spread_share, "mean": item.mean}
+            for item in [health.aggregate, *health.components.values()]
+        },
+        "signal_warnings": list(health.warnings),
+        "episode_signals": episode_fields([[e.rollout for e in group if e.rollout is not None] for group in groups]),
+        "informative_groups": sum(
+            1 for group in groups if max(e.result.reward for e in group) - min(e.result.reward for e in group) > 1e-9
+        ),
         "completion_tokens": sum(e.completion_tokens for e in episodes),
     }

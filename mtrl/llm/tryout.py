@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,8 @@ from mtrl.llm.rollout import Episode, play, play_groups
 from mtrl.llm.train import GRPOSettings, train_grpo
 
 Task = Mapping[str, Any]
+# Told after each batch of episodes: the episodes just played (what an interrupted run can still write).
+OnEpisodes = Callable[[list[Episode]], None]
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,15 @@ class TryOptions:
     tasks_per_step: int = 2
     learning_rate: float = 5e-4
     eval_every: int = 0
+
+    def total_episodes(self, train_tasks: int, heldout_tasks: int) -> int:
+        """Every episode a run plays: the measured groups, each held-out evaluation, the GRPO steps' rollouts."""
+        evaluations = 1
+        if self.train_steps:  # before training, every eval_every steps, after training
+            evaluations += 2 + ((self.train_steps - 1) // self.eval_every if self.eval_every else 0)
+        per_step = min(self.tasks_per_step, train_tasks) * self.group_size
+        measured = min(self.tasks, train_tasks) * self.group_size
+        return measured + evaluations * min(self.eval_tasks, heldout_tasks) + self.train_steps * per_step
 
     def __post_init__(self) -> None:
         for name, value, low in (
@@ -85,8 +96,15 @@ def run_try(
     *,
     output: Path,
     env_args: Mapping[str, Any] | None = None,
+    on_episodes: OnEpisodes | None = None,
+    ids: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     import torch
+
+    def played(episodes: list[Episode]) -> list[Episode]:
+        if on_episodes is not None:
+            on_episodes(episodes)
+        return episodes
 
     started = time.perf_counter()
     torch.manual_seed(options.seed)
@@ -95,13 +113,14 @@ def run_try(
     heldout = list(heldout_tasks)[: options.eval_tasks]
     common: dict[str, Any] = {"sampling": options.sampling, "max_turns": options.max_turns, "env_args": env_args}
     groups = play_groups(spec, policy, measured, group_size=options.group_size, **common)
+    played([episode for group in groups for episode in group])
 
     def evaluate(acting: Any, step: int) -> dict[str, Any]:
-        episodes = play_heldout(spec, acting, heldout, seed=options.seed, **common)
+        episodes = played(play_heldout(spec, acting, heldout, seed=options.seed, **common))
         return {"step": step, "tasks": len(episodes), **episode_figures(episodes)}
 
-    heldout_episodes = play_heldout(spec, policy, heldout, seed=options.seed, **common)
-    summary = summarize_rollouts(groups, heldout_episodes, group_size=options.group_size)
+    heldout_episodes = played(play_heldout(spec, policy, heldout, seed=options.seed, **common))
+    summary = summarize_rollouts(groups, heldout_episodes, group_size=options.group_size, ids=ids)
     summary.update(
         {
             "env_id": spec.env_id,
@@ -145,6 +164,7 @@ def run_try(
             sampling=options.sampling,
             max_turns=options.max_turns,
             env_args=env_args,
+            on_episodes=on_episodes,
         )
         before, after = trained.evaluations[0], trained.evaluations[-1]
         summary["training"] = {

@@ -3,6 +3,9 @@
 Layout under the store: ``tasks.json`` (train/held-out split, written once), ``state.json`` (the resumable
 training state, rewritten after every chunk), ``cancel`` (a marker), and at the end ``summary.json`` and
 ``training.png``. ``advance_run`` is what both ``mtrl env try`` and the backend adapter's ``status`` call.
+
+The ``features`` policy trains in resumable chunks (``mtrl.local.trainer``); a language-model policy
+(``hf:MODEL``, any environment) trains whole in one call (``mtrl.local.llm_run``), into the same state shape.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from mtrl.envs.registry import EnvironmentSpec, load_spec
 from mtrl.health.emf import EpisodeMetrics
 from mtrl.local.agents import Agent, agent_for
 from mtrl.local.config import TrainConfig
+from mtrl.local.policy import Adam, LogLinearPolicy
 from mtrl.local.report import plot_png, summarize
 from mtrl.local.trainer import Task, TaskSplit, Trainer, TrainingError, TrainingState, new_state
 
@@ -69,12 +73,41 @@ def parse_jsonl(text: str, *, source: str) -> list[dict[str, Any]]:
     return tasks
 
 
+def task_key(metadata: Mapping[str, Any]) -> str:
+    """A task's identity across files: its metadata as canonical JSON."""
+    return json.dumps(metadata, sort_keys=True, default=str)
+
+
+def row_ids(text: str) -> dict[str, str]:
+    """Each row's ``id`` by its task (``task_key`` of its metadata): how a report names a task as the dataset does.
+    Lines that are not rows with an ``id`` and a ``metadata`` object are skipped (``parse_jsonl`` reports them)."""
+    ids: dict[str, str] = {}
+    for line in text.splitlines():
+        try:
+            row = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("metadata"), dict) and isinstance(row.get("id"), str):
+            ids.setdefault(task_key(row["metadata"]), row["id"])
+    return ids
+
+
 @dataclass
 class LoadedRun:
     spec: EnvironmentSpec
-    agent: Agent
-    trainer: Trainer
+    agent: Agent | None  # None for a language-model policy
+    trainer: Trainer | None
     state: TrainingState
+    tasks: TaskSplit
+
+
+def _initial_state(config: TrainConfig) -> TrainingState:
+    if not config.uses_language_model:
+        return new_state(config, agent_for(config.env_id))
+    # A language-model run keeps no log-linear weights (its weights are the LoRA adapter), nor their optimiser.
+    return TrainingState(
+        config=config, policy=LogLinearPolicy(()), optimiser=Adam(learning_rate=config.learning_rate), rng_state={}
+    )
 
 
 def create_run(
@@ -88,7 +121,7 @@ def create_run(
     if existing is not None:
         return TrainingState.from_dict(json.loads(existing))
     spec = load_spec(config.env_id)
-    agent = agent_for(config.env_id)
+    state = _initial_state(config)  # refuses an environment the features policy has no agent for
     problems = [
         f"task {index + 1}: {problem}"
         for index, task in enumerate([*train_rows, *(eval_rows or [])])
@@ -102,7 +135,6 @@ def create_run(
         json.dumps({"train": list(split.train), "holdout": list(split.holdout)}).encode(),
         content_type="application/json",
     )
-    state = new_state(config, agent)
     _save(store, state)
     return state
 
@@ -114,11 +146,12 @@ def load_run(store: Store) -> LoadedRun:
     state = TrainingState.from_dict(json.loads(raw_state))
     tasks = json.loads(raw_tasks)
     spec = load_spec(state.config.env_id)
+    split = TaskSplit(train=tasks["train"], holdout=tasks["holdout"])
+    if state.config.uses_language_model:
+        return LoadedRun(spec=spec, agent=None, trainer=None, state=state, tasks=split)
     agent = agent_for(state.config.env_id)
-    trainer = Trainer(
-        spec, agent, TaskSplit(train=tasks["train"], holdout=tasks["holdout"]), env_args=state.config.env_args
-    )
-    return LoadedRun(spec=spec, agent=agent, trainer=trainer, state=state)
+    trainer = Trainer(spec, agent, split, env_args=state.config.env_args)
+    return LoadedRun(spec=spec, agent=agent, trainer=trainer, state=state, tasks=split)
 
 
 def cancel_requested(store: Store) -> bool:
@@ -141,10 +174,15 @@ def advance_run(
     """Train for one chunk, persist the state, and write the summary and plot when the run completes; ``metrics``
     publishes each step's environment-side metrics."""
     loaded = load_run(store)
-    loaded.trainer.metrics = metrics
     if loaded.state.done:
         return loaded.state
-    state = loaded.trainer.advance(loaded.state, time_budget_s=time_budget_s, max_steps=max_steps, on_step=on_step)
+    if loaded.trainer is None:
+        from mtrl.local.llm_run import train_language_model  # noqa: PLC0415 - torch only for a language model
+
+        state = train_language_model(loaded.spec, loaded.tasks, loaded.state, on_step=on_step)
+    else:
+        loaded.trainer.metrics = metrics
+        state = loaded.trainer.advance(loaded.state, time_budget_s=time_budget_s, max_steps=max_steps, on_step=on_step)
     if state.done:
         plot_uri = store.write(PLOT, plot_png(state), content_type="image/png")
         summary = summarize(state, extra={"plot": plot_uri, **dict(extra_summary or {})})

@@ -24,7 +24,7 @@ from mtrl.settings.cluster import ClusterSettings
 from mtrl.settings.core import CoreSettings
 from mtrl.settings.data import DataSettings
 from mtrl.settings.emulator import EmulatorSettings
-from mtrl.settings.environments import EnvironmentSettings
+from mtrl.settings.environments import ENV_ID_PATTERN, EnvironmentSettings
 from mtrl.settings.network import NetworkSettings
 from mtrl.settings.pipeline import MAX_RUN_INSTANCES, PipelineSettings
 from mtrl.settings.reward_workers import RewardWorkerSettings
@@ -241,8 +241,12 @@ def load_settings(context: Mapping[str, Any], *, environ: Mapping[str, str] | No
         if not _null_means_default(key, decoded):
             values[key] = decoded
     env = environ or {}
-    if values.get("use_custom_env") is True and "run_environment" not in values and values.get("custom_env_id"):
-        values["run_environment"] = values["custom_env_id"]  # runs default to the environment the deployment serves
+    custom_env_id = values.get("custom_env_id")
+    # Runs default to the environment the deployment serves; a malformed id is left for custom_env_id's own check
+    # to report (copied, it would be reported under run_environment, a key the user never set).
+    well_formed = isinstance(custom_env_id, str) and ENV_ID_PATTERN.match(custom_env_id) is not None
+    if values.get("use_custom_env") is True and "run_environment" not in values and well_formed:
+        values["run_environment"] = custom_env_id
     if values.get("account") is None and env.get("CDK_DEFAULT_ACCOUNT"):
         values["account"] = env["CDK_DEFAULT_ACCOUNT"]
     if "region" not in values and env.get("CDK_DEFAULT_REGION"):

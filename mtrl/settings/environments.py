@@ -10,7 +10,8 @@ from pydantic import Field, model_validator
 from mtrl.settings.base import SettingsGroup
 
 # Same rule as mtrl.envs.registry.ENV_ID_PATTERN (kept here so settings import nothing heavy).
-_ENV_ID = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+ENV_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_ENV_ID = ENV_ID_PATTERN
 
 
 class EnvironmentSettings(SettingsGroup):

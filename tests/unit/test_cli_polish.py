@@ -30,19 +30,49 @@ def test_help_shows_no_bool_metavar_for_flags() -> None:
     assert "<int>" in CliRunner().invoke(app, ["env", "try", "--help"]).output  # options with values keep theirs
 
 
-def test_output_piped_to_a_file_is_not_cut_at_80_columns(tmp_path: Path) -> None:
-    long_uri = "s3://" + "b" * 120 + "/training-data/wordle.jsonl"
+def test_piped_output_is_at_most_120_columns_and_keeps_long_values_whole(tmp_path: Path) -> None:
+    # Issue 24, friction 6: piped output was padded to 1,000 columns (config show | less: 2,289-character lines).
+    # Now at most 120 columns (or COLUMNS); a long value wraps whole instead (never cut at 80 or elided).
+    long_uri = "s3://" + "b" * 150 + "/training-data/wordle.jsonl"
     script = (
         "from rich.table import Table\nfrom mtrl.cli.output import console\n"
-        f"t = Table()\nt.add_column('k')\nt.add_column('v')\nt.add_row('dataset', {long_uri!r})\nconsole.print(t)\n"
+        "t = Table()\nt.add_column('k')\nt.add_column('v', overflow='fold')\n"
+        f"t.add_row('dataset', {long_uri!r})\nconsole.print(t)\n"
     )
     env = {key: value for key, value in os.environ.items() if key != "COLUMNS"}
     out = tmp_path / "out.txt"
     with out.open("w") as handle:
         subprocess.run([sys.executable, "-c", script], stdout=handle, check=True, cwd=ROOT, env=env)
-    text = out.read_text()
-    assert long_uri in text
-    assert "…" not in text
+    lines = out.read_text().splitlines()
+    assert max(len(line) for line in lines) <= 120
+    assert "…" not in out.read_text()
+    cells = "".join(line.split("│")[2].strip() for line in lines if line.count("│") == 3)
+    assert long_uri in cells  # every character kept, folded over lines
+    shown = subprocess.run(
+        [sys.executable, "-m", "mtrl", "config", "show"], capture_output=True, text=True, check=True, cwd=ROOT, env=env
+    )
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 120
+    wide = subprocess.run(
+        [sys.executable, "-m", "mtrl", "config", "show"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={**env, "COLUMNS": "160"},
+    )
+    assert max(len(line) for line in wide.stdout.splitlines()) == 160  # COLUMNS says otherwise
+
+
+def test_config_errors_keep_the_patterns_brackets_and_name_the_key_the_user_set() -> None:
+    # Issue 24, friction 4: Rich markup ate '[a-z0-9-]' ('^{1,18}$'), and a bad custom_env_id was reported as
+    # run_environment.
+    prefix = CliRunner().invoke(app, ["config", "show", "-c", "prefix=UPPER"])
+    assert prefix.exit_code == 2
+    assert "'^[a-z][a-z0-9-]{1,18}[a-z0-9]$'" in prefix.output
+    custom = CliRunner().invoke(app, ["config", "show", "-c", "use_custom_env=true", "-c", "custom_env_id=Bad-Id"])
+    assert custom.exit_code == 2
+    assert "custom_env_id" in custom.output
+    assert "run_environment" not in custom.output
 
 
 def test_cost_takes_the_region_from_the_settings() -> None:
@@ -116,3 +146,15 @@ def test_learning_curve_has_integer_ticks_labelled_axes_and_held_out_points() ->
         assert list(held_out.get_xdata()) == [0, 3]
     finally:
         plt.close(figure)
+
+
+def test_the_features_report_uses_the_shared_signal_headings_and_cost_cites_no_internal_seed(tmp_path: Path) -> None:
+    # Issue 24, friction 10: three headings for the same figures (demo, features path, language-model path), and
+    # `mtrl cost` pointed at "(seeds/000)", a document users do not have.
+    tried = CliRunner().invoke(app, ["env", "try", "wordle", "--steps", "1", "--output", str(tmp_path / "w")])
+    assert tried.exit_code == 0, tried.output
+    for heading in ("mean spread, step 1", "zero-spread groups, step 1", "zero-spread groups, whole run"):
+        assert heading in tried.stdout
+    cost = CliRunner().invoke(app, ["cost", "--model", "openai-reasoning-gpt-oss-20b", "--sample-tokens", "1000"])
+    assert cost.exit_code == 0, cost.output
+    assert "seeds/" not in cost.output

@@ -53,8 +53,10 @@ def agent_for(env_id: str, **kwargs: Any) -> Agent:
     target = AGENTS.get(env_id)
     if target is None:
         raise NoAgentError(
-            f"the local backend has no policy for environment '{env_id}' (it has: {', '.join(sorted(AGENTS))}); "
-            "use the hyperpod or serverless backend for other environments"
+            f"the features policy exists only for {', '.join(sorted(AGENTS))} (hand-made feature agents), not for "
+            f"'{env_id}': use a language-model policy instead (local backend: hyperparameter \"policy\": "
+            '"hf:tiny-random" or "hf:MODEL", the default for other environments; '
+            f"`mtrl env try {env_id} --policy hf:MODEL`)"
         )
     module_name, _, class_name = target.partition(":")
     try:

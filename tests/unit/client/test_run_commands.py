@@ -315,3 +315,22 @@ def test_credential_rejections_say_what_to_do(fake: Fake) -> None:
     other = ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "DescribeStacks")
     with pytest.raises(ClientError), translated_errors(aws):
         raise other
+
+
+def test_aws_region_alone_names_the_region(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 24, friction 3: the CLI told the user to set AWS_REGION, then ignored it (boto3 reads AWS_DEFAULT_REGION).
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    result = runner.invoke(app, ["runs", "--json"])
+    assert result.exit_code == 0, result.output
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")  # AWS_REGION wins over the default region, as for the AWS CLI
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    elsewhere = runner.invoke(app, ["runs", "--json"])
+    assert elsewhere.exit_code == 2, elsewhere.output  # no deployment in eu-west-1
+    assert "eu-west-1" in elsewhere.output
+    monkeypatch.delenv("AWS_REGION")
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    missing = runner.invoke(app, ["runs"])
+    assert missing.exit_code == 2
+    assert "AWS_REGION" in missing.output
+    assert "--region" in runner.invoke(app, ["runs", "--help"]).output

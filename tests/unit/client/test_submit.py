@@ -253,3 +253,32 @@ def test_a_separate_eval_file_goes_to_the_manifests_eval_dataset_key_first(
         "training-data/wordle-mini.jsonl",
     ]
     assert fake.s3.get_object(Bucket=BUCKET, Key="eval-data/wordle-mini.jsonl")["Body"].read() == eval_file.read_bytes()
+
+
+def test_an_unknown_environment_in_the_manifest_is_a_clean_usage_error(fake: Fake, tmp_path: Path) -> None:
+    # Issue 24, friction 1: the manifest's typo was a traceback (UnknownEnvironmentError); --env's is an exit 2.
+    manifest = _manifest(tmp_path, {**MANIFEST, "environment": "wordel"})
+    result = runner.invoke(app, ["submit", str(_dataset(tmp_path)), "--manifest", str(manifest)])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "Traceback" not in result.output
+    assert str(manifest) in result.output
+    assert "wordel" in result.output
+    assert "Versions" not in fake.s3.list_object_versions(Bucket=BUCKET)
+
+
+def test_without_a_manifest_rows_are_checked_with_the_deployments_environment(
+    fake: Fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 24, friction 2: without a manifest, submit checked the rows as wordle whatever the deployment's default
+    # environment was (validate read cdk.json); the output now names the environment it used.
+    monkeypatch.chdir(tmp_path)
+    cdk_json = {"app": "python app.py", "context": {"run_environment": "sop_support"}}
+    (tmp_path / "cdk.json").write_text(json.dumps(cdk_json))
+    refused = runner.invoke(app, ["submit", str(_dataset(tmp_path))])
+    assert refused.exit_code == 1, refused.output  # wordle rows are not sop_support tickets
+    assert "nothing was uploaded" in refused.output
+    (tmp_path / "cdk.json").write_text(json.dumps({"app": "python app.py", "context": {"run_environment": "wordle"}}))
+    accepted = runner.invoke(app, ["submit", str(_dataset(tmp_path))])
+    assert accepted.exit_code == 0, accepted.output
+    assert "rows checked as environment 'wordle'" in accepted.output

@@ -68,3 +68,37 @@ def test_signal_health_uses_the_one_verdict_rule() -> None:
     lines = {line.split("│")[1].strip(): line for line in console.export_text().splitlines() if line.count("│") > 4}
     assert lines["outcome"].rstrip(" │").endswith("flat")
     assert lines["reward"].rstrip(" │").endswith("signal")
+
+
+def test_demo_refuses_bad_choices_before_anything_starts(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from mtrl.cli import app
+
+    work = tmp_path / "demo"
+    for args, expected in (
+        (["--env", "nope"], "no environment 'nope'"),
+        (["--env", "template", "--policy", "features"], "use a language-model policy"),
+        (["--env", "wordle", "-H", "policy=gpt"], "policy is 'features' or 'hf:MODEL'"),
+        (["--env", "wordle", "-H", "steps"], "--hyperparameter needs KEY=VALUE"),
+        (["--env", "wordle", "-H", "lora_rank=8"], "unknown local backend setting"),
+    ):
+        result = CliRunner().invoke(app, ["demo", *args, "--work-dir", str(work)])
+        assert result.exit_code == 2, (args, result.output)
+        assert expected in result.output, (args, result.output)
+    assert not work.exists()  # refused before the synth, the emulator or any run
+
+
+def test_plain_demo_plan_is_the_wordle_features_run_it_always_was() -> None:
+    from mtrl.demo import EVAL_KEY, plan_for
+
+    plan = plan_for()
+    assert plan.manifest == {
+        "backend": "local",
+        "environment": "wordle",
+        "hyperparameters": {"steps": 20, "seed": 7},
+        "eval_dataset": EVAL_KEY,
+    }
+    assert plan.policy == "features"
+    assert plan.hand_set_heuristic
+    assert "not a language model" in plan.policy_line

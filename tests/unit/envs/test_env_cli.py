@@ -17,6 +17,7 @@ from mtrl.cli import app
 from mtrl.envs.registry import project_root
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_list_json() -> None:
@@ -69,8 +70,12 @@ def test_play_errors_have_distinct_exit_codes() -> None:
 def test_check_runs_the_smoke_episode() -> None:
     ok = runner.invoke(app, ["env", "check", "wordle", "--json"])
     assert ok.exit_code == 0
-    assert json.loads(ok.stdout) == {"env_id": "wordle", "ok": True, "problems": []}
+    document = json.loads(ok.stdout)
+    assert (document["env_id"], document["ok"], document["problems"]) == ("wordle", True, [])
+    assert document["smoke_reward"] > 1.0  # EXAMPLE_ACTIONS solve the example word: the solved tier
     assert runner.invoke(app, ["env", "check", "nope"]).exit_code == 2
+    human = runner.invoke(app, ["env", "check", "wordle"])
+    assert f"smoke episode scored reward {document['smoke_reward']:+.3f}" in human.stdout  # issue 24 friction 10
 
 
 def test_check_reports_contract_problems(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -142,3 +147,85 @@ def test_play_without_a_task_draws_a_random_sample_word_and_reveals_it() -> None
         answers.add(out.decode().rsplit("the answer was: ", 1)[1].split()[0])
     assert answers <= sample
     assert len(answers) > 1  # not always the example's word
+
+
+BROKEN_IN_FOUR_WAYS = """
+from mtrl.envs.contract import EpisodeResult, StepResult
+
+ENV_ID = "four_faults"
+EXAMPLE_TASK = {"prompt": "say hi"}
+EXAMPLE_ACTIONS = ["hi"]
+
+def validate_task(metadata):
+    return [] if metadata.get("answer") else ["'answer' is required"]
+
+class Env:
+    done = False
+    def reset(self, task):
+        return task["prompt"]
+    def step(self, action):
+        raise RuntimeError("step is not written yet")
+    def result(self):
+        return EpisodeResult(reward=0.0, components={"hit": 0.0})
+
+def make_env(**kwargs):
+    return Env()
+
+def load_environment(**kwargs):
+    return None
+"""
+
+
+def _four_faults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    package = tmp_path / "custom-environments" / "four_faults"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(BROKEN_IN_FOUR_WAYS, encoding="utf-8")
+    monkeypatch.setenv("MTRL_PROJECT_ROOT", str(tmp_path))
+    return tmp_path
+
+
+def test_check_reports_every_problem_at_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Issue 24, friction 9: one problem per run (three runs to see three), and a load_environment returning None passed.
+    _four_faults(monkeypatch, tmp_path)
+    result = runner.invoke(app, ["env", "check", "four_faults", "--json"])
+    assert result.exit_code == 1, result.output
+    problems = json.loads(result.stdout)["problems"]
+    assert "missing module attribute 'DESCRIPTION'" in problems
+    assert "EXAMPLE_TASK: 'answer' is required" in problems
+    assert any("smoke episode raised" in p and "step is not written yet" in p for p in problems), problems
+    assert any(p.startswith("load_environment() returned None") for p in problems), problems
+    human = runner.invoke(app, ["env", "check", "four_faults"])
+    assert "4 problem(s) to fix in 'four_faults'" in human.stdout
+
+
+def test_synth_reports_a_broken_custom_environment_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Issue 24, friction 9: `cdk synth` printed a traceback. app.py is what `cdk synth` runs (CDK_CONTEXT_JSON is
+    # how the CDK CLI hands it the context).
+    root = _four_faults(monkeypatch, tmp_path)
+    environ = {
+        **os.environ,
+        "MTRL_PROJECT_ROOT": str(root),
+        "CDK_CONTEXT_JSON": json.dumps({"use_custom_env": True, "custom_env_id": "four_faults"}),
+        "CDK_OUTDIR": str(tmp_path / "cdk.out"),
+    }
+    synth = subprocess.run(
+        [sys.executable, "app.py"], cwd=REPO, env=environ, capture_output=True, text=True, check=False
+    )
+    assert synth.returncode == 2, synth.stderr[-3000:]
+    assert "Traceback" not in synth.stderr
+    assert "custom environment 'four_faults'" in synth.stderr
+    assert "load_environment() returned None" in synth.stderr
+    assert "missing module attribute 'DESCRIPTION'" in synth.stderr
+
+
+def test_play_shows_the_system_prompt_the_model_is_given() -> None:
+    # Issue 24, friction 10: `env play` must show what a policy is told before the first observation.
+    played = runner.invoke(app, ["env", "play", "sop_support", "--action", "hello"])
+    assert played.exit_code == 0, played.output
+    from mtrl.envs.registry import load_spec
+
+    first_line = load_spec("sop_support").system_prompt.splitlines()[0]
+    assert played.stdout.startswith("[system] ")
+    assert first_line[:60] in played.stdout.replace("\n", " ")

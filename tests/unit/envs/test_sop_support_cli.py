@@ -23,7 +23,9 @@ def test_list_and_check() -> None:
     assert "procedure" in rows["sop_support"]["description"]
     checked = runner.invoke(app, ["env", "check", "sop_support", "--json"])
     assert checked.exit_code == 0, checked.output
-    assert json.loads(checked.stdout) == {"env_id": "sop_support", "ok": True, "problems": []}
+    document = json.loads(checked.stdout)
+    assert (document["env_id"], document["ok"], document["problems"]) == ("sop_support", True, [])
+    assert document["smoke_reward"] is not None  # the smoke episode's reward (issue 24 friction 10)
 
 
 def test_play_scripted_json_scores_the_reference_episode() -> None:

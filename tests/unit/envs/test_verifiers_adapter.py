@@ -7,6 +7,7 @@ of the wrapping: one episode per rollout state, observations as user turns, comp
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import types
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from environments import wordle
+from mtrl.envs.registry import load_spec
 
 
 class FakeMultiTurnEnv:
@@ -62,3 +64,22 @@ def test_invalid_task_ends_the_rollout_at_once(fake_verifiers: types.ModuleType)
     assert asyncio.run(env.is_completed([], state)) is True
     reply, _ = asyncio.run(env.env_response([], state))
     assert "not in the wordle answer list" in reply[0]["content"]
+
+
+def test_the_public_verifiers_api_is_refused_naming_the_supported_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 24, friction 9: against the public verifiers the adapter failed with "module 'verifiers' has no attribute
+    # 'MultiTurnEnv'" and nothing said which verifiers it expects. A stand-in with the public 0.4.0's shape (no
+    # MultiTurnEnv): `mtrl env check` keeps that a note (this machine cannot run it), and says what is needed.
+    from typer.testing import CliRunner
+
+    from mtrl.cli import app
+
+    public = types.ModuleType("verifiers")
+    public.__version__ = "0.4.0"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "verifiers", public)
+    with pytest.raises(ImportError, match=r"verifiers \(0.4.0\) has no MultiTurnEnv, Rubric.*amzn-agi-verifiers"):
+        load_spec("template").load_environment()
+    checked = CliRunner().invoke(app, ["env", "check", "template", "--json"])
+    assert checked.exit_code == 0, checked.output
+    [note] = json.loads(checked.stdout)["notes"]
+    assert "amzn-agi-verifiers >= 1.0.3" in note

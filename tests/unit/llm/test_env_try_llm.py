@@ -31,7 +31,8 @@ def test_a_fresh_template_made_environment_runs_at_once_with_tiny_random(made_en
     # The template declares EVALUATION (exact match): the held-out evaluation is its own figure, beside the reward.
     assert summary["heldout"]["evaluation_measure"] == "evaluation"
     assert 0 <= summary["heldout"]["evaluation_mean"] <= 1
-    assert [group["task"] for group in summary["groups"]] == ["otter", "apple"]  # the sample's first tasks
+    # The sample's first tasks, named by their dataset row ids (issue 24 friction 5: not by the secret word).
+    assert [group["task"] for group in summary["groups"]] == ["train-1", "train-2"]
     assert summary["overall"]["episodes"] == 6
     assert set(summary["overall"]["components"]) == {"correct", "closeness", "hint_cost"}
     assert summary["overall"]["tokens_per_episode"] > 0
@@ -55,8 +56,8 @@ def test_wordle_with_tiny_random_and_the_human_report(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app, ["env", "try", "wordle", "--policy", "hf:tiny-random", *SHORT, "--output", str(tmp_path / "o")]
     )
-    # Exit 1 is allowed: a random model may give wordle a flat reward; the report must say so either way.
-    assert result.exit_code in (0, 1), result.output
+    # A random model often gives wordle a flat reward: the report says so, and that is no failure (no --strict).
+    assert result.exit_code == 0, result.output
     assert "per task group" in result.stdout
     # The held-out external evaluation, success and the reward, each named: the reward is not the score.
     assert "held-out (2 tasks" in result.stdout
@@ -65,7 +66,7 @@ def test_wordle_with_tiny_random_and_the_human_report(tmp_path: Path) -> None:
     assert "(training signal, not the score)" in result.stdout
     assert "signal health" in result.stdout
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
-    assert (result.exit_code == 1) == (summary["signal_health"]["reward"]["verdict"] == "flat")
+    assert summary["signal_health"]["reward"]["verdict"] in {"flat", "signal"}
 
 
 def _check_training(summary: dict[str, Any]) -> None:
@@ -114,3 +115,25 @@ def test_usage_errors_name_the_option(tmp_path: Path) -> None:
     code, document, _ = _try(["wordle", "--policy", "features", "--train-steps", "2"])
     assert code == 2
     assert "--steps" in document["error"]
+
+
+def test_progress_counts_episodes_and_ctrl_c_keeps_what_was_played(
+    made_env_root: Path, tmp_path: Path, monkeypatch: Any
+) -> None:
+    # Issue 24, friction 7: one spinner for minutes, and Ctrl-C exited silently with nothing written.
+    done = CliRunner().invoke(app, ["env", "try", MADE_ENV, *SHORT, "--output", str(tmp_path / "done")])
+    assert done.exit_code == 0, done.output
+    assert "8/8 episodes" in done.output  # 2 tasks × 3 rollouts, then the 2 held-out tasks
+
+    import mtrl.llm.tryout
+
+    def interrupt(*_: Any, **__: Any) -> Any:
+        raise KeyboardInterrupt  # Ctrl-C while the held-out tasks play, after the groups were played
+
+    monkeypatch.setattr(mtrl.llm.tryout, "play_heldout", interrupt)
+    stopped = CliRunner().invoke(app, ["env", "try", MADE_ENV, *SHORT, "--output", str(tmp_path / "stopped")])
+    assert stopped.exit_code == 130, stopped.output
+    assert "interrupted after 6 of 8 episodes" in stopped.output
+    kept = (tmp_path / "stopped" / "partial-rollouts.jsonl").read_text().splitlines()
+    assert len(kept) == 6
+    assert {json.loads(line)["task"]["answer"] for line in kept} == {"otter", "apple"}

@@ -40,6 +40,10 @@ def test_base_and_untrained_policies_side_by_side_through_python_dash_m(tmp_path
     assert [entry["policy"] for entry in document["policies"]] == ["features", "hf:tiny-random"]
     rows = [json.loads(line) for line in per_task.read_text().splitlines()]
     assert len(rows) == 6
+    # Issue 24, friction 5: each row carries the dataset row's id (and is labelled by it), so results join back.
+    first_ids = [json.loads(line)["id"] for line in Path(document["source"]).read_text().splitlines()[:3]]
+    assert [row["id"] for row in rows] == first_ids * 2
+    assert [row["task"] for row in rows] == first_ids * 2
     for entry in document["policies"]:
         mine = [row for row in rows if row["policy"] == entry["policy"]]
         assert [row["task"] for row in mine] == [row["task"] for row in rows[:3]]  # the same tasks for each
@@ -120,7 +124,7 @@ def test_bad_policies_environments_and_splits_are_usage_errors(args: list[str], 
 def test_features_on_an_environment_without_a_features_agent_is_refused(made_env_root: Path) -> None:
     code, document, _ = _eval([MADE_ENV, "--policy", "features"])
     assert code == 2
-    assert "no policy for environment" in document["error"]
+    assert "the features policy exists only for" in document["error"]
 
 
 def test_an_unreachable_endpoint_names_the_policy(made_env_root: Path) -> None:

@@ -154,3 +154,23 @@ def test_submit_reports_unreadable_and_invalid_data(s3: Any) -> None:
     with pytest.raises(BackendError, match="reading s3://"):
         adapter.submit(gone)
     assert adapter.status(bad, "local-bad-v1").state is JobState.FAILED
+
+
+def test_a_language_model_run_needs_torch_here_or_an_interpreter_that_has_it(
+    s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A real Lambda runtime (and the emulator's) has no torch: preflight says so before anything runs, unless
+    # MTRL_LLM_PYTHON names an interpreter with the mtrl[llm] extra (what `mtrl demo --env` sets).
+    monkeypatch.setattr("mtrl.backends.local._has_torch", lambda: False)
+    monkeypatch.delenv("MTRL_LLM_PYTHON", raising=False)
+    run = _run({"hyperparameters": {"policy": "hf:tiny-random", "steps": 1}})
+    refused = _adapter().preflight(run)
+    assert [finding.ok for finding in refused] == [True, True, False]
+    assert "needs torch" in refused[-1].message
+    assert "MTRL_LLM_PYTHON" in refused[-1].message
+    monkeypatch.setenv("MTRL_LLM_PYTHON", "/opt/llm/bin/python")
+    assert all(finding.ok for finding in _adapter().preflight(run))
+    # The features policy exists only for the built-ins; another environment gets the language model by default.
+    features = _adapter().preflight(_run({"hyperparameters": {"policy": "features"}, "environment": "template"}))
+    assert not features[-1].ok
+    assert "use a language-model policy" in features[-1].message

@@ -172,5 +172,21 @@ def test_bad_settings_are_named() -> None:
         TrainConfig.from_mapping("wordle", {"group_size": 1})
     with pytest.raises(ConfigError, match="'steps' must be a int"):
         TrainConfig.from_mapping("wordle", {"steps": "many"})
-    with pytest.raises(NoAgentError, match="no policy for environment 'chess'"):
+    with pytest.raises(ConfigError, match="policy is 'features' or 'hf:MODEL'"):
+        TrainConfig.from_mapping("wordle", {"policy": "gpt"})
+    with pytest.raises(ConfigError, match="'policy' must be a str"):
+        TrainConfig.from_mapping("wordle", {"policy": 3})
+    # The old advice ("use the hyperpod or serverless backend") was wrong: the language-model policy plays any env.
+    with pytest.raises(NoAgentError, match="not for 'chess': use a language-model policy") as raised:
         agent_for("chess")
+    assert "hyperpod" not in str(raised.value)
+
+
+def test_the_default_policy_is_features_for_the_built_ins_and_the_language_model_otherwise() -> None:
+    assert TrainConfig.from_mapping("wordle", {}).policy == "features"
+    assert TrainConfig.from_mapping("sop_support", {}).steps == 20  # the features defaults stay as they were
+    custom = TrainConfig.from_mapping("my_env", {})
+    assert (custom.policy, custom.uses_language_model) == ("hf:tiny-random", True)
+    assert (custom.steps, custom.group_size, custom.learning_rate) == (2, 2, 5e-4)  # a plumbing-sized LM run
+    chosen = TrainConfig.from_mapping("wordle", {"policy": "hf:/models/qwen", "steps": 3})
+    assert (chosen.policy, chosen.steps, chosen.learning_rate) == ("hf:/models/qwen", 3, 5e-4)
