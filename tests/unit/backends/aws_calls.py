@@ -51,6 +51,7 @@ SERVERLESS_ADAPTER_ACTIONS = frozenset(
         "lambda:InvokeFunction",
         "bedrock-agentcore:InvokeAgentRuntime",
         "logs:FilterLogEvents",
+        "cloudwatch:GetMetricData",  # the agent's episode lines, for the run's signal rows (mtrl.backends.episode_rows)
     }
 )
 # What the agent Lambda calls with the agent role: AmazonSageMakerJobRuntimeAccess (AWS managed policy reference).
@@ -58,7 +59,11 @@ AGENT_ACTIONS = frozenset(
     {"sagemaker:Sample", "sagemaker:SampleWithResponseStream", "sagemaker:CompleteRollout", "sagemaker:UpdateReward"}
 )
 # The IAM action names of the operations whose API name differs from the action.
-_ACTION_OF = {"lambda:Invoke": "lambda:InvokeFunction", "s3:UploadPart": "s3:PutObject"}
+_ACTION_OF = {
+    "lambda:Invoke": "lambda:InvokeFunction",
+    "s3:UploadPart": "s3:PutObject",
+    "monitoring:GetMetricData": "cloudwatch:GetMetricData",  # CloudWatch signs as 'monitoring'; IAM says cloudwatch
+}
 
 
 @dataclass(frozen=True)
