@@ -46,6 +46,7 @@ from mtrl.backends.verl.rollout_rows import ROLLOUT_DIR, read_step
 from mtrl.backends.verl.settings import MODEL_SUMS_FILE, model_sums_object
 from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
 
+MERGED_DIR = "huggingface"  # output/huggingface/: the merged model (and lora_adapter/) a run delivers
 AGENT_NAME = "mtrl"
 AGENT_LOOP_CLASS = "mtrl.backends.verl.agent_loop.MtrlAgentLoop"
 # Prompts per training step (each played group_size times) unless the run document says otherwise; never more than
@@ -491,9 +492,46 @@ def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
         sys.stdout.write(line)
     code = process.wait()
     progress.finish()
-    if code == 0:
-        _upload_tree(s3, local_dir, document["output_uri"].rstrip("/") + "/output/checkpoints/")
-    return code
+    if code != 0:
+        return code
+    output = document["output_uri"].rstrip("/") + "/output/"
+    _upload_tree(s3, local_dir, output + "checkpoints/")
+    merged = launch.local_dir.parent / MERGED_DIR
+    return export_model(s3, local_dir, merged, output + MERGED_DIR + "/", run_id=document["run_id"])
+
+
+def latest_actor_checkpoint(local_dir: Path) -> Path | None:
+    """The actor of verl's last checkpoint (``global_step_<n>/actor``), or None."""
+    steps = [
+        (int(path.name.removeprefix("global_step_")), path)
+        for path in local_dir.glob("global_step_*")
+        if path.name.removeprefix("global_step_").isdigit()
+    ]
+    actor = max(steps)[1] / "actor" if steps else None
+    return actor if actor is not None and actor.is_dir() else None
+
+
+def merger_command(actor: Path, target: Path) -> list[str]:
+    """verl's model merger: the FSDP checkpoint as a Hugging Face model, and a LoRA run's adapter in
+    ``lora_adapter/`` beside it (``MTRL_VERL_MERGER`` replaces the module, for tests)."""
+    override = os.environ.get("MTRL_VERL_MERGER")
+    module = shlex.split(override) if override else [sys.executable, "-m", "verl.model_merger"]
+    return [*module, "merge", "--backend", "fsdp", "--local_dir", str(actor), "--target_dir", str(target)]
+
+
+def export_model(s3: Any, local_dir: Path, target: Path, prefix_uri: str, *, run_id: Any) -> int:
+    """The trained model as ``output/huggingface/`` (merged weights, tokenizer and, for LoRA, ``lora_adapter/``): the
+    run's deliverable, so a run whose export fails fails."""
+    actor = latest_actor_checkpoint(local_dir)
+    if actor is None:
+        print(f"run {run_id}: the trainer exited without a checkpoint to export ({local_dir})", file=sys.stderr)
+        return 1
+    merged = subprocess.run(merger_command(actor, target), check=False)
+    if merged.returncode != 0:
+        print(f"run {run_id}: merging {actor} into a Hugging Face model failed", file=sys.stderr)
+        return merged.returncode
+    _upload_tree(s3, target, prefix_uri)
+    return 0
 
 
 def composed_config(chosen: Sequence[str]) -> Any:

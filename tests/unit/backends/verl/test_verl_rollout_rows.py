@@ -18,7 +18,13 @@ import pytest
 from mtrl.backends.verl import train
 from mtrl.backends.verl.rollout_rows import read_step, step_fields
 from mtrl.health.signals import parse_signals
-from tests.unit.backends.verl.test_verl_train import BUCKET, document, s3  # noqa: F401 - the s3 fixture
+from tests.unit.backends.verl.test_verl_train import (  # noqa: F401 - the fixtures
+    BUCKET,
+    WRITE_CHECKPOINT,
+    document,
+    s3,
+    stand_in_merger,
+)
 
 
 def sample(prompt: str, score: float, **fields: float) -> str:
@@ -95,6 +101,7 @@ def test_rows_are_filled_one_step_late_and_at_the_end(s3: Any, tmp_path: Path) -
 
 def test_a_run_asks_verl_for_its_rollouts_and_reads_them(
     s3: Any,  # noqa: F811
+    stand_in_merger: Path,  # noqa: F811
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -108,7 +115,7 @@ def test_a_run_asks_verl_for_its_rollouts_and_reads_them(
         "dumps.mkdir(parents=True, exist_ok=True)\n"
         "for step in (1, 2, 3):\n"
         f"    (dumps / f'{{step}}.jsonl').write_text({sample('x', 1.0)!r} + '\\n' + {sample('x', 0.0)!r} + '\\n')\n"
-        "    print(f'step:{step} - critic/score/mean:0.5', flush=True)\n"
+        "    print(f'step:{step} - critic/score/mean:0.5', flush=True)\n" + WRITE_CHECKPOINT
     )
     monkeypatch.setenv("MTRL_VERL_TRAINER", f"{sys.executable} {script}")
     monkeypatch.setattr(train, "WORK_DIR", tmp_path / "work")
