@@ -160,3 +160,51 @@ def test_verls_own_validation_metrics_become_the_runs_evaluation() -> None:
     assert report["step"] == 0
     assert report["only"] is True  # the line before training trains nothing
     assert report["figures"] == {"reward": pytest.approx(0.3375), "success": 0.5, "evaluation": 0.5}
+
+
+DUMP_SCRIPT = """
+import json, sys, tempfile
+from pathlib import Path
+from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+from mtrl.backends.verl.rollout_rows import read_step
+
+# Two prompts, two samples each, with the per-sample fields MtrlAgentLoop returns, written by verl's own dump writer.
+infos = {
+    "success": [1.0, 0.0, 0.0, 0.0],
+    "evaluation": [1.0, 0.0, float("nan"), 0.0],
+    "turns": [3.0, 6.0, 6.0, 6.0],
+    "hit_turn_limit": [0.0, 1.0, 1.0, 1.0],
+    "truncated": [0.0, 0.0, 0.0, 1.0],
+    "error": [0.0, 0.0, 0.0, 0.0],
+    "timeout": [0.0, 0.0, 0.0, 0.0],
+    "malformed_actions": [0.0, 2.0, 0.0, 0.0],
+}
+with tempfile.TemporaryDirectory() as directory:
+    RayPPOTrainer._write_generations(
+        ["guess A", "guess A", "guess B", "guess B"], ["x"] * 4, [None] * 4, [1.3, -0.5, -0.5, -0.5], infos,
+        directory, 1,
+    )
+    print(json.dumps(read_step(Path(directory), 1)))
+"""
+
+
+def test_verls_own_rollout_dump_becomes_the_environment_side_of_a_health_row() -> None:
+    """RayPPOTrainer._write_generations (what trainer.rollout_data_dir writes) read back by rollout_rows."""
+    if not VERL_PYTHON.exists():
+        smoke()  # fails in CI, skips elsewhere, with the reason
+    completed = subprocess.run(
+        [str(VERL_PYTHON), "-c", DUMP_SCRIPT],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    fields = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert fields["zero_spread_share"] == 0.5  # prompt B's two scores are equal
+    assert fields["malformed_share"] == 0.25
+    assert fields["cap_hit_share"] == 0.75
+    assert fields["truncation_share"] == 0.25
+    assert fields["mean_turns"] == pytest.approx(21 / 4)

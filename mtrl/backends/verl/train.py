@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,11 @@ from mtrl.backends.verl.evaluation import (
     is_validation_only,
     validation_figures,
 )
+from mtrl.backends.verl.rollout_rows import ROLLOUT_DIR, read_step
 from mtrl.backends.verl.settings import MODEL_SUMS_FILE, model_sums_object
 from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
 
+MERGED_DIR = "huggingface"  # output/huggingface/: the merged model (and lora_adapter/) a run delivers
 AGENT_NAME = "mtrl"
 AGENT_LOOP_CLASS = "mtrl.backends.verl.agent_loop.MtrlAgentLoop"
 # Prompts per training step (each played group_size times) unless the run document says otherwise; never more than
@@ -164,6 +166,7 @@ def overrides(
     local_dir: Path,
     gpus_per_node: int,
     train_rows: int = PROMPTS_PER_STEP,
+    rollout_dir: Path | None = None,
 ) -> list[str]:
     """``verl.trainer.main_ppo`` Hydra overrides for the run's plan (GRPO, the mtrl agent loop, async rollout).
 
@@ -216,6 +219,8 @@ def overrides(
         "trainer.project_name": "mtrl",
         "trainer.experiment_name": str(document["run_id"]),
     }
+    if rollout_dir is not None:  # each step's samples, for the environment side of its health row (rollout_rows)
+        values["trainer.rollout_data_dir"] = str(rollout_dir)
     if lora_rank > 0:
         values["actor_rollout_ref.model.lora_alpha"] = 2 * lora_rank
         values["actor_rollout_ref.model.target_modules"] = "all-linear"
@@ -256,6 +261,12 @@ def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
     return int(found.group(1)), metrics
 
 
+def merged_row(row: SignalRow, environment_side: Mapping[str, Any]) -> SignalRow:
+    """The row with the rollouts' figures where the trainer's metrics had none (the trainer's own win)."""
+    known = {name for name in environment_side if hasattr(row, name) and getattr(row, name) is None}
+    return replace(row, **{name: environment_side[name] for name in known if environment_side[name] is not None})
+
+
 def signal_row(step: int, metrics: Mapping[str, float], *, when: float) -> SignalRow:
     """The trainer-side fields of one step's training-health row (the environment side comes from the loop's EMF)."""
     fields: dict[str, Any] = {field: metrics[name] for name, field in TRAINER_METRICS.items() if name in metrics}
@@ -266,8 +277,19 @@ class Progress:
     """Writes ``progress.json`` and ``signals.jsonl`` under the run's output prefix after every step, and
     ``evaluation.json`` after every validation of the held-out split."""
 
-    def __init__(self, s3: Any, output_uri: str, *, planned_steps: int, group_size: int, eval_tasks: int = 0) -> None:
+    def __init__(
+        self,
+        s3: Any,
+        output_uri: str,
+        *,
+        planned_steps: int,
+        group_size: int,
+        eval_tasks: int = 0,
+        rollout_dir: Path | None = None,
+    ) -> None:
         self.s3 = s3
+        self.rollout_dir = rollout_dir
+        self.pending: set[int] = set()  # steps whose rollout dump is not read yet
         self.bucket, _, prefix = output_uri.removeprefix("s3://").partition("/")
         self.prefix = prefix.rstrip("/") + "/"
         self.header = SignalHeader(planned_steps=planned_steps, group_size=group_size)
@@ -282,8 +304,31 @@ class Progress:
     def step(self, step: int, metrics: Mapping[str, float], *, when: float | None = None) -> None:
         self.rows = [row for row in self.rows if row.step != step]
         self.rows.append(signal_row(step, metrics, when=time.time() if when is None else when))
+        # A step's rollout dump is complete once a later step has been logged (verl writes it from a background
+        # thread) or the trainer has exited: the environment side of a row lands one step late.
+        self._fill_from_rollouts(before=step)
+        if self.rollout_dir is not None:
+            self.pending.add(step)
         self._put(SIGNALS_FILE, render_signals(self.header, self.rows), "application/x-ndjson")
         self._put("progress.json", json.dumps({"step": step}) + "\n", "application/json")
+
+    def finish(self) -> None:
+        """After the trainer exits (verl has drained its dumps): the last steps' environment side."""
+        if self.pending and self._fill_from_rollouts(before=None):
+            self._put(SIGNALS_FILE, render_signals(self.header, self.rows), "application/x-ndjson")
+
+    def _fill_from_rollouts(self, *, before: int | None) -> bool:
+        if self.rollout_dir is None:
+            return False
+        filled = False
+        for step in sorted(s for s in self.pending if before is None or s < before):
+            found = read_step(self.rollout_dir, step)
+            if found is None:
+                continue
+            self.pending.discard(step)
+            self.rows = [merged_row(row, found) if row.step == step else row for row in self.rows]
+            filled = True
+        return filled
 
     def evaluated(self, step: int, figures: Mapping[str, float]) -> None:
         """One validation: at step 0 the untrained policy (the baseline), later the trained one."""
@@ -369,6 +414,7 @@ class Launch:
     model_path: str
     local_dir: Path
     overrides: list[str]
+    rollout_dir: Path | None = None
 
 
 def prepare_launch(document: Mapping[str, Any], s3: Any, *, gpus_per_node: int) -> Launch:
@@ -376,6 +422,7 @@ def prepare_launch(document: Mapping[str, Any], s3: Any, *, gpus_per_node: int) 
     prepared = prepare(document, s3, work)
     model_path = fetch_model(document, s3, work)
     local_dir = work / "checkpoints"
+    rollout_dir = work / ROLLOUT_DIR
     chosen = overrides(
         document,
         model_path=model_path,
@@ -385,8 +432,9 @@ def prepare_launch(document: Mapping[str, Any], s3: Any, *, gpus_per_node: int) 
         local_dir=local_dir,
         gpus_per_node=gpus_per_node,
         train_rows=prepared.train_rows,
+        rollout_dir=rollout_dir,
     )
-    return Launch(prepared, model_path, local_dir, chosen)
+    return Launch(prepared, model_path, local_dir, chosen, rollout_dir)
 
 
 def trainer_environment(document: Mapping[str, Any]) -> dict[str, str]:
@@ -431,6 +479,7 @@ def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
         planned_steps=int(document["steps"]),
         group_size=int(document["group_size"]),
         eval_tasks=launch.prepared.eval_tasks,
+        rollout_dir=launch.rollout_dir,
     )
     progress.start()
     local_dir = launch.local_dir
@@ -442,9 +491,47 @@ def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
     for line in follow(process.stdout, progress):
         sys.stdout.write(line)
     code = process.wait()
-    if code == 0:
-        _upload_tree(s3, local_dir, document["output_uri"].rstrip("/") + "/output/checkpoints/")
-    return code
+    progress.finish()
+    if code != 0:
+        return code
+    output = document["output_uri"].rstrip("/") + "/output/"
+    _upload_tree(s3, local_dir, output + "checkpoints/")
+    merged = launch.local_dir.parent / MERGED_DIR
+    return export_model(s3, local_dir, merged, output + MERGED_DIR + "/", run_id=document["run_id"])
+
+
+def latest_actor_checkpoint(local_dir: Path) -> Path | None:
+    """The actor of verl's last checkpoint (``global_step_<n>/actor``), or None."""
+    steps = [
+        (int(path.name.removeprefix("global_step_")), path)
+        for path in local_dir.glob("global_step_*")
+        if path.name.removeprefix("global_step_").isdigit()
+    ]
+    actor = max(steps)[1] / "actor" if steps else None
+    return actor if actor is not None and actor.is_dir() else None
+
+
+def merger_command(actor: Path, target: Path) -> list[str]:
+    """verl's model merger: the FSDP checkpoint as a Hugging Face model, and a LoRA run's adapter in
+    ``lora_adapter/`` beside it (``MTRL_VERL_MERGER`` replaces the module, for tests)."""
+    override = os.environ.get("MTRL_VERL_MERGER")
+    module = shlex.split(override) if override else [sys.executable, "-m", "verl.model_merger"]
+    return [*module, "merge", "--backend", "fsdp", "--local_dir", str(actor), "--target_dir", str(target)]
+
+
+def export_model(s3: Any, local_dir: Path, target: Path, prefix_uri: str, *, run_id: Any) -> int:
+    """The trained model as ``output/huggingface/`` (merged weights, tokenizer and, for LoRA, ``lora_adapter/``): the
+    run's deliverable, so a run whose export fails fails."""
+    actor = latest_actor_checkpoint(local_dir)
+    if actor is None:
+        print(f"run {run_id}: the trainer exited without a checkpoint to export ({local_dir})", file=sys.stderr)
+        return 1
+    merged = subprocess.run(merger_command(actor, target), check=False)
+    if merged.returncode != 0:
+        print(f"run {run_id}: merging {actor} into a Hugging Face model failed", file=sys.stderr)
+        return merged.returncode
+    _upload_tree(s3, target, prefix_uri)
+    return 0
 
 
 def composed_config(chosen: Sequence[str]) -> Any:
@@ -468,6 +555,7 @@ def compose(document: Mapping[str, Any]) -> dict[str, Any]:
         val_file=work / "eval.parquet" if document.get("eval_dataset_uri") else None,
         agent_config=work / "agent_loops.yaml",
         local_dir=work / "checkpoints",
+        rollout_dir=work / ROLLOUT_DIR,
         gpus_per_node=1,
     )
     config = composed_config(chosen)

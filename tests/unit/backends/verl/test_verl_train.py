@@ -34,6 +34,35 @@ SAMPLE = (ROOT / "environments" / "wordle" / "sample" / "train.jsonl").read_text
 WEIGHTS = {"config.json": b'{"model_type": "qwen2"}', "model.safetensors": b"\x00" * 64}
 
 
+# What verl leaves when training ends (trainer.default_local_dir/global_step_<n>/actor), for the stand-in trainers.
+WRITE_CHECKPOINT = (
+    "import pathlib as _p, sys as _s\n"
+    "_args = dict(a.split('=', 1) for a in _s.argv[1:] if '=' in a)\n"
+    "_actor = _p.Path(_args['trainer.default_local_dir']) / 'global_step_3' / 'actor'\n"
+    "_actor.mkdir(parents=True, exist_ok=True)\n"
+    "(_actor / 'model_world_size_1_rank_0.pt').write_bytes(b'weights')\n"
+)
+
+
+@pytest.fixture(autouse=True)
+def stand_in_merger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """verl's model merger as its CLI is called (merge --backend fsdp --local_dir ACTOR --target_dir DIR)."""
+    script = tmp_path / "merger.py"
+    script.write_text(
+        "import sys, pathlib\n"
+        "args = sys.argv[1:]\n"
+        "assert args[:3] == ['merge', '--backend', 'fsdp'], args\n"
+        "source = pathlib.Path(args[args.index('--local_dir') + 1])\n"
+        "assert (source / 'model_world_size_1_rank_0.pt').is_file(), source\n"
+        "target = pathlib.Path(args[args.index('--target_dir') + 1])\n"
+        "(target / 'lora_adapter').mkdir(parents=True)\n"
+        "(target / 'model.safetensors').write_bytes(b'merged')\n"
+        "(target / 'lora_adapter' / 'adapter_model.safetensors').write_bytes(b'adapter')\n"
+    )
+    monkeypatch.setenv("MTRL_VERL_MERGER", f"{sys.executable} {script}")
+    return script
+
+
 @pytest.fixture
 def s3() -> Iterator[Any]:
     with mock_aws():
@@ -174,11 +203,8 @@ def test_a_run_around_a_stand_in_trainer(s3: Any, tmp_path: Path, monkeypatch: p
         "import sys, pathlib\n"
         "args = dict(a.split('=', 1) for a in sys.argv[1:])\n"
         "assert args['actor_rollout_ref.rollout.agent.default_agent_loop'] == 'mtrl'\n"
-        "out = pathlib.Path(args['trainer.default_local_dir']) / 'global_step_3'\n"
-        "out.mkdir(parents=True)\n"
-        "(out / 'actor.bin').write_bytes(b'weights')\n"
         "for step in (1, 2, 3):\n"
-        "    print(f'step:{step} - critic/score/mean:{step / 10}', flush=True)\n"
+        "    print(f'step:{step} - critic/score/mean:{step / 10}', flush=True)\n" + WRITE_CHECKPOINT
     )
     monkeypatch.setenv("MTRL_VERL_TRAINER", f"{sys.executable} {script}")
     monkeypatch.setattr(train, "WORK_DIR", tmp_path / "work")
@@ -190,8 +216,30 @@ def test_a_run_around_a_stand_in_trainer(s3: Any, tmp_path: Path, monkeypatch: p
         json.loads(line)["metadata"] for line in SAMPLE
     ]
     assert json.loads(s3.get_object(Bucket=BUCKET, Key="runs/r1/progress.json")["Body"].read()) == {"step": 3}
-    copied = s3.get_object(Bucket=BUCKET, Key="runs/r1/output/checkpoints/global_step_3/actor.bin")
+    copied = s3.get_object(
+        Bucket=BUCKET, Key="runs/r1/output/checkpoints/global_step_3/actor/model_world_size_1_rank_0.pt"
+    )
     assert copied["Body"].read() == b"weights"
+    # The deliverable: the merged Hugging Face model, and the LoRA adapter beside it.
+    merged = s3.get_object(Bucket=BUCKET, Key="runs/r1/output/huggingface/model.safetensors")["Body"].read()
+    assert merged == b"merged"
+    adapter = s3.get_object(Bucket=BUCKET, Key="runs/r1/output/huggingface/lora_adapter/adapter_model.safetensors")
+    assert adapter["Body"].read() == b"adapter"
+
+
+def test_a_run_whose_model_cannot_be_exported_fails(s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps(document(s3)))
+    script = tmp_path / "trainer.py"
+    script.write_text("for step in (1, 2, 3):\n    print(f'step:{step} - critic/score/mean:0.5', flush=True)\n")
+    monkeypatch.setenv("MTRL_VERL_TRAINER", f"{sys.executable} {script}")
+    monkeypatch.setattr(train, "WORK_DIR", tmp_path / "work")
+    assert train.main(["--run-config", str(config)], s3=s3) == 1  # no checkpoint: nothing to deliver
+    script.write_text(script.read_text() + WRITE_CHECKPOINT)
+    monkeypatch.setenv("MTRL_VERL_MERGER", f"{sys.executable} -c 'import sys; sys.exit(3)'")
+    assert train.main(["--run-config", str(config)], s3=s3) == 3  # the merger failed
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix="runs/r1/output/huggingface/")
+    assert listed["KeyCount"] == 0
 
 
 # verl's console lines of a validation (RayPPOTrainer._val_metrics_update + LocalLogger; the contract test
@@ -318,7 +366,7 @@ def test_a_run_with_held_out_rows_reports_its_evaluation_through_the_adapter(
         f"print({BASELINE_LINE!r}, end='', flush=True)\n"
         "print('step:1 - critic/score/mean:0.1', flush=True)\n"
         "print('step:2 - critic/score/mean:0.2', flush=True)\n"
-        f"print({AFTER_LINE!r}, end='', flush=True)\n"
+        f"print({AFTER_LINE!r}, end='', flush=True)\n" + WRITE_CHECKPOINT
     )
     monkeypatch.setenv("MTRL_VERL_TRAINER", f"{sys.executable} {script}")
     monkeypatch.setattr(train, "WORK_DIR", tmp_path / "work")
@@ -397,7 +445,7 @@ def test_trainer_metrics_go_to_the_deployments_mlflow_app(
         "assert args['trainer.logger'] == '[console,mlflow]', args['trainer.logger']\n"
         f"assert os.environ['MLFLOW_TRACKING_URI'] == {MLFLOW_APP!r}\n"
         "for step in (1, 2, 3):\n"
-        "    print(f'step:{step} - critic/score/mean:np.float64({step / 10})', flush=True)\n"
+        "    print(f'step:{step} - critic/score/mean:np.float64({step / 10})', flush=True)\n" + WRITE_CHECKPOINT
     )
     monkeypatch.setenv("MTRL_VERL_TRAINER", f"{sys.executable} {script}")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

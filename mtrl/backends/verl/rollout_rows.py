@@ -1,0 +1,90 @@
+"""The environment side of a verl run's training-health rows, from the rollouts verl dumps after each step.
+
+With ``trainer.rollout_data_dir`` set, verl writes ``<dir>/<step>.jsonl`` after every training step (one line per
+sample: its prompt text as ``input``, ``score`` and the fields ``MtrlAgentLoop`` returned in ``reward_extra_info``;
+``RayPPOTrainer._log_rollout_data``). Grouped by prompt — GRPO samples ``rollout.n`` episodes of each — they give
+the same figures every other backend computes from its episodes (``mtrl.health.episodes.episode_fields``): reward
+mean and within-group spread, malformed actions, turns, turn-limit hits, errors, timeouts and truncation.
+
+verl writes the file from a background thread, so it may land after the step's console line; the trainer's
+``Progress`` fills a row in as soon as its file is there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mtrl.envs.contract import MALFORMED_ACTIONS, EpisodeResult
+from mtrl.health.episodes import EpisodeStatus, episode_fields
+
+ROLLOUT_DIR = "rollouts"
+
+
+@dataclass(frozen=True)
+class DumpedEpisode:
+    """One sample of a step's dump, as the health aggregation reads an episode (``ScoredEpisode``)."""
+
+    result: EpisodeResult | None
+    status: EpisodeStatus
+    turns: int
+    hit_turn_limit: bool
+    truncated: bool
+
+
+def _number(entry: dict[str, Any], key: str) -> float:
+    value = entry.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def dumped_episode(entry: dict[str, Any]) -> DumpedEpisode:
+    """A dump line as an episode: an errored or timed-out episode has no result (its score is not the env's)."""
+    status: EpisodeStatus = (
+        "error" if _number(entry, "error") else "timeout" if _number(entry, "timeout") else "completed"
+    )
+    evaluation = entry.get("evaluation")
+    result = None
+    if status == "completed":
+        result = EpisodeResult(
+            reward=_number(entry, "score"),
+            success=bool(_number(entry, "success")),
+            evaluation=float(evaluation) if isinstance(evaluation, int | float) and math.isfinite(evaluation) else None,
+            metrics={MALFORMED_ACTIONS: _number(entry, MALFORMED_ACTIONS)},
+        )
+    return DumpedEpisode(
+        result=result,
+        status=status,
+        turns=int(_number(entry, "turns")),
+        hit_turn_limit=bool(_number(entry, "hit_turn_limit")),
+        truncated=bool(_number(entry, "truncated")),
+    )
+
+
+def step_fields(lines: Iterable[str]) -> dict[str, Any]:
+    """The environment-side fields of one step's row from its dump lines (unreadable lines are skipped)."""
+    groups: dict[str, list[DumpedEpisode]] = {}
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            groups.setdefault(str(entry.get("input")), []).append(dumped_episode(entry))
+    episodes = [episode for group in groups.values() for episode in group]
+    if not episodes:
+        return {}
+    fields = episode_fields(list(groups.values()))
+    fields["truncation_share"] = sum(episode.truncated for episode in episodes) / len(episodes)
+    return fields
+
+
+def read_step(directory: Path, step: int) -> dict[str, Any] | None:
+    """The fields of ``step`` once verl has written its dump, else None."""
+    path = directory / f"{step}.jsonl"
+    if not path.is_file():
+        return None
+    return step_fields(path.read_text(encoding="utf-8", errors="replace").splitlines())
