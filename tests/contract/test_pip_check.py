@@ -14,11 +14,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("venv", [".venv", ".venv-emulator", ".venv-nova"])
-def test_pip_check_passes(venv: str) -> None:
+def test_pip_check_passes(venv: str, tmp_path: Path) -> None:
     python = ROOT / venv / "bin" / "python"
     if not python.exists():
         if os.environ.get("CI") == "true":
             pytest.fail(f"{venv} is missing; `make test` builds it")
         pytest.skip(f"{venv} is missing (make setup emulator nova)")
-    result = subprocess.run([str(python), "-m", "pip", "check"], capture_output=True, text=True, check=False)
+    # Only what the venv has installed: from the checkout (or with PYTHONPATH pointing at it), pip would also check
+    # the mtrl.egg-info an editable install leaves there against a venv that does not install mtrl (.venv-emulator).
+    environ = {key: value for key, value in os.environ.items() if key not in {"PYTHONPATH", "PYTHONHOME"}}
+    result = subprocess.run(
+        [str(python), "-m", "pip", "check"], capture_output=True, text=True, check=False, cwd=tmp_path, env=environ
+    )
     assert result.returncode == 0, result.stdout + result.stderr
