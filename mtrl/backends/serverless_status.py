@@ -2,7 +2,7 @@
 and the job role's trust check.
 
 Where billable token usage is (botocore ``sagemaker`` 2017-07-24 service model, checked in
-``tests/unit/backends/test_serverless_status.py``): ``DescribeJobResponse`` has no usage member; its
+``tests/unit/backends/serverless/test_serverless_status.py``): ``DescribeJobResponse`` has no usage member; its
 ``JobConfigDocument`` is a JSON string whose ``ServiceOutput.BillableTokenUsage`` the service fills for AgentRFT and
 AgentRFTEvaluation jobs (the Wordle guide, seeds/000: "token usage can be read from DescribeJob's
 BillableTokenUsage"). ``DescribeTrainingSession``'s ``TrainingSessionDetail.BillableTokenUsage`` belongs to a

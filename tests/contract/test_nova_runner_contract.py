@@ -334,8 +334,9 @@ def test_setup_submit_status_cancel_teardown_with_the_real_sdk(sandbox: Sandbox,
 
 
 def _record_sdk_version() -> None:
-    """The flow passed against this SDK: record its version (tests/unit/backends/test_nova_runner.py compares it
-    with the pin, so a pin change without a contract run fails there, and a contract run shows up in the diff)."""
+    """The flow passed against this SDK: record its version (tests/unit/backends/hyperpod/test_nova_runner.py
+    compares it with the pin, so a pin change without a contract run fails there, and a contract run shows up in the
+    diff)."""
     version = subprocess.run(
         [str(NOVA_PYTHON), "-c", "import importlib.metadata as m; print(m.version('amzn-nova-forge'))"],
         capture_output=True,

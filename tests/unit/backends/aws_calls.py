@@ -6,7 +6,7 @@ every call (faked or moto-served) before any handler answers it. ``actions(who)`
 ``to_json()`` the full list, for feeding to the policy evaluator of tests/contract/ once it exists.
 
 The expected sets below are the serverless adapter's and agent's documented calls; the template tests check that the
-synthesized policies grant them (tests/unit/backends/test_backends_wiring.py, test_backend_roles.py).
+synthesized policies grant them (tests/unit/stacks/test_backends_wiring.py, test_backend_roles.py).
 """
 
 from __future__ import annotations

@@ -224,7 +224,7 @@ def test_preflight_names_what_the_role_may_not_do(world: World) -> None:
 
 
 def test_preflight_asks_about_exactly_the_verbs_the_role_grants(world: World) -> None:
-    # The Role the cluster stack installs is rendered from the same table (tests/unit/cluster/test_kuberay.py checks
+    # The Role the cluster stack installs is rendered from the same table (tests/unit/stacks/test_kuberay.py checks
     # the template): every granted verb is asked about once, and nothing that is not granted.
     world.adapter.preflight(world.run())
     (role,) = [m for m in namespace_manifests("mtrl-verl") if m["kind"] == "Role"]

@@ -1,5 +1,5 @@
 """sop_support in the serverless agent Lambda (lambda/serverless_agent/handler.py) against a stubbed
-``sagemakerjobruntime`` client, as tests/unit/worker/test_serverless_agent.py plays wordle."""
+``sagemakerjobruntime`` client, as tests/unit/lambda/serverless_agent/test_serverless_agent.py plays wordle."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 from botocore.stub import Stubber
+from test_serverless_agent import agent, expect_report, expect_sample, payload, stub
 
 from environments.sop_support import SYSTEM_PROMPT, solve
 from mtrl.envs.episode_state import open_states
-from tests.unit.worker.test_serverless_agent import agent, expect_report, expect_sample, payload, stub
 
 __all__ = ["stub"]  # the stubbed-client fixture, shared with the wordle tests
 

@@ -15,7 +15,7 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 
-HANDLER_PATH = Path(__file__).resolve().parents[3] / "lambda" / "serverless_agent" / "handler.py"
+HANDLER_PATH = Path(__file__).resolve().parents[4] / "lambda" / "serverless_agent" / "handler.py"
 JOB_ARN = "arn:aws:sagemaker:us-east-1:111122223333:job/AgentRFT/smoke-test"
 
 

@@ -11,8 +11,8 @@ from cfnlint.api import ManualArgs, lint
 
 from stacks.app_builder import Deployment
 from tests.conftest import make_app
-from tests.unit.cluster.custom_cluster import ADMIN_ROLE, VIEWER_ROLE
-from tests.unit.cluster.template_tools import least_privilege_violations, of_type, only
+from tests.unit.stacks.custom_cluster import ADMIN_ROLE, VIEWER_ROLE
+from tests.unit.stacks.template_tools import least_privilege_violations, of_type, only
 
 
 def _groups(template: dict[str, Any]) -> dict[str, dict[str, Any]]:

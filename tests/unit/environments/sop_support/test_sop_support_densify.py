@@ -3,7 +3,8 @@ gives GRPO no signal in more groups than the partial-credit reward does.
 
 The recording (``data/sop_support_untrained_rollouts.jsonl``) is GROUP_SIZE rollouts of each of the first TASKS
 training tickets by the local backend's sop_support agent with all weights 0 (uniform over its candidates: the
-policy a run starts from), seeded. Regenerate it with ``python -m tests.unit.envs.test_sop_support_densify``.
+policy a run starts from), seeded. Regenerate it with
+``python -m tests.unit.environments.sop_support.test_sop_support_densify``.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def _groups(rows: list[dict[str, Any]], key: str) -> list[list[float]]:
 
 def test_the_recording_is_current_and_its_scores_replay_exactly() -> None:
     assert RECORDING.read_text(encoding="utf-8") == record(), (
-        "stale: python -m tests.unit.envs.test_sop_support_densify"
+        "stale: python -m tests.unit.environments.sop_support.test_sop_support_densify"
     )
     for row in _recorded():
         _, result = SPEC.play({"prompt": "", "info": {"ticket_id": row["ticket_id"]}}, row["actions"])

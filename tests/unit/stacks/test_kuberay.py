@@ -25,7 +25,7 @@ from stacks.constructs.kuberay import (
     OPERATOR_NAMESPACE,
     OPERATOR_RELEASE,
 )
-from tests.unit.cluster.template_tools import of_type
+from tests.unit.stacks.template_tools import of_type
 
 NAMESPACE = "mtrl-verl"  # the default verl_namespace: '<prefix>-verl'
 

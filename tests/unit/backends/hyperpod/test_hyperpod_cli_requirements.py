@@ -19,7 +19,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 REQUIREMENTS = ROOT / "requirements"
 CLI_REQUIREMENTS = REQUIREMENTS / "hyperpod-cli.in"
 LOCK = REQUIREMENTS / "nova-runner.txt"

@@ -23,7 +23,7 @@ from moto import mock_aws
 from mtrl.kube import charts
 from mtrl.runs.slots import SlotPool
 
-HANDLER = Path(__file__).resolve().parents[3] / "lambda" / "hyperpod_helm" / "handler.py"
+HANDLER = Path(__file__).resolve().parents[4] / "lambda" / "hyperpod_helm" / "handler.py"
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from test_nova_runner_image import dockerfile_instructions
 
 from mtrl.backends import nova_runner
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 DOCKERFILE = (ROOT / "docker/nova-runner/Dockerfile").read_text()
 LOCK = (ROOT / "requirements/nova-runner.txt").read_text()
 BUCKET = "mtrl-data-123456789012"

@@ -20,7 +20,7 @@ from mtrl.runs.errors import ConfigurationError
 from mtrl.runs.manifest import resolve_run_settings
 from mtrl.settings import SettingsError, load_settings
 from mtrl.settings.pipeline import PipelineSettings
-from tests.unit.pipeline.test_manifest_limits import adapter_view
+from tests.unit.runs.test_manifest_limits import adapter_view
 
 DEFAULTS = PipelineSettings.model_validate({})
 # Nova Forge needs a restricted instance group; with one, hyperpod is the deployment's default backend.

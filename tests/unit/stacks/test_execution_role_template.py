@@ -19,7 +19,7 @@ import pytest
 
 from stacks.app_builder import Deployment
 from stacks.constructs.hyperpod_cluster import MANAGED_INSTANCE_POLICY
-from tests.unit.cluster.template_tools import as_list
+from tests.unit.stacks.template_tools import as_list
 
 ENI_ACTIONS = (
     "ec2:AssignPrivateIpAddresses",

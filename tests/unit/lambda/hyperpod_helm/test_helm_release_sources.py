@@ -22,7 +22,7 @@ from mtrl.backends.verl.access import ROLE_NAME, TRAINER_SERVICE_ACCOUNT, namesp
 from mtrl.kube.charts import ChartDigestError, tree_sha256
 from stacks.constructs.kuberay import operator_values
 
-HANDLER = Path(__file__).resolve().parents[3] / "lambda" / "hyperpod_helm" / "handler.py"
+HANDLER = Path(__file__).resolve().parents[4] / "lambda" / "hyperpod_helm" / "handler.py"
 COMMIT = "59d663aeec13760646da3db9c1cf8cfe883e30b7"
 CHART_FILES = {
     "Chart.yaml": b"apiVersion: v2\nname: kuberay-operator\nversion: 1.7.0\n",

@@ -13,7 +13,7 @@ from cfnlint.api import ManualArgs, lint
 from mtrl.settings import SettingsError, load_settings
 from stacks.app_builder import Deployment
 from stacks.constructs.reward_workers import DOCKERFILE
-from tests.unit.cluster.template_tools import as_list, least_privilege_violations, of_type, only
+from tests.unit.stacks.template_tools import as_list, least_privilege_violations, of_type, only
 
 
 def _lid(deployment: Deployment, construct: Any) -> str:

@@ -19,7 +19,7 @@ from stacks.constructs.eks_cluster import MANAGED_ADDONS
 from stacks.constructs.hyperpod_cluster import LIFECYCLE_DIR, MANAGED_INSTANCE_POLICY
 from stacks.constructs.hyperpod_helm import KUBECTL_LAYER_VERSION, check_kubectl_skew
 from tests.conftest import make_app
-from tests.unit.cluster.template_tools import as_list, least_privilege_violations, of_type, only
+from tests.unit.stacks.template_tools import as_list, least_privilege_violations, of_type, only
 
 ALL_LOG_TYPES = {"api", "audit", "authenticator", "controllerManager", "scheduler"}
 
@@ -271,7 +271,7 @@ def test_a_cluster_change_updates_the_guarding_release_first(cluster_json: dict[
     # reference): an update of the resource re-states every group at the template's count, the idle count, so a
     # deploy during a run scales the run's group back. The Helm release is updated before the
     # cluster (DependsOn) whenever the cluster's properties change (ClusterFingerprint), and its handler refuses
-    # while a run holds a slot in the run table (tests/unit/cluster/test_hyperpod_helm_handler.py).
+    # while a run holds a slot in the run table (tests/unit/lambda/hyperpod_helm/test_hyperpod_helm_handler.py).
     release_id, release = only(cluster_json, "Custom::HyperPodHelmRelease")
     _, hyperpod = only(cluster_json, "AWS::SageMaker::Cluster")
     assert release_id in hyperpod["DependsOn"]

@@ -21,7 +21,7 @@ import pytest
 
 from mtrl.settings.aws_facts import HYPERPOD_EKS_KUBERNETES_VERSIONS
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 IMAGE_DIR = ROOT / "docker/nova-runner"
 DOCKERFILE = (IMAGE_DIR / "Dockerfile").read_text()
 KEYSERVER_LOOKUP = "https://keyserver.ubuntu.com/pks/lookup?op=get&options=mr&search=0x{fingerprint}"
@@ -427,7 +427,7 @@ def test_the_docs_describe_the_verification_the_image_does() -> None:
 
 
 def test_the_hyperpod_cli_installs_into_the_locked_environment_as_it_is() -> None:
-    # The CLI's declared requirements are in the lock (tests/unit/backends/test_hyperpod_cli_requirements.py); the
+    # The CLI's declared requirements are in the lock (test_hyperpod_cli_requirements.py beside this one); the
     # image must install them and the CLI so that `pip check` passes and `hyperpod start-job` finds them.
     runs = [line.removeprefix("RUN ") for line in dockerfile_instructions() if line.startswith("RUN ")]
     lock_run = next(run for run in runs if "pip install --no-deps --requirement requirements/nova-runner.txt" in run)

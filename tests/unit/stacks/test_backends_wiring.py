@@ -278,7 +278,7 @@ def test_nova_runner_task_runs_with_the_runner_role(backends_template: Template)
         },
     )
     dockerfile = (REPO / "docker" / "nova-runner" / "Dockerfile").read_text()
-    # The SDK pin lives in the lock the image installs (tests/unit/backends/test_nova_runner.py checks the rest).
+    # The SDK pin lives in the lock the image installs (backends/hyperpod/test_nova_runner.py checks the rest).
     assert "--requirement requirements/nova-runner.txt" in dockerfile
     assert "python:3.12" in dockerfile
 
