@@ -19,21 +19,21 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from mtrl import signal_health
-from mtrl.cli.env_try_llm import try_with_language_model
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, fail, print_json
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
 from mtrl.evaluation import label as evaluation_label
-from mtrl.local.agents import AGENTS, NoAgentError
-from mtrl.local.config import ConfigError, TrainConfig
-from mtrl.local.run import DirectoryStore, advance_run, create_run, parse_jsonl, read_summary
-from mtrl.local.trainer import TrainingError, TrainingState
+
+if TYPE_CHECKING:
+    from mtrl.local.config import TrainConfig
+    from mtrl.local.run import DirectoryStore
+    from mtrl.local.trainer import TrainingState
 
 SAMPLE_TRAIN = Path("sample") / "train.jsonl"
 SAMPLE_EVAL = Path("sample") / "eval.jsonl"
@@ -89,10 +89,15 @@ def try_environment(
     ] = False,
 ) -> None:
     """Dry-run an environment's reward with a policy and report its signal health and held-out success."""
+    # The trainers (numpy, the language-model stack) load when a try starts, never for --help.
+    from mtrl.local.agents import AGENTS  # noqa: PLC0415
+
     chosen = policy or ("features" if env_id in AGENTS else "hf:tiny-random")
     if chosen != "features":
         if steps is not None:
             fail("--steps is for --policy features; a language model trains with --train-steps N", as_json=as_json)
+        from mtrl.cli.env_try_llm import try_with_language_model  # noqa: PLC0415
+
         try_with_language_model(
             env_id,
             policy=chosen,
@@ -146,6 +151,11 @@ def _try_features(
     as_json: bool,
     strict: bool,
 ) -> None:
+    from mtrl.local.agents import NoAgentError  # noqa: PLC0415
+    from mtrl.local.config import ConfigError, TrainConfig  # noqa: PLC0415
+    from mtrl.local.run import DirectoryStore, advance_run, create_run, parse_jsonl, read_summary  # noqa: PLC0415
+    from mtrl.local.trainer import TrainingError  # noqa: PLC0415
+
     try:
         spec = load_spec(env_id)
         values: dict[str, Any] = {"seed": seed}
@@ -199,6 +209,8 @@ def _try_features(
 
 
 def _train_with_progress(store: DirectoryStore, config: TrainConfig) -> None:
+    from mtrl.local.run import advance_run  # noqa: PLC0415
+
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),

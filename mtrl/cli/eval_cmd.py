@@ -25,7 +25,6 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from mtrl.cli.env_try_llm import read_tasks
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, fail, print_json
 from mtrl.envs.contract import EpisodeResult, TaskError
 from mtrl.envs.registry import EnvironmentNotFoundError, EnvironmentSpec, InvalidEnvironmentError, load_spec
@@ -33,12 +32,6 @@ from mtrl.evaluation import describe, label
 from mtrl.evaluation import score as evaluation_score
 from mtrl.llm import LLMUnavailableError
 from mtrl.llm.policies import PolicyError, PolicySpec, Sampling, parse_policy
-from mtrl.llm.report import task_label
-from mtrl.local.agents import NoAgentError, agent_for
-from mtrl.local.config import ConfigError, TrainConfig
-from mtrl.local.policy import LogLinearPolicy
-from mtrl.local.run import row_ids, task_key
-from mtrl.local.trainer import TaskSplit, Trainer, TrainingError
 
 SPLITS = {"heldout": Path("sample") / "eval.jsonl", "train": Path("sample") / "train.jsonl"}
 
@@ -66,6 +59,9 @@ def parse_policies(texts: Sequence[str], models: Sequence[str]) -> list[PolicySp
 
 def split_path(spec: EnvironmentSpec, split: str) -> Path:
     """``heldout`` / ``train`` (the environment's sample files) or a dataset file."""
+    # The local trainer's modules (numpy) load when a command runs, never for --help.
+    from mtrl.local.trainer import TrainingError  # noqa: PLC0415
+
     path = spec.path / SPLITS[split] if split in SPLITS else Path(split)
     if not path.is_file():
         where = f"the environment's {split} split" if split in SPLITS else "--split"
@@ -74,6 +70,8 @@ def split_path(spec: EnvironmentSpec, split: str) -> Path:
 
 
 def _row(policy: str, index: int, task: dict[str, Any], result: EpisodeResult, turns: int) -> dict[str, Any]:
+    from mtrl.llm.report import task_label  # noqa: PLC0415
+
     return {
         "policy": policy,
         "task": task_label(task, index),
@@ -87,6 +85,11 @@ def _row(policy: str, index: int, task: dict[str, Any], result: EpisodeResult, t
 
 def _features_rows(spec: EnvironmentSpec, tasks: list[dict[str, Any]], *, seed: int) -> list[dict[str, Any]]:
     """The untrained features policy (all weights 0) on every task: the local trainer's held-out rollouts."""
+    from mtrl.local.agents import agent_for  # noqa: PLC0415
+    from mtrl.local.config import TrainConfig  # noqa: PLC0415
+    from mtrl.local.policy import LogLinearPolicy  # noqa: PLC0415
+    from mtrl.local.trainer import TaskSplit, Trainer  # noqa: PLC0415
+
     agent = agent_for(spec.env_id)
     config = TrainConfig.from_mapping(spec.env_id, {"seed": seed, "eval_tasks": len(tasks)})
     trainer = Trainer(spec, agent, TaskSplit(train=tasks, holdout=tasks))
@@ -128,6 +131,8 @@ def _play(
     as_json: bool,
 ) -> list[dict[str, Any]]:
     """One policy's per-task rows; a policy that cannot run ends the command with a message naming it."""
+    from mtrl.local.config import ConfigError  # noqa: PLC0415
+
     try:
         if policy.kind == "features":
             return _features_rows(spec, tasks, seed=seed)
@@ -188,6 +193,11 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
 ) -> None:
     """Evaluate one or more policies on a split, side by side: the external evaluation, reward, success, turns."""
+    from mtrl.cli.env_try_llm import read_tasks  # noqa: PLC0415
+    from mtrl.local.agents import NoAgentError, agent_for  # noqa: PLC0415
+    from mtrl.local.run import row_ids, task_key  # noqa: PLC0415
+    from mtrl.local.trainer import TrainingError  # noqa: PLC0415
+
     try:
         specs = parse_policies(policies, models or [])
         sampling = Sampling(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens)

@@ -74,8 +74,9 @@ CASES: dict[str, tuple[list[str], tuple[str, ...]]] = {
         ["env", "list", "--json"],
         (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, *SETTINGS_MODELS, "mtrl.llm", "mtrl.validation"),
     ),
-    "env try --help": (["env", "try", "--help"], (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS)),
-    "eval --help": (["eval", "--help"], (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS)),
+    # The trainers (numpy, the local trainer's modules) load when a try or an evaluation starts, not for its help.
+    "env try --help": (["env", "try", "--help"], (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS, "numpy", "mtrl.local")),
+    "eval --help": (["eval", "--help"], (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS, "numpy", "mtrl.local")),
     "sandbox --help": (["sandbox", "run", "--help"], (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, "numpy", "mtrl.envs")),
     "config docs": (["config", "docs"], (*NOT_FOR_LOCAL_WORK, "numpy")),
     "status --help": (
