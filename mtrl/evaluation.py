@@ -9,12 +9,11 @@ trainer, ``mtrl env try``, ``mtrl eval``, the run summary) uses these functions,
 
 from __future__ import annotations
 
-import json
 import math
-import sys
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
+
+from mtrl import emf
 
 if TYPE_CHECKING:  # (types only: `mtrl status` labels the evaluation without loading the environments)
     from mtrl.envs.contract import EpisodeResult
@@ -75,29 +74,15 @@ def emit_emf(
     if not results:
         return False
     found = figures(results)
-    keys = [*dimensions, "Measure"]
-    document = {
-        "_aws": {
-            "Timestamp": int(time.time() * 1000) if timestamp_ms is None else timestamp_ms,
-            "CloudWatchMetrics": [
-                {
-                    "Namespace": EMF_NAMESPACE,
-                    "Dimensions": [keys],
-                    "Metrics": [
-                        {"Name": "EvaluationMean", "Unit": "None"},
-                        {"Name": "RewardMean", "Unit": "None"},
-                        {"Name": "Episodes", "Unit": "Count"},
-                    ],
-                }
-            ],
-        },
-        **dict(dimensions),
-        "Measure": found["evaluation_measure"],
-        "EvaluationMean": found["evaluation_mean"],
-        "RewardMean": sum(r.reward for r in results) / len(results),
-        "Episodes": len(results),
-    }
-    out = stream or sys.stdout
-    out.write(json.dumps(document, separators=(",", ":")) + "\n")
-    out.flush()
+    line = emf.document(
+        namespace=EMF_NAMESPACE,
+        dimensions={**dimensions, "Measure": found["evaluation_measure"]},
+        metrics=[
+            ("EvaluationMean", found["evaluation_mean"], "None"),
+            ("RewardMean", sum(r.reward for r in results) / len(results), "None"),
+            ("Episodes", len(results), "Count"),
+        ],
+        timestamp_ms=timestamp_ms,
+    )
+    emf.write([line], stream)
     return True

@@ -10,13 +10,13 @@ groups whose spread is zero. Workers publish these as CloudWatch metrics in the 
 
 from __future__ import annotations
 
-import json
 import math
-import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
+
+from mtrl import emf
 
 AGGREGATE = "reward"
 ZERO_SPREAD_EPSILON = 1e-9
@@ -203,45 +203,25 @@ def to_emf(
     """CloudWatch embedded-metric-format documents, one per component (dimension ``Component``)."""
     base = _dimension_values(dimensions)
     stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-    documents: list[dict[str, Any]] = []
-    for health in [report.aggregate, *report.components.values()]:
-        if health.groups == 0:
-            continue
-        documents.append(
-            {
-                "_aws": {
-                    "Timestamp": stamp,
-                    "CloudWatchMetrics": [
-                        {
-                            "Namespace": namespace,
-                            "Dimensions": [[*base, "Component"]],
-                            "Metrics": [
-                                {"Name": "WithinGroupSpread", "Unit": "None"},
-                                {"Name": "ZeroSpreadShare", "Unit": "None"},
-                                {"Name": "ComponentMean", "Unit": "None"},
-                                {"Name": "Groups", "Unit": "Count"},
-                            ],
-                        }
-                    ],
-                },
-                **base,
-                "Component": health.name,
-                "WithinGroupSpread": health.mean_spread,
-                "ZeroSpreadShare": health.zero_spread_share,
-                "ComponentMean": health.mean,
-                "Groups": health.groups,
-            }
+    return [
+        emf.document(
+            namespace=namespace,
+            dimensions={**base, "Component": health.name},
+            metrics=[
+                ("WithinGroupSpread", health.mean_spread, "None"),
+                ("ZeroSpreadShare", health.zero_spread_share, "None"),
+                ("ComponentMean", health.mean, "None"),
+                ("Groups", health.groups, "Count"),
+            ],
+            timestamp_ms=stamp,
         )
-    return documents
+        for health in [report.aggregate, *report.components.values()]
+        if health.groups > 0
+    ]
 
 
 def emit_emf(
     report: SignalHealth, *, dimensions: Mapping[str, str], stream: TextIO | None = None, **kwargs: Any
 ) -> int:
     """Write the EMF documents as JSON lines (stdout by default, which ECS ships to CloudWatch Logs)."""
-    out = stream or sys.stdout
-    documents = to_emf(report, dimensions=dimensions, **kwargs)
-    for document in documents:
-        out.write(json.dumps(document, separators=(",", ":")) + "\n")
-    out.flush()
-    return len(documents)
+    return emf.write(to_emf(report, dimensions=dimensions, **kwargs), stream)

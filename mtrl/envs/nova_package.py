@@ -26,7 +26,7 @@ from mtrl.envs.registry import BUILTIN_DIR, CUSTOM_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The parts of mtrl an environment's code imports: the contract, the verifiers adapter, the sandbox and the building
-# blocks (tools, episode state, execution, scoring, normalise; scoring reuses signal_health). The package's
+# blocks (tools, episode state, execution, scoring, normalise; scoring reuses signal_health, which writes with emf). The package's
 # mtrl/envs/__init__.py is a stub, so environments import the blocks from their modules (mtrl.envs.tools, ...).
 MTRL_MODULES = (
     "mtrl/envs/contract.py",
@@ -38,6 +38,7 @@ MTRL_MODULES = (
     "mtrl/envs/scoring.py",
     "mtrl/envs/normalise.py",
     "mtrl/signal_health.py",
+    "mtrl/emf.py",
     "mtrl/sandbox",
 )
 S3_PREFIX = "nova-envs"

@@ -11,14 +11,12 @@ and hyperpod backends build their signal rows from them: ``mtrl.backends.episode
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from mtrl import evaluation, signal_health
+from mtrl import emf, evaluation, signal_health
 from mtrl.health.episodes import ScoredEpisode, episode_fields
 
 EPISODES_NAMESPACE = "mtrl/Episodes"
@@ -70,25 +68,13 @@ class EpisodeMetrics:
         return written
 
     def _episode_line(self, fields: Mapping[str, float | None], episodes: int, out: TextIO, when: int | None) -> int:
-        values = {name: fields[key] for key, name in EPISODE_METRICS.items() if fields.get(key) is not None}
-        document = {
-            "_aws": {
-                "Timestamp": int(time.time() * 1000) if when is None else when,
-                "CloudWatchMetrics": [
-                    {
-                        "Namespace": EPISODES_NAMESPACE,
-                        "Dimensions": [list(self.all_dimensions)],
-                        "Metrics": [
-                            *({"Name": name, "Unit": "None"} for name in values),
-                            {"Name": "Episodes", "Unit": "Count"},
-                        ],
-                    }
-                ],
-            },
-            **self.all_dimensions,
-            **values,
-            "Episodes": episodes,
-        }
-        out.write(json.dumps(document, separators=(",", ":")) + "\n")
-        out.flush()
-        return 1
+        values: list[emf.Metric] = [
+            (name, fields[key], "None") for key, name in EPISODE_METRICS.items() if fields.get(key) is not None
+        ]
+        line = emf.document(
+            namespace=EPISODES_NAMESPACE,
+            dimensions=self.all_dimensions,
+            metrics=[*values, ("Episodes", episodes, "Count")],
+            timestamp_ms=when,
+        )
+        return emf.write([line], out)
