@@ -256,105 +256,12 @@ class BackendRoles(Construct):
         arn = f"arn:{stack.partition}"
         where = f"{stack.region}:{stack.account}"
         statements = [
-            iam.PolicyStatement(
-                sid="PerRunStacks",
-                actions=[
-                    "cloudformation:CreateStack",
-                    "cloudformation:UpdateStack",
-                    "cloudformation:DeleteStack",
-                    "cloudformation:DescribeStacks",
-                    "cloudformation:DescribeStackEvents",
-                    "cloudformation:DescribeStackResources",
-                    "cloudformation:GetTemplate",
-                    "cloudformation:CreateChangeSet",
-                    "cloudformation:DescribeChangeSet",
-                    "cloudformation:ExecuteChangeSet",
-                    "cloudformation:DeleteChangeSet",
-                ],
-                resources=[
-                    f"{arn}:cloudformation:{where}:stack/{run_scoped}/*",
-                    f"{arn}:cloudformation:{where}:stack/{SAM_MANAGED_STACK}/*",
-                    f"{arn}:cloudformation:{stack.region}:aws:transform/Serverless-2016-10-31",
-                ],
-            ),
-            iam.PolicyStatement(
-                sid="PerRunQueues",
-                actions=[
-                    "sqs:CreateQueue",
-                    "sqs:DeleteQueue",
-                    "sqs:GetQueueAttributes",
-                    "sqs:SetQueueAttributes",
-                    "sqs:GetQueueUrl",
-                    "sqs:SendMessage",
-                    "sqs:ReceiveMessage",
-                    "sqs:DeleteMessage",
-                    "sqs:ChangeMessageVisibility",
-                    "sqs:PurgeQueue",
-                    "sqs:TagQueue",
-                ],
-                resources=[f"{arn}:sqs:{where}:{run_scoped}"],
-            ),
-            iam.PolicyStatement(
-                sid="PerRunFunctions",
-                actions=[
-                    "lambda:CreateFunction",
-                    "lambda:DeleteFunction",
-                    "lambda:GetFunction",
-                    "lambda:GetFunctionConfiguration",
-                    "lambda:UpdateFunctionConfiguration",
-                    "lambda:UpdateFunctionCode",
-                    "lambda:InvokeFunction",
-                    "lambda:InvokeFunctionUrl",
-                    "lambda:AddPermission",
-                    "lambda:RemovePermission",
-                    "lambda:CreateFunctionUrlConfig",
-                    "lambda:UpdateFunctionUrlConfig",
-                    "lambda:DeleteFunctionUrlConfig",
-                    "lambda:GetFunctionUrlConfig",
-                    "lambda:CreateEventSourceMapping",
-                    "lambda:DeleteEventSourceMapping",
-                    "lambda:GetEventSourceMapping",
-                    "lambda:TagResource",
-                ],
-                resources=[f"{arn}:lambda:{where}:function:{run_scoped}"],
-            ),
-            iam.PolicyStatement(
-                sid="PerRunTables",
-                actions=[
-                    "dynamodb:CreateTable",
-                    "dynamodb:DeleteTable",
-                    "dynamodb:DescribeTable",
-                    "dynamodb:PutItem",
-                    "dynamodb:GetItem",
-                    "dynamodb:UpdateItem",
-                    "dynamodb:DeleteItem",
-                    "dynamodb:Query",
-                    "dynamodb:TagResource",
-                ],
-                resources=[f"{arn}:dynamodb:{where}:table/{run_scoped}"],
-            ),
-            iam.PolicyStatement(
-                sid="PerRunLogs",
-                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents"],
-                # Both forms: the Service Authorization Reference names a log group log-group:<name> (CreateLogGroup,
-                # the SDK's /ecs/<base>-NovaForgeSDK), while its streams' actions are checked on log-group:<name>:*.
-                resources=[
-                    f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}",
-                    f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}:*",
-                    f"{arn}:logs:{where}:log-group:/ecs/{run_scoped}",
-                    f"{arn}:logs:{where}:log-group:/ecs/{run_scoped}:*",
-                ],
-            ),
-            iam.PolicyStatement(
-                sid="StarterKitAndSamArtifacts",
-                actions=["s3:GetObject", "s3:ListBucket", "s3:PutObject", "s3:GetBucketLocation"],
-                resources=[
-                    f"{arn}:s3:::aws-sam-cli-managed-default-*",
-                    f"{arn}:s3:::aws-sam-cli-managed-default-*/*",
-                    *(f"{arn}:s3:::{pattern}" for pattern in NOVA_BUCKET_PATTERNS),
-                    *(f"{arn}:s3:::{pattern}/*" for pattern in NOVA_BUCKET_PATTERNS),
-                ],
-            ),
+            _per_run_stack_statement(arn, where, stack.region, run_scoped),
+            _per_run_queue_statement(arn, where, run_scoped),
+            _per_run_function_statement(arn, where, run_scoped),
+            _per_run_table_statement(arn, where, run_scoped),
+            _per_run_log_statement(arn, where, run_scoped),
+            _starter_kit_and_sam_artifacts_statement(arn),
         ]
         policy = iam.ManagedPolicy(
             self,
@@ -518,3 +425,125 @@ def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
     return list(value) if isinstance(value, list) else [value]
+
+
+# --- the RFT policy, one statement per resource family of the SDK's per-run stack (<stem>-nf*) -------------------
+
+
+def _per_run_stack_statement(arn: str, where: str, region: str, run_scoped: str) -> iam.PolicyStatement:
+    """The per-run stack, deployed by ``sam deploy`` (change sets, the Serverless transform, SAM's own stack)."""
+    return iam.PolicyStatement(
+        sid="PerRunStacks",
+        actions=[
+            "cloudformation:CreateStack",
+            "cloudformation:UpdateStack",
+            "cloudformation:DeleteStack",
+            "cloudformation:DescribeStacks",
+            "cloudformation:DescribeStackEvents",
+            "cloudformation:DescribeStackResources",
+            "cloudformation:GetTemplate",
+            "cloudformation:CreateChangeSet",
+            "cloudformation:DescribeChangeSet",
+            "cloudformation:ExecuteChangeSet",
+            "cloudformation:DeleteChangeSet",
+        ],
+        resources=[
+            f"{arn}:cloudformation:{where}:stack/{run_scoped}/*",
+            f"{arn}:cloudformation:{where}:stack/{SAM_MANAGED_STACK}/*",
+            f"{arn}:cloudformation:{region}:aws:transform/Serverless-2016-10-31",
+        ],
+    )
+
+
+def _per_run_queue_statement(arn: str, where: str, run_scoped: str) -> iam.PolicyStatement:
+    return iam.PolicyStatement(
+        sid="PerRunQueues",
+        actions=[
+            "sqs:CreateQueue",
+            "sqs:DeleteQueue",
+            "sqs:GetQueueAttributes",
+            "sqs:SetQueueAttributes",
+            "sqs:GetQueueUrl",
+            "sqs:SendMessage",
+            "sqs:ReceiveMessage",
+            "sqs:DeleteMessage",
+            "sqs:ChangeMessageVisibility",
+            "sqs:PurgeQueue",
+            "sqs:TagQueue",
+        ],
+        resources=[f"{arn}:sqs:{where}:{run_scoped}"],
+    )
+
+
+def _per_run_function_statement(arn: str, where: str, run_scoped: str) -> iam.PolicyStatement:
+    return iam.PolicyStatement(
+        sid="PerRunFunctions",
+        actions=[
+            "lambda:CreateFunction",
+            "lambda:DeleteFunction",
+            "lambda:GetFunction",
+            "lambda:GetFunctionConfiguration",
+            "lambda:UpdateFunctionConfiguration",
+            "lambda:UpdateFunctionCode",
+            "lambda:InvokeFunction",
+            "lambda:InvokeFunctionUrl",
+            "lambda:AddPermission",
+            "lambda:RemovePermission",
+            "lambda:CreateFunctionUrlConfig",
+            "lambda:UpdateFunctionUrlConfig",
+            "lambda:DeleteFunctionUrlConfig",
+            "lambda:GetFunctionUrlConfig",
+            "lambda:CreateEventSourceMapping",
+            "lambda:DeleteEventSourceMapping",
+            "lambda:GetEventSourceMapping",
+            "lambda:TagResource",
+        ],
+        resources=[f"{arn}:lambda:{where}:function:{run_scoped}"],
+    )
+
+
+def _per_run_table_statement(arn: str, where: str, run_scoped: str) -> iam.PolicyStatement:
+    return iam.PolicyStatement(
+        sid="PerRunTables",
+        actions=[
+            "dynamodb:CreateTable",
+            "dynamodb:DeleteTable",
+            "dynamodb:DescribeTable",
+            "dynamodb:PutItem",
+            "dynamodb:GetItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem",
+            "dynamodb:Query",
+            "dynamodb:TagResource",
+        ],
+        resources=[f"{arn}:dynamodb:{where}:table/{run_scoped}"],
+    )
+
+
+def _per_run_log_statement(arn: str, where: str, run_scoped: str) -> iam.PolicyStatement:
+    return iam.PolicyStatement(
+        sid="PerRunLogs",
+        actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents"],
+        # Both forms: the Service Authorization Reference names a log group log-group:<name> (CreateLogGroup,
+        # the SDK's /ecs/<base>-NovaForgeSDK), while its streams' actions are checked on log-group:<name>:*.
+        resources=[
+            f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}",
+            f"{arn}:logs:{where}:log-group:/aws/lambda/{run_scoped}:*",
+            f"{arn}:logs:{where}:log-group:/ecs/{run_scoped}",
+            f"{arn}:logs:{where}:log-group:/ecs/{run_scoped}:*",
+        ],
+    )
+
+
+def _starter_kit_and_sam_artifacts_statement(arn: str) -> iam.PolicyStatement:
+    """The starter kit and recipe buckets the SDK reads, and SAM's managed artifacts bucket it writes."""
+    return iam.PolicyStatement(
+        sid="StarterKitAndSamArtifacts",
+        actions=["s3:GetObject", "s3:ListBucket", "s3:PutObject", "s3:GetBucketLocation"],
+        resources=[
+            f"{arn}:s3:::aws-sam-cli-managed-default-*",
+            f"{arn}:s3:::aws-sam-cli-managed-default-*/*",
+            *(f"{arn}:s3:::{pattern}" for pattern in NOVA_BUCKET_PATTERNS),
+            *(f"{arn}:s3:::{pattern}/*" for pattern in NOVA_BUCKET_PATTERNS),
+        ],
+    )
