@@ -1,14 +1,24 @@
-"""Cluster-stack fixtures: the session's default synth, plus one synth of a fully customized cluster."""
+"""Cluster-stack fixtures: the session's default synth, plus one synth of a fully customized cluster; the Helm
+installer Lambda's code and its fake cluster."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import io
+import json
+import subprocess
+import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+import boto3
 import pytest
 from aws_cdk.assertions import Template
+from moto import mock_aws
 
 from mtrl.settings import eks_support
 from stacks.app_builder import Deployment
@@ -57,3 +67,109 @@ def real_helm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     helm = target / "helm" / "helm"
     helm.chmod(0o755)
     return helm
+
+
+# --- the Helm installer Lambda (lambda/hyperpod_helm) ------------------------------------------------------------
+
+HELM_LAMBDA_DIR = Path(__file__).resolve().parents[3] / "lambda" / "hyperpod_helm"
+
+
+@pytest.fixture(scope="session")
+def helm_lambda() -> Iterator[dict[str, ModuleType]]:
+    """The installer's code as the function imports it: its folder is the code root (Lambda's /var/task), so
+    ``handler.py`` finds the ``helm_release`` package beside it. Loaded once for every Helm test."""
+    sys.path.insert(0, str(HELM_LAMBDA_DIR))
+    try:
+        spec = importlib.util.spec_from_file_location("hyperpod_helm_handler", HELM_LAMBDA_DIR / "handler.py")
+        assert spec is not None
+        assert spec.loader is not None
+        handler = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(handler)
+        modules = {
+            name: importlib.import_module(f"helm_release.{name}")
+            for name in ("chart_source", "commands", "release", "rig_dependencies", "run_guard")
+        }
+        yield {"handler": handler, **modules}
+    finally:
+        sys.path.remove(str(HELM_LAMBDA_DIR))
+
+
+@pytest.fixture
+def handler(helm_lambda: dict[str, ModuleType]) -> ModuleType:
+    return helm_lambda["handler"]
+
+
+@pytest.fixture
+def commands(helm_lambda: dict[str, ModuleType]) -> ModuleType:
+    return helm_lambda["commands"]
+
+
+@pytest.fixture
+def chart_source(helm_lambda: dict[str, ModuleType]) -> ModuleType:
+    return helm_lambda["chart_source"]
+
+
+@pytest.fixture
+def release(helm_lambda: dict[str, ModuleType]) -> ModuleType:
+    return helm_lambda["release"]
+
+
+@pytest.fixture
+def rig_dependencies(helm_lambda: dict[str, ModuleType]) -> ModuleType:
+    return helm_lambda["rig_dependencies"]
+
+
+@pytest.fixture
+def run_guard(helm_lambda: dict[str, ModuleType]) -> ModuleType:
+    return helm_lambda["run_guard"]
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture
+def eks_cluster(aws_env: None) -> Iterator[str]:
+    """An EKS cluster (moto) the installer describes for its endpoint and CA; yields its name."""
+    with mock_aws():
+        boto3.client("eks", region_name="us-east-1").create_cluster(
+            name="mtrl-eks",
+            roleArn="arn:aws:iam::123456789012:role/eks",
+            resourcesVpcConfig={"subnetIds": ["subnet-1", "subnet-2"]},
+        )
+        yield "mtrl-eks"
+
+
+class HelmCalls:
+    """Every helm and kubectl command the installer runs, answered as by a cluster without the release, or with it
+    in ``release_state`` (revision 1)."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.release_state: str | None = None
+
+    def __call__(self, args: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        self.calls.append(args)
+        assert kwargs["timeout"] > 0
+        if args[1] == "status":
+            if self.release_state is None:
+                return subprocess.CompletedProcess(args, 1, "", "Error: release: not found")
+            return subprocess.CompletedProcess(
+                args, 0, json.dumps({"info": {"status": self.release_state}, "version": 1}), ""
+            )
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+
+@pytest.fixture
+def helm_calls(commands: ModuleType, monkeypatch: pytest.MonkeyPatch) -> HelmCalls:
+    """The installer's subprocesses recorded instead of run."""
+    recorder = HelmCalls()
+    monkeypatch.setattr(commands.subprocess, "run", recorder)
+    return recorder
