@@ -94,34 +94,22 @@ def helm_lambda() -> Iterator[dict[str, ModuleType]]:
         sys.path.remove(str(HELM_LAMBDA_DIR))
 
 
-@pytest.fixture
-def handler(helm_lambda: dict[str, ModuleType]) -> ModuleType:
-    return helm_lambda["handler"]
+def _helm_lambda_module(name: str) -> Any:
+    """A fixture named ``name``: that module of the installer (``handler``, or a ``helm_release`` module)."""
+
+    @pytest.fixture(name=name)
+    def module(helm_lambda: dict[str, ModuleType]) -> ModuleType:
+        return helm_lambda[name]
+
+    return module
 
 
-@pytest.fixture
-def commands(helm_lambda: dict[str, ModuleType]) -> ModuleType:
-    return helm_lambda["commands"]
-
-
-@pytest.fixture
-def chart_source(helm_lambda: dict[str, ModuleType]) -> ModuleType:
-    return helm_lambda["chart_source"]
-
-
-@pytest.fixture
-def release(helm_lambda: dict[str, ModuleType]) -> ModuleType:
-    return helm_lambda["release"]
-
-
-@pytest.fixture
-def rig_dependencies(helm_lambda: dict[str, ModuleType]) -> ModuleType:
-    return helm_lambda["rig_dependencies"]
-
-
-@pytest.fixture
-def run_guard(helm_lambda: dict[str, ModuleType]) -> ModuleType:
-    return helm_lambda["run_guard"]
+handler = _helm_lambda_module("handler")
+chart_source = _helm_lambda_module("chart_source")
+commands = _helm_lambda_module("commands")
+release = _helm_lambda_module("release")
+rig_dependencies = _helm_lambda_module("rig_dependencies")
+run_guard = _helm_lambda_module("run_guard")
 
 
 @pytest.fixture
