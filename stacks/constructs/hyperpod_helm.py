@@ -177,8 +177,8 @@ class HyperPodHelmRelease(Construct):
         values: Mapping[str, object] | None = None,
     ) -> cdk.CustomResource:
         """Another pinned release the same function installs (``source``: the chart's properties, read by the
-        handler's ``prepare_chart``: ``Manifests``, or ``ChartRepository`` + ``ChartRevision`` + ``ChartPath`` +
-        ``ChartSha256``, with ``ApplyCrds``)."""
+        handler's ``helm_release.chart_source.prepare_chart``: ``Manifests``, or ``ChartRepository`` +
+        ``ChartRevision`` + ``ChartPath`` + ``ChartSha256``, with ``ApplyCrds``)."""
         stack = cdk.Stack.of(self)
         resource = cdk.CustomResource(
             self,
