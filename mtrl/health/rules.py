@@ -1,7 +1,8 @@
 """The training-health rules: a pure function from a run's signal rows to a verdict.
 
-Every threshold starts from docs/../open_model_grpo_research.md §2.2 (the S1–S11 table; the sources are named
-next to each rule); a departure is justified where it is made. Conventions (the same reference):
+Every threshold starts from a survey of published training-health signals (S1–S11; the public source of each — a
+paper, a framework's metric, a guide — is named next to its rule); a departure is justified where it is made.
+Conventions (from the same survey):
 
 - warm-up: per-step rules arm after ``max(5, 5% of planned steps)`` steps (the first steps of a run are its
   baseline, not its behaviour);
@@ -249,7 +250,8 @@ SPREAD_COLLAPSE = Rule(
 )
 EVAL_DIVERGENCE = Rule(
     "eval_divergence",
-    "S3: the external evaluation falls while the reward rises (seed 001; Nova 'validation drops')",
+    "S3: the external evaluation falls while the reward rises (AWS multi-turn RL best practices; Nova 'validation "
+    "drops')",
     Level(0.05, 1, 1, 2, "evaluation slope < 0, reward slope > 0, evaluation >= 0.05 below its best: 1 window"),
     Level(0.05, 2, 2, 2, "the same in 2 consecutive evaluation windows"),
     _eval_divergence,
@@ -272,14 +274,15 @@ MALFORMED = Rule(
 )
 TURN_COLLAPSE = Rule(
     "turn_collapse",
-    "S6: mean turns per episode collapsing while the reward is not rising ('answering early', seed 001)",
+    "S6: mean turns per episode collapsing while the reward is not rising ('answering early', AWS multi-turn RL best "
+    "practices)",
     Level(0.5, 3, 3, 3, "mean turns < 50% of the baseline while the reward slope <= 0"),
     None,
     _turn_collapse,
 )
 CAP_HITS = Rule(
     "cap_hits",
-    "S6: share of episodes hitting the turn limit ('tool spam', seed 001)",
+    "S6: share of episodes hitting the turn limit ('tool spam', AWS multi-turn RL best practices)",
     Level(0.5, 3, 3, 3, "cap-hit share > 0.5"),
     None,
     _cap_hits,

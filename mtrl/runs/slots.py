@@ -12,7 +12,7 @@ All changes are conditional writes; a lost race simply means "try again on the n
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,31 @@ from mtrl.runs.registry import decode_item, is_conditional_failure, raise_for_cl
 
 SLOT_PK = "SLOT"
 QUEUE_PK = "QUEUE"
+
+
+def read_slots(dynamodb: Any, table_name: str) -> dict[int, dict[str, Any]]:
+    """Every slot item of the run table, by index (one consistent query of ``pk=SLOT``)."""
+    response = dynamodb.query(
+        TableName=table_name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": SLOT_PK}},
+        ConsistentRead=True,
+    )
+    slots = {}
+    for item in response.get("Items", []):
+        decoded = decode_item(item)
+        slots[int(decoded["sk"])] = decoded
+    return slots
+
+
+def is_held(slot: Mapping[str, Any], now: float) -> bool:
+    """A slot is held while it has a holder whose lease has not run out."""
+    return bool(slot.get("holder")) and int(slot.get("lease_until", 0)) >= now
+
+
+def live_holders(dynamodb: Any, table_name: str, now: float) -> list[str]:
+    """The runs holding a slot at ``now``, sorted (the training cluster is in use while any does)."""
+    return sorted(str(slot["holder"]) for slot in read_slots(dynamodb, table_name).values() if is_held(slot, now))
 
 
 @dataclass(frozen=True)
@@ -87,17 +112,7 @@ class SlotPool:
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def _slots(self) -> dict[int, dict[str, Any]]:
-        response = self._db.query(
-            TableName=self._table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": SLOT_PK}},
-            ConsistentRead=True,
-        )
-        slots = {}
-        for item in response.get("Items", []):
-            decoded = decode_item(item)
-            slots[int(decoded["sk"])] = decoded
-        return slots
+        return read_slots(self._db, self._table)
 
     def held_by(self, run_id: str) -> int | None:
         for index, slot in self._slots().items():
@@ -126,11 +141,7 @@ class SlotPool:
         position = next((i for i, ticket in enumerate(line) if ticket["run_id"] == run_id), None)
         if position is None:
             raise LookupError(f"run {run_id} has no place in the slot queue")
-        free = [
-            index
-            for index in range(self.capacity)
-            if index not in slots or not slots[index].get("holder") or int(slots[index].get("lease_until", 0)) < now
-        ]
+        free = [index for index in range(self.capacity) if index not in slots or not is_held(slots[index], now)]
         if position >= len(free):
             return Acquisition(False, position=position, waiting=len(line))
         # Runs ahead in line take the first free slots; try "ours" first, then any other free one.
@@ -224,10 +235,6 @@ class SlotPool:
         now = int(self._clock())
         slots = self._slots()
         return {
-            "holders": {
-                index: slot.get("holder")
-                for index, slot in slots.items()
-                if slot.get("holder") and int(slot.get("lease_until", 0)) >= now
-            },
+            "holders": {index: slot.get("holder") for index, slot in slots.items() if is_held(slot, now)},
             "queue": [ticket["run_id"] for ticket in self._tickets()],
         }

@@ -3,7 +3,7 @@
 Nothing here may write IAM at run time except, opt-in, what the Nova Forge SDK's SAM template forces (see
 ``allow_sam_role_creation``). The customer-managed policy ``<rft_role_name>Policy`` is created here and attached to
 the runner role and the RFT role, so the SDK's ``ensure_rft_policy_on_current_role`` finds it and never calls
-``iam:CreatePolicy``/``iam:AttachRolePolicy`` (reference ``nova_forge_sdk_notes.md``).
+``iam:CreatePolicy``/``iam:AttachRolePolicy`` (amzn-nova-forge 1.4.10's RFT infrastructure).
 """
 
 from __future__ import annotations
@@ -25,8 +25,71 @@ from stacks.nag import acknowledge, nag_resource
 JOB_PRINCIPAL = "job.sagemaker.amazonaws.com"
 # The SAM CLI keeps its artifacts bucket in this stack; the SDK's `sam deploy` creates/uses it.
 SAM_MANAGED_STACK = "aws-sam-cli-managed-default"
-# The subscription-gated starter kit and recipes the SDK reads (reference B.2, B.4).
+# The subscription-gated starter kit and recipes the SDK reads (its RFT infrastructure and HyperPod submission).
 NOVA_BUCKET_PATTERNS = ("nova-rft-starter-kit-*", "nova-forge-*")
+
+# What the SDK's per-run stack (<stem>-nf*) does with each family of its resources (the RFT policy).
+# The stack itself, deployed by `sam deploy` through change sets.
+PER_RUN_STACK_ACTIONS = (
+    "cloudformation:CreateStack",
+    "cloudformation:UpdateStack",
+    "cloudformation:DeleteStack",
+    "cloudformation:DescribeStacks",
+    "cloudformation:DescribeStackEvents",
+    "cloudformation:DescribeStackResources",
+    "cloudformation:GetTemplate",
+    "cloudformation:CreateChangeSet",
+    "cloudformation:DescribeChangeSet",
+    "cloudformation:ExecuteChangeSet",
+    "cloudformation:DeleteChangeSet",
+)
+# The rollout request and result queues.
+PER_RUN_QUEUE_ACTIONS = (
+    "sqs:CreateQueue",
+    "sqs:DeleteQueue",
+    "sqs:GetQueueAttributes",
+    "sqs:SetQueueAttributes",
+    "sqs:GetQueueUrl",
+    "sqs:SendMessage",
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:ChangeMessageVisibility",
+    "sqs:PurgeQueue",
+    "sqs:TagQueue",
+)
+# The proxy and rollout functions, their URLs and their queue triggers.
+PER_RUN_FUNCTION_ACTIONS = (
+    "lambda:CreateFunction",
+    "lambda:DeleteFunction",
+    "lambda:GetFunction",
+    "lambda:GetFunctionConfiguration",
+    "lambda:UpdateFunctionConfiguration",
+    "lambda:UpdateFunctionCode",
+    "lambda:InvokeFunction",
+    "lambda:InvokeFunctionUrl",
+    "lambda:AddPermission",
+    "lambda:RemovePermission",
+    "lambda:CreateFunctionUrlConfig",
+    "lambda:UpdateFunctionUrlConfig",
+    "lambda:DeleteFunctionUrlConfig",
+    "lambda:GetFunctionUrlConfig",
+    "lambda:CreateEventSourceMapping",
+    "lambda:DeleteEventSourceMapping",
+    "lambda:GetEventSourceMapping",
+    "lambda:TagResource",
+)
+# The run's state table.
+PER_RUN_TABLE_ACTIONS = (
+    "dynamodb:CreateTable",
+    "dynamodb:DeleteTable",
+    "dynamodb:DescribeTable",
+    "dynamodb:PutItem",
+    "dynamodb:GetItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:Query",
+    "dynamodb:TagResource",
+)
 
 
 class BackendRoles(Construct):
@@ -232,7 +295,7 @@ class BackendRoles(Construct):
             ),
             managed_policies=[
                 # sagemaker:Sample/CompleteRollout/UpdateReward/CallWithBearerToken; without it every rollout is
-                # AccessDenied (reference A.6). Job ARNs are per run, so there is nothing narrower to name.
+                # AccessDenied (the Wordle sample's AgentCore IAM). Job ARNs are per run: nothing narrower to name.
                 iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerJobRuntimeAccess"),
                 iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSLambdaBasicExecutionRole"),
             ],
@@ -258,19 +321,7 @@ class BackendRoles(Construct):
         statements = [
             iam.PolicyStatement(
                 sid="PerRunStacks",
-                actions=[
-                    "cloudformation:CreateStack",
-                    "cloudformation:UpdateStack",
-                    "cloudformation:DeleteStack",
-                    "cloudformation:DescribeStacks",
-                    "cloudformation:DescribeStackEvents",
-                    "cloudformation:DescribeStackResources",
-                    "cloudformation:GetTemplate",
-                    "cloudformation:CreateChangeSet",
-                    "cloudformation:DescribeChangeSet",
-                    "cloudformation:ExecuteChangeSet",
-                    "cloudformation:DeleteChangeSet",
-                ],
+                actions=list(PER_RUN_STACK_ACTIONS),
                 resources=[
                     f"{arn}:cloudformation:{where}:stack/{run_scoped}/*",
                     f"{arn}:cloudformation:{where}:stack/{SAM_MANAGED_STACK}/*",
@@ -278,59 +329,16 @@ class BackendRoles(Construct):
                 ],
             ),
             iam.PolicyStatement(
-                sid="PerRunQueues",
-                actions=[
-                    "sqs:CreateQueue",
-                    "sqs:DeleteQueue",
-                    "sqs:GetQueueAttributes",
-                    "sqs:SetQueueAttributes",
-                    "sqs:GetQueueUrl",
-                    "sqs:SendMessage",
-                    "sqs:ReceiveMessage",
-                    "sqs:DeleteMessage",
-                    "sqs:ChangeMessageVisibility",
-                    "sqs:PurgeQueue",
-                    "sqs:TagQueue",
-                ],
-                resources=[f"{arn}:sqs:{where}:{run_scoped}"],
+                sid="PerRunQueues", actions=list(PER_RUN_QUEUE_ACTIONS), resources=[f"{arn}:sqs:{where}:{run_scoped}"]
             ),
             iam.PolicyStatement(
                 sid="PerRunFunctions",
-                actions=[
-                    "lambda:CreateFunction",
-                    "lambda:DeleteFunction",
-                    "lambda:GetFunction",
-                    "lambda:GetFunctionConfiguration",
-                    "lambda:UpdateFunctionConfiguration",
-                    "lambda:UpdateFunctionCode",
-                    "lambda:InvokeFunction",
-                    "lambda:InvokeFunctionUrl",
-                    "lambda:AddPermission",
-                    "lambda:RemovePermission",
-                    "lambda:CreateFunctionUrlConfig",
-                    "lambda:UpdateFunctionUrlConfig",
-                    "lambda:DeleteFunctionUrlConfig",
-                    "lambda:GetFunctionUrlConfig",
-                    "lambda:CreateEventSourceMapping",
-                    "lambda:DeleteEventSourceMapping",
-                    "lambda:GetEventSourceMapping",
-                    "lambda:TagResource",
-                ],
+                actions=list(PER_RUN_FUNCTION_ACTIONS),
                 resources=[f"{arn}:lambda:{where}:function:{run_scoped}"],
             ),
             iam.PolicyStatement(
                 sid="PerRunTables",
-                actions=[
-                    "dynamodb:CreateTable",
-                    "dynamodb:DeleteTable",
-                    "dynamodb:DescribeTable",
-                    "dynamodb:PutItem",
-                    "dynamodb:GetItem",
-                    "dynamodb:UpdateItem",
-                    "dynamodb:DeleteItem",
-                    "dynamodb:Query",
-                    "dynamodb:TagResource",
-                ],
+                actions=list(PER_RUN_TABLE_ACTIONS),
                 resources=[f"{arn}:dynamodb:{where}:table/{run_scoped}"],
             ),
             iam.PolicyStatement(
@@ -346,7 +354,7 @@ class BackendRoles(Construct):
                 ],
             ),
             iam.PolicyStatement(
-                sid="StarterKitAndSamArtifacts",
+                sid="StarterKitAndSamArtifacts",  # the starter kit and recipes it reads, SAM's artifacts it writes
                 actions=["s3:GetObject", "s3:ListBucket", "s3:PutObject", "s3:GetBucketLocation"],
                 resources=[
                     f"{arn}:s3:::aws-sam-cli-managed-default-*",

@@ -2,8 +2,9 @@
 other pinned releases the cluster needs (``add_release``: the KubeRay operator, stacks/constructs/kuberay.py).
 
 A Lambda-backed custom resource runs ``helm upgrade --install`` of a pinned commit of the chart (see
-``lambda/hyperpod_helm/handler.py``), so re-running it, or retrying after a partial install, converges.
-The function runs outside the VPC and reaches the cluster's public endpoint with its own access entry.
+``lambda/hyperpod_helm/``: its handler and ``helm_release`` package), so re-running it, or retrying after a partial
+install, converges. The function runs outside the VPC and reaches the cluster's public endpoint with its own access
+entry.
 
 Hosts the function reaches at deploy time (documented in docs/cluster.md): codeload.github.com (the pinned
 charts), the http(s) repositories of the installed remote sub-charts only (REMOTE_CHART_HOSTS), the EKS API
@@ -176,8 +177,8 @@ class HyperPodHelmRelease(Construct):
         values: Mapping[str, object] | None = None,
     ) -> cdk.CustomResource:
         """Another pinned release the same function installs (``source``: the chart's properties, read by the
-        handler's ``prepare_chart``: ``Manifests``, or ``ChartRepository`` + ``ChartRevision`` + ``ChartPath`` +
-        ``ChartSha256``, with ``ApplyCrds``)."""
+        handler's ``helm_release.chart_source.prepare_chart``: ``Manifests``, or ``ChartRepository`` +
+        ``ChartRevision`` + ``ChartPath`` + ``ChartSha256``, with ``ApplyCrds``)."""
         stack = cdk.Stack.of(self)
         resource = cdk.CustomResource(
             self,

@@ -73,7 +73,6 @@ class RewardWorkers(Construct):
         log_retention_days: int,
     ) -> None:
         super().__init__(scope, id_)
-        stack = cdk.Stack.of(self)
         self.max_tasks = settings.reward_worker_max_tasks
         # The run's queues and proxy belong to its Nova Forge stack: every name starts <stem>-nf (naming.py).
         self.queue_name_prefix = run_name_pattern(prefix).removesuffix("*")
@@ -95,7 +94,26 @@ class RewardWorkers(Construct):
             retention_days=log_retention_days,
         ).log_group
 
-        self.task_role = iam.Role(
+        self.task_role = self._task_role()
+        self._grant_task_role(data_bucket, encryption_key)
+
+        self._worker_task(settings, data_bucket)
+        self.service = self._service(vpc, security_group)
+        # The scaling limits a run works within (the pipeline sets counts inside [0, max_tasks]).
+        self.scalable_target = self.service.auto_scale_task_count(min_capacity=0, max_capacity=self.max_tasks)
+
+        acknowledge(
+            self.task_definition,
+            "AwsSolutions-ECS2",
+            "The environment variables are non-secret settings (bucket name, prefixes, worker count); "
+            "the workers hold no secrets.",
+        )
+        acknowledge_image_pull_login(self.task_definition)
+
+    def _task_role(self) -> iam.Role:
+        """The role the workers run with; what it may do is ``_grant_task_role``'s."""
+        stack = cdk.Stack.of(self)
+        return iam.Role(
             self,
             "TaskRole",
             # Only ECS tasks of this account may assume it (confused-deputy guard).
@@ -109,12 +127,13 @@ class RewardWorkers(Construct):
             description="Reward workers (run environment code): read environment packages, use the run's "
             "queues and call its proxy URL. Nothing else (logs and EMF metrics go through the awslogs driver).",
         )
-        self._grant_task_role(data_bucket, encryption_key)
 
+    def _worker_task(self, settings: RewardWorkerSettings, data_bucket: s3.IBucket) -> None:
+        """The task definition and its one container (``task_definition``, ``container``)."""
         arm = settings.reward_worker_architecture == "arm64"
         self.task_definition = linux_task_definition(
             self,
-            family=f"{prefix}-reward-worker",
+            family=f"{self._prefix}-reward-worker",
             cpu=settings.reward_worker_cpu,
             memory_limit_mib=settings.reward_worker_memory_mib,
             task_role=self.task_role,
@@ -145,10 +164,12 @@ class RewardWorkers(Construct):
             ecs.MountPoint(container_path="/tmp", source_volume=SCRATCH_VOLUME, read_only=False)  # noqa: S108
         )
 
-        self.service = ecs.FargateService(
+    def _service(self, vpc: ec2.IVpc, security_group: ec2.ISecurityGroup) -> ecs.FargateService:
+        """The workers' service in the private subnets, idle (0 tasks) between runs."""
+        return ecs.FargateService(
             self,
             "Service",
-            service_name=f"{prefix}-reward-workers",
+            service_name=f"{self._prefix}-reward-workers",
             cluster=self.cluster,
             task_definition=self.task_definition,
             # Idle between runs; a run sets the desired count and sets it back to 0 at teardown.
@@ -162,16 +183,6 @@ class RewardWorkers(Construct):
             enable_execute_command=False,
             propagate_tags=ecs.PropagatedTagSource.SERVICE,
         )
-        # The scaling limits a run works within (the pipeline sets counts inside [0, max_tasks]).
-        self.scalable_target = self.service.auto_scale_task_count(min_capacity=0, max_capacity=self.max_tasks)
-
-        acknowledge(
-            self.task_definition,
-            "AwsSolutions-ECS2",
-            "The environment variables are non-secret settings (bucket name, prefixes, worker count); "
-            "the workers hold no secrets.",
-        )
-        acknowledge_image_pull_login(self.task_definition)
 
     def _grant_task_role(self, data_bucket: s3.IBucket, key: kms.IKey) -> None:
         """Two deploy-time managed policies. ``base_policy`` (packages, the data key through S3/SQS) is attached to the

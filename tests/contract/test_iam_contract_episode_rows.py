@@ -15,21 +15,14 @@ from moto import mock_aws
 from mtrl.backends.episode_rows import update_signals
 from mtrl.runs.runtime import ENV_BUCKET
 from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
+from tests.contract.recorded_runs import BACKEND_FUNCTION, BACKEND_ROLE, use_model_account
 
-BACKEND_FUNCTION = "mtrl-pipeline/Functions/Backend/Fn/Function"
-BACKEND_ROLE = "mtrl-pipeline/Functions/Backend/Role"
 RUN_ID = "wordle-20260101T000000Z-abcdef12"
 
 
 @pytest.fixture
 def recorded(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": app_model.region,
-        "MOTO_ACCOUNT_ID": app_model.account,
-    }.items():
-        monkeypatch.setenv(name, value)
+    use_model_account(monkeypatch, app_model)
     bucket = app_model.function_environment(BACKEND_FUNCTION)[ENV_BUCKET]
     with mock_aws():
         session = boto3.Session(region_name=app_model.region)

@@ -17,21 +17,14 @@ from mtrl.runs.health_poll import poll_health, signals_key
 from mtrl.runs.runtime import ENV_BUCKET, ENV_TABLE, ENV_TOPIC, Runtime
 from mtrl.settings.pipeline import PipelineSettings
 from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
+from tests.contract.recorded_runs import BACKEND_FUNCTION, BACKEND_ROLE, use_model_account
 
-BACKEND_FUNCTION = "mtrl-pipeline/Functions/Backend/Fn/Function"
-BACKEND_ROLE = "mtrl-pipeline/Functions/Backend/Role"
 RUN_ID = "flat-20260101T000000Z-abcdef12"
 
 
 @pytest.fixture
 def recorded_poll(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": app_model.region,
-        "MOTO_ACCOUNT_ID": app_model.account,
-    }.items():
-        monkeypatch.setenv(name, value)
+    use_model_account(monkeypatch, app_model)
     deployed = app_model.function_environment(BACKEND_FUNCTION)
     bucket, table, topic_arn = deployed[ENV_BUCKET], deployed[ENV_TABLE], deployed[ENV_TOPIC]
     with mock_aws():

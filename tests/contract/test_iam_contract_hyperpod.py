@@ -17,20 +17,18 @@ import pytest
 from moto import mock_aws
 
 from mtrl.backends._aws import AwsClients
-from mtrl.backends.base import RunContext
 from mtrl.backends.hyperpod import HyperPodAdapter, ProvisioningInProgress, cloudformation_stack_name, parse_settings
-from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed, markdown_table
-from tests.unit.backends.aws_fakes import (
-    FakeAws,
-    FakeCluster,
-    Recorder,
-    create_task_network,
-    moto_ecs_tasks,
-    new_session,
+from tests.contract.iam_contract import AppModel, AwsCall, assert_calls_allowed, markdown_table
+from tests.contract.recorded_runs import (
+    BACKEND_ROLE,
+    BackendRun,
+    Clock,
+    ModelCluster,
+    deployed_backend_settings,
+    use_model_account,
 )
+from tests.unit.backends.aws_fakes import FakeAws, create_task_network, moto_ecs_tasks, new_session
 
-BACKEND_FUNCTION = "mtrl-pipeline/Functions/Backend/Fn/Function"
-BACKEND_ROLE = "mtrl-pipeline/Functions/Backend/Role"
 STACK_TEMPLATE = {"Resources": {"Queue": {"Type": "AWS::SQS::Queue"}}}
 STACK_POLICY = {
     "Version": "2012-10-17",
@@ -38,39 +36,10 @@ STACK_POLICY = {
 }
 
 
-class ModelCluster(FakeCluster):
-    """The fake HyperPod cluster with the synthesized cluster's ARN and node role."""
-
-    def __init__(self, aws: FakeAws, *, name: str, arn: str, node_role: str) -> None:
-        super().__init__(aws, name=name, restricted=True)  # Nova Forge's group (the preflight refuses others)
-        self._arn, self._node_role = arn, node_role
-
-    @property
-    def arn(self) -> str:
-        return self._arn
-
-    def _gpu_group(self) -> dict[str, Any]:
-        return {**super()._gpu_group(), "ExecutionRole": self._node_role}
-
-
-class Clock:
-    now = 1_795_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": app_model.region,
-        "MOTO_ACCOUNT_ID": app_model.account,
-    }.items():
-        monkeypatch.setenv(name, value)
-    deployed = json.loads(app_model.function_environment(BACKEND_FUNCTION)["MTRL_BACKEND_SETTINGS"])
+    use_model_account(monkeypatch, app_model)
+    deployed = deployed_backend_settings(app_model)
     with moto_ecs_tasks(), mock_aws():
         aws = FakeAws(new_session())
         bucket = deployed["data_bucket"]
@@ -97,7 +66,7 @@ def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterat
             clock.now += seconds
 
         adapter = HyperPodAdapter(AwsClients(aws.session), clock=clock, sleep=sleep, wait_seconds=0)
-        recorder, run_id = Recorder(), "wordle-20261201-contract"
+        run_id = "wordle-20261201-contract"
         settings = {
             **deployed,
             "run_id": run_id,
@@ -110,17 +79,7 @@ def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterat
             "task_security_group_ids": [sg],
         }
         ecs, s3 = aws.session.client("ecs"), aws.session.client("s3")
-
-        def run() -> RunContext:
-            return RunContext(
-                run_id=run_id,
-                settings=settings,
-                dataset_uri=f"s3://{bucket}/training-data/wordle.jsonl",
-                eval_dataset_uri=None,
-                output_uri=f"s3://{bucket}/runs/{run_id}/",
-                resources=tuple(recorder.resources),
-                record_resource=recorder,
-            )
+        backend = BackendRun(run_id=run_id, settings=settings, bucket=bucket)  # one phase, as the function runs it
 
         def runner_finishes(command: str, result: dict[str, Any]) -> None:
             """The runner container's side (not the backend role's calls): its result, and for setup the stack."""
@@ -133,21 +92,11 @@ def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterat
             s3.put_object(
                 Bucket=bucket, Key=f"runs/{run_id}/backend/{command}.json", Body=json.dumps(document).encode()
             )
-            for resource in recorder.resources:
+            for resource in backend.recorder.resources:
                 if resource.details.get("role") == f"nova-runner-{command}":
                     started_by = resource.identifier.split("|")[1]
                     for arn in ecs.list_tasks(cluster=ecs_cluster, startedBy=started_by)["taskArns"]:
                         ecs.stop_task(cluster=ecs_cluster, task=arn, reason="done")
-
-        calls: list[AwsCall] = []
-
-        def backend(step: Any, *args: Any) -> Any:
-            """One backend phase, as the backend function runs it: its calls are recorded."""
-            with CallRecorder() as recording:
-                try:
-                    return step(run(), *args)
-                finally:
-                    calls.extend(recording.calls)
 
         findings = backend(adapter.preflight)
         assert {f.check for f in findings if not f.ok} <= {"budget"}, findings
@@ -178,7 +127,7 @@ def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterat
         backend(adapter.cancel, job)
         cluster.status = "InService"
         backend(adapter.cleanup)
-        yield calls
+        yield backend.calls
 
 
 def test_every_adapter_call_is_allowed_for_the_backend_role(recorded_run: list[AwsCall], app_model: AppModel) -> None:
@@ -210,8 +159,7 @@ def test_every_adapter_call_is_allowed_for_the_backend_role(recorded_run: list[A
     }, operations
     # The calls that change the run's worker role act on a role created with the worker boundary: that is the role's
     # iam:PermissionsBoundary (CreateRole's own request carries it).
-    deployed = json.loads(app_model.function_environment(BACKEND_FUNCTION)["MTRL_BACKEND_SETTINGS"])
-    boundary = deployed["reward_worker_run_boundary_arn"]
+    boundary = deployed_backend_settings(app_model)["reward_worker_run_boundary_arn"]
     assert boundary.endswith(":policy/mtrl-reward-worker-run-boundary")
     decisions = assert_calls_allowed(
         recorded_run, BACKEND_ROLE, model=app_model, context={"iam:PermissionsBoundary": boundary}

@@ -15,6 +15,7 @@ from moto import mock_aws
 from mtrl.runs.pipeline import split_keys
 from mtrl.validation.splits import SplitSourceError, write_eval_split
 from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
+from tests.contract.recorded_runs import use_model_account
 
 VALIDATE_FUNCTION = "mtrl-pipeline/Functions/Validate/Fn/Function"
 VALIDATE_ROLE = "mtrl-pipeline/Functions/Validate/Role"
@@ -30,14 +31,7 @@ def _rows(count: int, *, pad: int) -> bytes:
 
 @pytest.fixture
 def recorded_split(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": app_model.region,
-        "MOTO_ACCOUNT_ID": app_model.account,
-    }.items():
-        monkeypatch.setenv(name, value)
+    use_model_account(monkeypatch, app_model)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     bucket = app_model.function_environment(VALIDATE_FUNCTION)["MTRL_DATA_BUCKET"]
     with mock_aws():

@@ -13,32 +13,27 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from moto import mock_aws
 
 from mtrl.backends._aws import AwsClients
-from mtrl.backends.base import JobState, RunContext
+from mtrl.backends.base import JobState
 from mtrl.backends.hyperpod.common import ProvisioningInProgress
 from mtrl.backends.verl.adapter import VerlAdapter
 from tests.contract.iam.model import ACCOUNT
-from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
-from tests.contract.test_iam_contract_hyperpod import ModelCluster
-from tests.unit.backends.aws_fakes import FakeAws, Recorder, new_session
+from tests.contract.iam_contract import AppModel, AwsCall, assert_calls_allowed
+from tests.contract.recorded_runs import (
+    BACKEND_ROLE,
+    BackendRun,
+    Clock,
+    ModelCluster,
+    deployed_backend_settings,
+    use_model_account,
+)
+from tests.unit.backends.aws_fakes import FakeAws, new_session
 from tests.unit.backends.verl.fake_kube import RAY, FakeKube, serve
 from tests.unit.backends.verl.verl_support import IMAGE, MODEL, publish_model_and_image
-
-BACKEND_FUNCTION = "mtrl-pipeline/Functions/Backend/Fn/Function"
-BACKEND_ROLE = "mtrl-pipeline/Functions/Backend/Role"
-
-
-class Clock:
-    now = 1_795_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
 
 # The trainer image in the modelled account's own registry (Preflight describes it there).
 ACCOUNT_IMAGE = IMAGE.replace("123456789012", ACCOUNT)
@@ -52,15 +47,8 @@ def verl_app_model() -> AppModel:
 @pytest.fixture
 def recorded_run(verl_app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
     app_model = verl_app_model
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": app_model.region,
-        "MOTO_ACCOUNT_ID": app_model.account,
-    }.items():
-        monkeypatch.setenv(name, value)
-    deployed = json.loads(app_model.function_environment(BACKEND_FUNCTION)["MTRL_BACKEND_SETTINGS"])
+    use_model_account(monkeypatch, app_model)
+    deployed = deployed_backend_settings(app_model)
     fake = FakeKube(accept_eks_tokens=True)
     with mock_aws(), serve(fake):
         aws = FakeAws(new_session())
@@ -93,28 +81,8 @@ def recorded_run(verl_app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> I
             "environment": "wordle",
             "run_timeout_minutes": 60,
         }
-        recorder = Recorder()
         adapter = VerlAdapter(AwsClients(aws.session), clock=Clock())
-
-        def run() -> RunContext:
-            return RunContext(
-                run_id=run_id,
-                settings=settings,
-                dataset_uri=f"s3://{bucket}/training-data/wordle.jsonl",
-                eval_dataset_uri=None,
-                output_uri=f"s3://{bucket}/runs/{run_id}/",
-                resources=tuple(recorder.resources),
-                record_resource=recorder,
-            )
-
-        calls: list[AwsCall] = []
-
-        def backend(step: Any, *args: Any) -> Any:
-            with CallRecorder() as recording:
-                try:
-                    return step(run(), *args)
-                finally:
-                    calls.extend(recording.calls)
+        backend = BackendRun(run_id=run_id, settings=settings, bucket=bucket)
 
         findings = backend(adapter.preflight)
         assert all(f.ok for f in findings), findings
@@ -136,7 +104,7 @@ def recorded_run(verl_app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> I
         backend(adapter.cancel, job_id)
         backend(adapter.cleanup)
         assert cluster.target == int(deployed["verl_idle_instance_count"])
-        yield calls
+        yield backend.calls
 
 
 def test_every_call_of_a_verl_run_is_allowed_for_the_backend_role(

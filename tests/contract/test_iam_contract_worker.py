@@ -43,6 +43,7 @@ from tests.contract.iam_contract import (
     function_url_call,
     statements_of,
 )
+from tests.contract.recorded_runs import use_model_account
 
 WORKER_ROLE = "mtrl-reward-workers/RewardWorkers/TaskRole"  # the task definition's shared role
 RUN_ID = "wordle-20261201-abc"
@@ -255,13 +256,7 @@ def test_the_worker_role_allows_what_the_worker_does(
     app_model: AppModel, function_url: tuple[FunctionUrl, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     proxy, requests_name, results_name = run_names(RUN_ID)
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "MOTO_ACCOUNT_ID": app_model.account,
-    }.items():
-        monkeypatch.setenv(name, value)
+    use_model_account(monkeypatch, app_model)  # us-east-1, the model's region
     state, url = function_url
     with mock_aws(), CallRecorder() as recorder:
         sqs = boto3.client("sqs", region_name="us-east-1")

@@ -25,13 +25,15 @@ VERL_PYTHON = ROOT / ".venv-verl" / "bin" / "python"
 ENVIRONMENTS = [env_id for env_id, _ in list_environments(include_template=True)]
 
 
-def smoke(*args: str) -> tuple[int, dict[str, Any]]:
+def _run_in_verl(*args: str) -> subprocess.CompletedProcess[str]:
+    """``python <args>`` in .venv-verl with this checkout first on the path. A missing .venv-verl fails in CI and
+    skips elsewhere."""
     if not VERL_PYTHON.exists():
         if os.environ.get("CI"):
             pytest.fail(".venv-verl is missing; CI never skips the contract tier (make verl)")
         pytest.skip(".venv-verl is missing: make verl")
-    completed = subprocess.run(
-        [str(VERL_PYTHON), "-m", "mtrl.backends.verl.smoke", "--json", *args],
+    return subprocess.run(
+        [str(VERL_PYTHON), *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -39,6 +41,17 @@ def smoke(*args: str) -> tuple[int, dict[str, Any]]:
         timeout=600,
         check=False,
     )
+
+
+def _script_report(script: str) -> Any:
+    """Run ``script`` in .venv-verl; it must succeed, and its last line of output is its JSON report."""
+    completed = _run_in_verl("-c", script)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def smoke(*args: str) -> tuple[int, dict[str, Any]]:
+    completed = _run_in_verl("-m", "mtrl.backends.verl.smoke", "--json", *args)
     assert completed.stdout, completed.stderr[-3000:]
     return completed.returncode, json.loads(completed.stdout)
 
@@ -70,8 +83,6 @@ def test_the_response_length_stops_an_episode_and_the_rewards_still_agree() -> N
 def test_verls_own_trainer_config_accepts_the_runs_overrides(tmp_path: Path) -> None:
     """Hydra composes verl 0.9.1's ``ppo_trainer`` config with every override the entry point passes (an unknown
     key, or a value of the wrong type, fails the composition)."""
-    if not VERL_PYTHON.exists():
-        smoke()  # fails in CI, skips elsewhere, with the reason
     document = {
         "run_id": "wordle-v1-20261201T000000Z",
         "environment": "wordle",
@@ -91,15 +102,7 @@ def test_verls_own_trainer_config_accepts_the_runs_overrides(tmp_path: Path) -> 
     }
     path = tmp_path / "run.json"
     path.write_text(json.dumps(document))
-    completed = subprocess.run(
-        [str(VERL_PYTHON), "-m", "mtrl.backends.verl.train", "--run-config", str(path), "--compose-only"],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    completed = _run_in_verl("-m", "mtrl.backends.verl.train", "--run-config", str(path), "--compose-only")
     assert completed.returncode == 0, completed.stderr[-3000:]
     values = json.loads(completed.stdout)
     assert values["algorithm.adv_estimator"] == "grpo"
@@ -144,19 +147,7 @@ print(json.dumps({"step": step, "figures": validation_figures(parsed), "only": i
 def test_verls_own_validation_metrics_become_the_runs_evaluation() -> None:
     """verl's real aggregation and console format of a validation (RayPPOTrainer._val_metrics_update, LocalLogger)
     read back by the trainer's parser as the held-out figures the run reports."""
-    if not VERL_PYTHON.exists():
-        smoke()  # fails in CI, skips elsewhere, with the reason
-    completed = subprocess.run(
-        [str(VERL_PYTHON), "-c", VALIDATION_SCRIPT],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    report = _script_report(VALIDATION_SCRIPT)
     assert report["step"] == 0
     assert report["only"] is True  # the line before training trains nothing
     assert report["figures"] == {"reward": pytest.approx(0.3375), "success": 0.5, "evaluation": 0.5}
@@ -190,19 +181,7 @@ with tempfile.TemporaryDirectory() as directory:
 
 def test_verls_own_rollout_dump_becomes_the_environment_side_of_a_health_row() -> None:
     """RayPPOTrainer._write_generations (what trainer.rollout_data_dir writes) read back by rollout_rows."""
-    if not VERL_PYTHON.exists():
-        smoke()  # fails in CI, skips elsewhere, with the reason
-    completed = subprocess.run(
-        [str(VERL_PYTHON), "-c", DUMP_SCRIPT],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    fields = json.loads(completed.stdout.strip().splitlines()[-1])
+    fields = _script_report(DUMP_SCRIPT)
     assert fields["zero_spread_share"] == 0.5  # prompt B's two scores are equal
     assert fields["malformed_share"] == 0.25
     assert fields["cap_hit_share"] == 0.75

@@ -49,7 +49,7 @@ MLFLOW_ARN = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:mlflow-app/app-ABC"
 RUNTIME_ID = "Wordle_Wordle-abc123"
 RUNTIME_ARN = f"arn:aws:bedrock-agentcore:{REGION}:{ACCOUNT}:runtime/{RUNTIME_ID}"
 PACKAGE_ARN = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/mtrl-serverless/1"
-# How the job runtime answers an agent sampling a fake job ARN (seeds/000 §8, reference A.7).
+# How the job runtime answers an agent sampling a fake job ARN (the smoke test of AWS's hands-on MTRL guide).
 Answer = Literal["wired", "cross_account", "timeout"]
 _ENV_LOCK = threading.Lock()
 

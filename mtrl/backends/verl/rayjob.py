@@ -1,6 +1,6 @@
 """The Kubernetes objects one verl run submits: a KubeRay ``ray.io/v1`` RayJob and the ConfigMap it reads.
 
-Shape (KubeRay 1.7.0, ``ray-operator/apis/ray/v1/rayjob_types.go``; research note part B §1.4): ``K8sJobMode``, a
+Shape (KubeRay 1.7.0, ``ray-operator/apis/ray/v1/rayjob_types.go``): ``K8sJobMode``, a
 head with no GPU, one worker group on the run's instance group, ``preRunningDeadlineSeconds`` and
 ``activeDeadlineSeconds``, ``shutdownAfterJobFinishes`` with a short TTL (a failed job's Ray cluster keeps its GPUs
 for that long), no ``deletionPolicy`` (removed in 1.7.0; ``deletionStrategy`` excludes ``shutdownAfterJobFinishes``).

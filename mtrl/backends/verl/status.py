@@ -1,4 +1,4 @@
-"""A RayJob's status as a run's state (KubeRay 1.7.0 ``rayjob_types.go``; research note part B §1.4).
+"""A RayJob's status as a run's state (KubeRay 1.7.0 ``rayjob_types.go``).
 
 ``jobDeploymentStatus`` decides, never ``jobStatus`` alone: ``jobStatus`` can stay RUNNING while the deployment is
 Failed (kuberay issue #2314). A Complete job is SUCCEEDED only when the trainer's last reported step equals the

@@ -20,7 +20,7 @@ from mtrl.cost import (
 )
 from mtrl.cost.calculator import PRICES_FILE
 
-# The 100-step Wordle run (seeds/000): these token counts at $0.12/$0.30/$0.36 per million were $338.50.
+# The 100-step Wordle run (AWS's hands-on MTRL guide): these token counts at $0.12/$0.30/$0.36 per million were $338.50.
 WORDLE_USAGE = {"PrefillTokenCount": 491_616_806, "SampleTokenCount": 159_737_098, "TrainTokenCount": 643_308_554}
 
 

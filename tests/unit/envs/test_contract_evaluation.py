@@ -1,4 +1,4 @@
-"""The external evaluation is reported next to the reward and never mixed into it (seed 001)."""
+"""The external evaluation is reported next to the reward and never mixed into it (AWS multi-turn RL best practices)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``baseline_evaluation``: a manifest asks for the base model's held-out evaluation before training (seed 001).
+"""``baseline_evaluation``: a manifest asks for the base model's held-out evaluation before training
+(AWS's multi-turn RL best practices).
 
 Honoured where the backend can measure it (local: the untrained policy at step 0; serverless: an
 AgentRFTEvaluation job of the base model before Submit), refused with the backend's name and the reason where it

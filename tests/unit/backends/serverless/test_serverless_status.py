@@ -75,8 +75,8 @@ def test_usage_is_read_from_the_service_output_with_the_models_names() -> None:
 
 @pytest.mark.parametrize("train_name", ["TrainingTokenCount", "TrainTokenCount"])
 def test_both_spellings_of_the_train_counter_price_the_wordle_run(train_name: str) -> None:
-    """The Wordle guide's 100-step run: 338.50 USD (seeds/000). Before the fix, TrainingTokenCount made the cost
-    calculator raise, so the budget guard silently saw no cost."""
+    """The 100-step Wordle run of AWS's hands-on MTRL guide: 338.50 USD. Before the fix, TrainingTokenCount made the
+    cost calculator raise, so the budget guard silently saw no cost."""
     usage = {"PrefillTokenCount": 491_616_806, "SampleTokenCount": 159_737_098, train_name: 643_308_554}
     normalized = billable_token_usage({"BillableTokenUsage": usage})
     assert normalized == _usage_shape_example()

@@ -1,5 +1,5 @@
-"""Why sop_support's reward is dense (seed 001): on recorded rollouts of an untrained policy, the binary evaluation
-gives GRPO no signal in more groups than the partial-credit reward does.
+"""Why sop_support's reward is dense (AWS's MTRL best practices): on recorded rollouts of an untrained policy, the
+binary evaluation gives GRPO no signal in more groups than the partial-credit reward does.
 
 The recording (``data/sop_support_untrained_rollouts.jsonl``) is GROUP_SIZE rollouts of each of the first TASKS
 training tickets by the local backend's sop_support agent with all weights 0 (uniform over its candidates: the

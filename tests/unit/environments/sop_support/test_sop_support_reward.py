@@ -1,5 +1,6 @@
 """sop_support's reward cannot be gamed: more tool calls never pay, answering early never beats the procedure, an
-answer outside ``<final_output>`` scores like no answer, and the evaluation stays exact match (seed 001)."""
+answer outside ``<final_output>`` scores like no answer, and the evaluation stays exact match (AWS's
+MTRL best practices)."""
 
 from __future__ import annotations
 

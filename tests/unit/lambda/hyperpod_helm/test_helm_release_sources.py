@@ -1,10 +1,9 @@
-"""The deploy-time installer's other releases (lambda/hyperpod_helm/handler.py ``prepare_chart``): a GitHub directory
-verified by its files' digest with its CRDs applied first (the KubeRay operator), and a chart made from objects
-rendered at synth (the verl namespace's RBAC), which downloads nothing."""
+"""The deploy-time installer's other releases (``prepare_chart`` in lambda/hyperpod_helm/helm_release/
+chart_source.py): a GitHub directory verified by its files' digest with its CRDs applied first (the KubeRay operator),
+and a chart made from objects rendered at synth (the verl namespace's RBAC), which downloads nothing."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import subprocess
@@ -13,67 +12,19 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import boto3
 import pytest
 import yaml
-from moto import mock_aws
 
 from mtrl.backends.verl.access import ROLE_NAME, TRAINER_SERVICE_ACCOUNT, namespace_manifests, pipeline_group
 from mtrl.kube.charts import ChartDigestError, tree_sha256
 from stacks.constructs.kuberay import operator_values
 
-HANDLER = Path(__file__).resolve().parents[4] / "lambda" / "hyperpod_helm" / "handler.py"
 COMMIT = "59d663aeec13760646da3db9c1cf8cfe883e30b7"
 CHART_FILES = {
     "Chart.yaml": b"apiVersion: v2\nname: kuberay-operator\nversion: 1.7.0\n",
     "crds/ray.io_rayjobs.yaml": b"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n",
     "templates/deployment.yaml": b"# operator\n",
 }
-
-
-@pytest.fixture(scope="module")
-def handler() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("helm_release_sources_handler", HANDLER)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture
-def cluster(monkeypatch: pytest.MonkeyPatch) -> Any:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(key, value)
-    with mock_aws():
-        boto3.client("eks", region_name="us-east-1").create_cluster(
-            name="mtrl-eks",
-            roleArn="arn:aws:iam::123456789012:role/eks",
-            resourcesVpcConfig={"subnetIds": ["subnet-1", "subnet-2"]},
-        )
-        yield
-
-
-class _Completed:
-    def __init__(self, returncode: int, stdout: str = "", stderr: str = "") -> None:
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-
-def _record(handler: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    calls: list[list[str]] = []
-
-    def run(args: list[str], **_kwargs: Any) -> _Completed:
-        calls.append(args)
-        if args[1] == "status":
-            return _Completed(1, stderr="Error: release: not found")
-        return _Completed(0)
-
-    monkeypatch.setattr(handler.subprocess, "run", run)
-    return calls
 
 
 def _serve_archive(handler: ModuleType, monkeypatch: pytest.MonkeyPatch, files: dict[str, bytes]) -> list[str]:
@@ -119,10 +70,10 @@ def _digest(tmp_path: Path, files: dict[str, bytes]) -> str:
 
 
 def test_the_operator_chart_is_verified_then_its_crds_applied_then_installed(
-    handler: ModuleType, cluster: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    handler: ModuleType, eks_cluster: str, helm_calls: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     fetched = _serve_archive(handler, monkeypatch, CHART_FILES)
-    calls = _record(handler, monkeypatch)
+    calls = helm_calls.calls
     physical_id, _ = handler.apply(_kuberay_event(_digest(tmp_path, CHART_FILES)), lambda: 900.0)
     assert physical_id == "mtrl-eks/kube-system/kuberay-operator"
     assert fetched == [f"https://codeload.github.com/ray-project/kuberay/tar.gz/{COMMIT}"]
@@ -140,21 +91,21 @@ def test_the_operator_chart_is_verified_then_its_crds_applied_then_installed(
 
 
 def test_a_chart_whose_files_differ_from_the_pin_is_never_installed(
-    handler: ModuleType, cluster: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    handler: ModuleType, eks_cluster: str, helm_calls: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     pinned = _digest(tmp_path, CHART_FILES)
     _serve_archive(handler, monkeypatch, {**CHART_FILES, "templates/extra.yaml": b"kind: ClusterRoleBinding\n"})
-    calls = _record(handler, monkeypatch)
+    calls = helm_calls.calls
     with pytest.raises(ChartDigestError, match="not the pinned"):
         handler.apply(_kuberay_event(pinned), lambda: 900.0)
     assert calls == []
 
 
 def test_a_github_directory_without_a_digest_is_refused_before_any_download(
-    handler: ModuleType, cluster: None, monkeypatch: pytest.MonkeyPatch
+    handler: ModuleType, eks_cluster: str, helm_calls: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fetched = _serve_archive(handler, monkeypatch, CHART_FILES)
-    calls = _record(handler, monkeypatch)
+    calls = helm_calls.calls
     with pytest.raises(ValueError, match="needs the ChartSha256"):
         handler.apply(_kuberay_event(""), lambda: 900.0)
     assert fetched == []
@@ -176,27 +127,27 @@ def _access_event() -> dict[str, Any]:
 
 
 def test_the_rbac_release_downloads_nothing(
-    handler: ModuleType, cluster: None, monkeypatch: pytest.MonkeyPatch
+    handler: ModuleType, eks_cluster: str, helm_calls: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def no_network(*_args: Any, **_kwargs: Any) -> None:
         raise AssertionError("a manifest release must not download anything")
 
     monkeypatch.setattr(handler.urllib.request, "urlopen", no_network)
-    calls = _record(handler, monkeypatch)
+    calls = helm_calls.calls
     handler.apply(_access_event(), lambda: 900.0)
     assert [c[1] for c in calls] == ["status", "upgrade"]
     assert "--skip-crds" not in calls[-1]
 
 
 def test_real_helm_renders_the_rbac_release_as_exactly_four_namespaced_objects(
-    handler: ModuleType, real_helm: Path, tmp_path: Path
+    chart_source: ModuleType, commands: ModuleType, real_helm: Path, tmp_path: Path
 ) -> None:
-    chart = handler.prepare_chart(_access_event()["ResourceProperties"], tmp_path, lambda _c: "")
+    chart = chart_source.prepare_chart(_access_event()["ResourceProperties"], tmp_path, lambda _c: "")
     rendered = subprocess.run(
         [str(real_helm), "template", "mtrl-verl-access", str(chart), "--namespace", "kube-system"],
         capture_output=True,
         text=True,
-        env=handler._helm_env(tmp_path),
+        env=commands.helm_env(tmp_path),
         timeout=120,
         check=False,
     )

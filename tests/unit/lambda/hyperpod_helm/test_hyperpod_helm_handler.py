@@ -4,7 +4,6 @@ EKS token shape, and exactly one CloudFormation response on every path."""
 from __future__ import annotations
 
 import base64
-import importlib.util
 import io
 import json
 import subprocess
@@ -23,29 +22,6 @@ from moto import mock_aws
 from mtrl.kube import charts
 from mtrl.runs.slots import SlotPool
 
-HANDLER = Path(__file__).resolve().parents[4] / "lambda" / "hyperpod_helm" / "handler.py"
-
-
-@pytest.fixture(scope="module")
-def handler() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("hyperpod_helm_handler", HANDLER)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(key, value)
-
 
 class FakeHelm:
     """Records helm invocations and answers `helm status` from a canned release state."""
@@ -63,8 +39,8 @@ class FakeHelm:
         return ""
 
 
-def test_install_is_upgrade_install(handler: ModuleType) -> None:
-    command = handler.upgrade_install_command(
+def test_install_is_upgrade_install(commands: ModuleType) -> None:
+    command = commands.upgrade_install_command(
         release="deps",
         namespace="kube-system",
         chart_dir="/tmp/chart",
@@ -77,9 +53,9 @@ def test_install_is_upgrade_install(handler: ModuleType) -> None:
     assert command[-4:] == ["--set", "a=x", "--set", "b.enabled=false"]
 
 
-def test_set_flags_refuse_values_helm_would_split(handler: ModuleType) -> None:
+def test_set_flags_refuse_values_helm_would_split(commands: ModuleType) -> None:
     with pytest.raises(ValueError, match="must not contain"):
-        handler.set_flags({"region": "us-east-1,evil=true"})
+        commands.set_flags({"region": "us-east-1,evil=true"})
 
 
 @pytest.mark.parametrize(
@@ -93,10 +69,10 @@ def test_set_flags_refuse_values_helm_would_split(handler: ModuleType) -> None:
     ],
 )
 def test_stuck_release_is_unblocked(
-    handler: ModuleType, status: dict[str, Any] | None, expected: str | None, action: str | None
+    commands: ModuleType, status: dict[str, Any] | None, expected: str | None, action: str | None
 ) -> None:
     helm = FakeHelm(status)
-    helm_error = handler.HelmError
+    helm_error = commands.HelmError
 
     def run(command: Sequence[str]) -> str:
         try:
@@ -104,7 +80,7 @@ def test_stuck_release_is_unblocked(
         except RuntimeError as error:
             raise helm_error(str(error)) from None
 
-    result = handler.recover_pending_release(run, release="deps", namespace="kube-system")
+    result = commands.recover_pending_release(run, release="deps", namespace="kube-system")
     assert (result is None) == (expected is None)
     if expected:
         assert expected in result
@@ -124,7 +100,7 @@ def _tarball(members: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def test_only_the_chart_directory_is_extracted(handler: ModuleType, tmp_path: Path) -> None:
+def test_only_the_chart_directory_is_extracted(chart_source: ModuleType, tmp_path: Path) -> None:
     archive = tmp_path / "repo.tar.gz"
     archive.write_bytes(
         _tarball(
@@ -137,7 +113,7 @@ def test_only_the_chart_directory_is_extracted(handler: ModuleType, tmp_path: Pa
         )
     )
     with pytest.raises(tarfile.OutsideDestinationError):
-        handler.extract_chart(archive, tmp_path)
+        chart_source.extract_chart(archive, tmp_path)
     assert not (tmp_path.parent / "escape.txt").exists()
 
     clean = tmp_path / "clean.tar.gz"
@@ -152,14 +128,14 @@ def test_only_the_chart_directory_is_extracted(handler: ModuleType, tmp_path: Pa
     )
     out = tmp_path / "out"
     out.mkdir()
-    handler.extract_chart(clean, out)
+    chart_source.extract_chart(clean, out)
     files = sorted(str(p.relative_to(out / "chart")) for p in (out / "chart").rglob("*") if p.is_file())
     assert files == ["Chart.yaml", "charts/agent/values.yaml"]
 
 
-def test_chart_fetch_refuses_branches(handler: ModuleType, tmp_path: Path) -> None:
+def test_chart_fetch_refuses_branches(chart_source: ModuleType, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="40-character commit"):
-        handler.fetch_chart("aws/sagemaker-hyperpod-cli", "main", tmp_path)
+        chart_source.fetch_chart("aws/sagemaker-hyperpod-cli", "main", tmp_path)
 
 
 # The shape of helm_chart/HyperPodHelmChart/Chart.yaml at the pinned tag (v3.9.0): a flat list of maps, remote
@@ -199,7 +175,7 @@ dependencies:
 REQUIRED = ["aws-efa-k8s-device-plugin", "health-monitoring-agent", "nvidia-device-plugin", "training-operators"]
 
 
-def test_only_the_needed_dependencies_stay_in_the_chart(handler: ModuleType) -> None:
+def test_only_the_needed_dependencies_stay_in_the_chart() -> None:
     # Defect 1: `helm dependency update` fetches every dependency Chart.yaml lists, disabled ones too.
     text, repositories = charts.prune_dependencies(PINNED_STYLE_CHART, REQUIRED)
     before, entries, _after = charts.chart_dependencies(text)
@@ -212,7 +188,7 @@ def test_only_the_needed_dependencies_stay_in_the_chart(handler: ModuleType) -> 
     assert repositories == ["https://aws.github.io/eks-charts", "https://nvidia.github.io/k8s-device-plugin"]
 
 
-def test_pruned_chart_is_yaml_helm_reads(handler: ModuleType) -> None:
+def test_pruned_chart_is_yaml_helm_reads() -> None:
     yaml = pytest.importorskip("yaml")
     text, _ = charts.prune_dependencies(PINNED_STYLE_CHART, ["training-operators"])
     chart = yaml.safe_load(text)
@@ -227,7 +203,7 @@ def test_pruned_chart_is_yaml_helm_reads(handler: ModuleType) -> None:
     ]
 
 
-def test_a_pin_without_a_wanted_dependency_fails_loudly(handler: ModuleType) -> None:
+def test_a_pin_without_a_wanted_dependency_fails_loudly() -> None:
     with pytest.raises(ValueError, match=r"no dependencies named \['kuberay-operator'\]"):
         charts.prune_dependencies(PINNED_STYLE_CHART, ["kuberay-operator"])
     with pytest.raises(ValueError, match="unexpected line"):
@@ -236,8 +212,8 @@ def test_a_pin_without_a_wanted_dependency_fails_loudly(handler: ModuleType) -> 
         charts.prune_dependencies("name: x\n", [])
 
 
-def test_eks_token_is_a_presigned_get_caller_identity_bound_to_the_cluster(handler: ModuleType, aws_env: None) -> None:
-    token = handler.eks_token("mtrl-eks", "us-east-1")
+def test_eks_token_is_a_presigned_get_caller_identity_bound_to_the_cluster(release: ModuleType, aws_env: None) -> None:
+    token = release.eks_token("mtrl-eks", "us-east-1")
     prefix = "k8s-aws-v1."
     assert token.startswith(prefix)
     body = token[len(prefix) :]
@@ -334,23 +310,17 @@ def test_create_fails_when_the_cluster_does_not_exist(handler: ModuleType, aws_e
         handler.apply(_event("Create"), lambda: 900.0)
 
 
-class _Completed:
-    def __init__(self, returncode: int, stdout: str = "", stderr: str = "") -> None:
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
-
 @pytest.mark.parametrize("release_state", [None, "pending-install"])
-@mock_aws
+@pytest.mark.usefixtures("eks_cluster")
 def test_create_runs_the_full_idempotent_sequence(
-    handler: ModuleType, aws_env: None, monkeypatch: pytest.MonkeyPatch, release_state: str | None
+    handler: ModuleType,
+    chart_source: ModuleType,
+    helm_calls: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    release_state: str | None,
 ) -> None:
-    eks = boto3.client("eks", region_name="us-east-1")
-    eks.create_cluster(
-        name="mtrl-eks",
-        roleArn="arn:aws:iam::123456789012:role/eks",
-        resourcesVpcConfig={"subnetIds": ["subnet-1", "subnet-2"]},
-    )
-    calls: list[list[str]] = []
+    helm_calls.release_state = release_state
+    calls = helm_calls.calls
 
     def fake_fetch(repository: str, revision: str, workdir: Path) -> Path:
         chart = workdir / "chart"
@@ -358,17 +328,7 @@ def test_create_runs_the_full_idempotent_sequence(
         (chart / "Chart.yaml").write_text(PINNED_STYLE_CHART)
         return chart
 
-    def fake_run(args: list[str], **kwargs: Any) -> _Completed:
-        calls.append(args)
-        assert kwargs["timeout"] > 0
-        if args[1] == "status":
-            if release_state is None:
-                return _Completed(1, stderr="Error: release: not found")
-            return _Completed(0, stdout=json.dumps({"info": {"status": release_state}, "version": 1}))
-        return _Completed(0)
-
-    monkeypatch.setattr(handler, "fetch_chart", fake_fetch)
-    monkeypatch.setattr(handler.subprocess, "run", fake_run)
+    monkeypatch.setattr(chart_source, "fetch_chart", fake_fetch)
     event = _event("Create")
     event["ResourceProperties"]["Values"] = json.dumps({"trainingOperators.enabled": True})
     physical_id, data = handler.apply(event, lambda: 900.0)
@@ -414,40 +374,42 @@ def _pool(clock: float) -> SlotPool:
 
 
 @mock_aws
-def test_an_update_refuses_while_a_run_holds_the_cluster(handler: ModuleType, aws_env: None) -> None:
+def test_an_update_refuses_while_a_run_holds_the_cluster(run_guard: ModuleType, aws_env: None) -> None:
     # The run table's slots are what the pipeline takes before it scales a group (mtrl.runs.slots, the real code).
     table = _run_table()
     pool = _pool(1_000.0)
     pool.enqueue(RUN, "20261201T101500Z")
     assert pool.try_acquire(RUN).acquired
     props = {"RunTable": table, "InterruptibleRuns": "[]"}
-    assert handler.live_slot_holders(table, "us-east-1", 1_000.0) == [RUN]
+    assert run_guard.live_slot_holders(table, "us-east-1", 1_000.0) == [RUN]
     with pytest.raises(RuntimeError, match=rf"runs \['{RUN}'\] hold the training cluster") as caught:
-        handler.refuse_while_runs_hold_the_cluster(props, "us-east-1", 1_000.0)
+        run_guard.refuse_while_runs_hold_the_cluster(props, "us-east-1", 1_000.0)
     assert "hyperpod_deploy_interrupts_runs" in str(caught.value)
     assert "Nothing was changed" in str(caught.value)
     # The override names the run; a lease that ran out (a crashed run) holds nothing; a released slot neither.
-    handler.refuse_while_runs_hold_the_cluster({**props, "InterruptibleRuns": json.dumps([RUN])}, "us-east-1", 1_000.0)
-    handler.refuse_while_runs_hold_the_cluster(props, "us-east-1", 1_000.0 + 601)
-    pool.release(RUN)
-    handler.refuse_while_runs_hold_the_cluster(props, "us-east-1", 1_000.0)
-
-
-@mock_aws
-def test_a_refused_update_runs_no_helm_and_reports_failed(
-    handler: ModuleType, aws_env: None, monkeypatch: pytest.MonkeyPatch, responses: list[dict[str, Any]]
-) -> None:
-    eks = boto3.client("eks", region_name="us-east-1")
-    eks.create_cluster(
-        name="mtrl-eks", roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={"subnetIds": ["subnet-1"]}
+    run_guard.refuse_while_runs_hold_the_cluster(
+        {**props, "InterruptibleRuns": json.dumps([RUN])}, "us-east-1", 1_000.0
     )
+    run_guard.refuse_while_runs_hold_the_cluster(props, "us-east-1", 1_000.0 + 601)
+    pool.release(RUN)
+    run_guard.refuse_while_runs_hold_the_cluster(props, "us-east-1", 1_000.0)
+
+
+@pytest.mark.usefixtures("eks_cluster")
+def test_a_refused_update_runs_no_helm_and_reports_failed(
+    handler: ModuleType,
+    commands: ModuleType,
+    chart_source: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    responses: list[dict[str, Any]],
+) -> None:
     table = _run_table()
     pool = _pool(time.time())
     pool.enqueue(RUN, "20261201T101500Z")
     assert pool.try_acquire(RUN).acquired
     ran: list[list[str]] = []
-    monkeypatch.setattr(handler.subprocess, "run", lambda args, **kwargs: ran.append(args))
-    monkeypatch.setattr(handler, "fetch_chart", lambda *args: pytest.fail("must not fetch the chart"))
+    monkeypatch.setattr(commands.subprocess, "run", lambda args, **kwargs: ran.append(args))
+    monkeypatch.setattr(chart_source, "fetch_chart", lambda *args: pytest.fail("must not fetch the chart"))
     event = _event("Update", PhysicalResourceId="mtrl-eks/kube-system/hyperpod-dependencies")
     event["ResourceProperties"]["RunTable"] = table
     handler.handler(event, _Context())
@@ -540,12 +502,12 @@ def _expressions(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return [e for term in terms["nodeSelectorTerms"] for e in term["matchExpressions"]]
 
 
-def test_rig_aws_node_runs_only_on_restricted_nodes_with_imds_only_mode(handler: ModuleType) -> None:
-    rig = handler.rig_aws_node(AWS_NODE)
+def test_rig_aws_node_runs_only_on_restricted_nodes_with_imds_only_mode(rig_dependencies: ModuleType) -> None:
+    rig = rig_dependencies.rig_aws_node(AWS_NODE)
     assert rig["metadata"]["name"] == "rig-aws-node"
     assert not {"uid", "resourceVersion"} & set(rig["metadata"])
     assert "status" not in rig
-    assert {"key": handler.RIG_LABEL, "operator": "In", "values": ["Restricted"]} in _expressions(rig)
+    assert {"key": rig_dependencies.RIG_LABEL, "operator": "In", "values": ["Restricted"]} in _expressions(rig)
     pod = rig["spec"]["template"]["spec"]
     cni, agent = pod["containers"]
     env = {e["name"]: e["value"] for e in cni["env"]}
@@ -554,47 +516,53 @@ def test_rig_aws_node_runs_only_on_restricted_nodes_with_imds_only_mode(handler:
     assert agent["image"].endswith(":v1.3.0-eksbuild.1")  # already newer than 1.2.2: kept
     assert pod["initContainers"][0]["image"].endswith(":v1.19.6-eksbuild.1")
     assert AWS_NODE["metadata"]["name"] == "aws-node"  # the input is not changed
-    assert handler.rig_aws_node(rig | {"metadata": {**rig["metadata"], "name": "aws-node"}}) == rig  # idempotent
+    assert (
+        rig_dependencies.rig_aws_node(rig | {"metadata": {**rig["metadata"], "name": "aws-node"}}) == rig
+    )  # idempotent
 
 
-def test_stock_aws_node_keeps_off_restricted_nodes_idempotently(handler: ModuleType) -> None:
-    affinity = handler.non_rig_aws_node_affinity(AWS_NODE)
+def test_stock_aws_node_keeps_off_restricted_nodes_idempotently(rig_dependencies: ModuleType) -> None:
+    affinity = rig_dependencies.non_rig_aws_node_affinity(AWS_NODE)
     patched = {"spec": {"template": {"spec": {"affinity": affinity}}}}
     expressions = _expressions(patched)
     assert {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]} in expressions
-    assert expressions.count({"key": handler.RIG_LABEL, "operator": "NotIn", "values": ["Restricted"]}) == 1
-    assert handler.non_rig_aws_node_affinity(patched) == affinity  # a second deploy adds nothing
+    assert expressions.count({"key": rig_dependencies.RIG_LABEL, "operator": "NotIn", "values": ["Restricted"]}) == 1
+    assert rig_dependencies.non_rig_aws_node_affinity(patched) == affinity  # a second deploy adds nothing
 
 
-def test_rig_coredns_is_a_daemonset_on_restricted_nodes(handler: ModuleType) -> None:
-    rig = handler.rig_coredns(COREDNS)
+def test_rig_coredns_is_a_daemonset_on_restricted_nodes(rig_dependencies: ModuleType) -> None:
+    rig = rig_dependencies.rig_coredns(COREDNS)
     assert (rig["kind"], rig["metadata"]["name"]) == ("DaemonSet", "rig-coredns")
     spec = rig["spec"]
     assert not {"replicas", "strategy", "progressDeadlineSeconds"} & set(spec)
     assert spec["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
     pod = spec["template"]["spec"]
-    assert pod["nodeSelector"] == {handler.RIG_LABEL: "Restricted"}
-    assert handler.RIG_TAINT in pod["tolerations"]
+    assert pod["nodeSelector"] == {rig_dependencies.RIG_LABEL: "Restricted"}
+    assert rig_dependencies.RIG_TAINT in pod["tolerations"]
     assert "topologySpreadConstraints" not in pod
 
 
-def test_operators_tolerate_restricted_nodes_but_prefer_others(handler: ModuleType) -> None:
+def test_operators_tolerate_restricted_nodes_but_prefer_others(rig_dependencies: ModuleType) -> None:
     operator = {
-        "spec": {"template": {"spec": {"tolerations": [handler.RIG_TAINT, {"key": "a", "operator": "Exists"}]}}}
+        "spec": {
+            "template": {"spec": {"tolerations": [rig_dependencies.RIG_TAINT, {"key": "a", "operator": "Exists"}]}}
+        }
     }
-    patch = handler.tolerate_restricted_nodes(operator, prefer_other_nodes=True)["spec"]["template"]["spec"]
-    assert patch["tolerations"].count(handler.RIG_TAINT) == 1  # set once, however often it runs
+    patch = rig_dependencies.tolerate_restricted_nodes(operator, prefer_other_nodes=True)["spec"]["template"]["spec"]
+    assert patch["tolerations"].count(rig_dependencies.RIG_TAINT) == 1  # set once, however often it runs
     assert {"key": "a", "operator": "Exists"} in patch["tolerations"]
     (preferred,) = patch["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert preferred["preference"]["matchExpressions"] == [
-        {"key": handler.RIG_LABEL, "operator": "NotIn", "values": ["Restricted"]}
+        {"key": rig_dependencies.RIG_LABEL, "operator": "NotIn", "values": ["Restricted"]}
     ]
-    assert handler.regional_image("602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/efa:v0.5.6", "eu-north-1") == (
-        "602401143452.dkr.ecr.eu-north-1.amazonaws.com/eks/efa:v0.5.6"
-    )
+    assert rig_dependencies.regional_image(
+        "602401143452.dkr.ecr.us-west-2.amazonaws.com/eks/efa:v0.5.6", "eu-north-1"
+    ) == ("602401143452.dkr.ecr.eu-north-1.amazonaws.com/eks/efa:v0.5.6")
 
 
-def test_rig_install_sequence_against_a_fake_cluster(handler: ModuleType, tmp_path: Path) -> None:
+def test_rig_install_sequence_against_a_fake_cluster(
+    commands: ModuleType, rig_dependencies: ModuleType, tmp_path: Path
+) -> None:
     efa = {
         "spec": {
             "template": {
@@ -625,25 +593,25 @@ def test_rig_install_sequence_against_a_fake_cluster(handler: ModuleType, tmp_pa
         if verb == "get":
             found = live.get((command[2], command[3]))
             if found is None:
-                raise handler.HelmError('Error from server (NotFound): deployments.apps "x" not found')
+                raise commands.HelmError('Error from server (NotFound): deployments.apps "x" not found')
             return json.dumps(found)
         if verb == "apply":
             applied.append(json.loads(Path(command[-1]).read_text()))
         return ""
 
-    done = handler.install_rig_dependencies(kubectl, release="deps", region="us-east-1", workdir=tmp_path)
+    done = rig_dependencies.install_rig_dependencies(kubectl, release="deps", region="us-east-1", workdir=tmp_path)
     assert [o["metadata"]["name"] for o in applied] == ["rig-aws-node", "rig-coredns"]
     assert all("--server-side" in c for c in calls if c[1] == "apply")
     patched = {c[3]: json.loads(c[c.index("-p") + 1]) for c in calls if c[1] == "patch"}
     assert set(patched) == {"aws-node", "deps-training-operators", "deps-aws-efa-k8s-device-plugin"}  # no MPI here
     efa_patch = patched["deps-aws-efa-k8s-device-plugin"]["spec"]["template"]["spec"]
     assert efa_patch["containers"][0]["image"].startswith("602401143452.dkr.ecr.us-east-1.amazonaws.com/")
-    assert handler.RIG_TAINT in efa_patch["tolerations"]
+    assert rig_dependencies.RIG_TAINT in efa_patch["tolerations"]
     assert "deps-training-operators" in done
 
     del live[("daemonset", "deps-aws-efa-k8s-device-plugin")]
     with pytest.raises(RuntimeError, match="EFA device plugin must be installed"):
-        handler.install_rig_dependencies(kubectl, release="deps", region="us-east-1", workdir=tmp_path)
+        rig_dependencies.install_rig_dependencies(kubectl, release="deps", region="us-east-1", workdir=tmp_path)
 
 
 # --- the real helm of the deploy-time layer ----------------------------------------------------------
@@ -658,7 +626,7 @@ def _local_chart(root: Path, name: str) -> None:
     )
 
 
-def test_real_helm_builds_the_pruned_chart_offline(handler: ModuleType, real_helm: Path, tmp_path: Path) -> None:
+def test_real_helm_builds_the_pruned_chart_offline(commands: ModuleType, real_helm: Path, tmp_path: Path) -> None:
     # The pruned Chart.yaml (a JSON flow list) is read by the layer's own helm, and `helm dependency update`
     # then needs no remote repository at all when only file:// components are kept; the unpruned chart cannot
     # be built without reaching quay.io / nvidia.github.io / aws.github.io (no network here).
@@ -666,7 +634,7 @@ def test_real_helm_builds_the_pruned_chart_offline(handler: ModuleType, real_hel
     chart.mkdir()
     for name in ("training-operators", "health-monitoring-agent", "mlflow"):
         _local_chart(chart, name)
-    env = handler._helm_env(tmp_path)
+    env = commands.helm_env(tmp_path)
     (chart / "Chart.yaml").write_text(PINNED_STYLE_CHART)
 
     def helm(*args: str) -> subprocess.CompletedProcess[str]:
