@@ -18,7 +18,7 @@ AdapterFactory = Callable[[], BackendAdapter]
 # name → "module:attribute" of a zero-argument factory (usually the adapter class).
 BUILTIN_ADAPTERS: dict[str, str] = {
     "hyperpod": "mtrl.backends.hyperpod:HyperPodAdapter",
-    "serverless": "mtrl.backends.serverless:ServerlessAdapter",
+    "serverless": "mtrl.backends.serverless.adapter:ServerlessAdapter",
     "local": "mtrl.backends.local:LocalAdapter",
     "verl": "mtrl.backends.verl.adapter:VerlAdapter",
 }

@@ -48,7 +48,7 @@ class LocalRunOptions(RunOptions):
 
 class ServerlessRunOptions(RunOptions):
     """SageMaker serverless MTRL per-run options. The names, ranges and sources are the one table in
-    ``mtrl.backends.serverless_options.RUN_OPTIONS``; this model adds strict types and refuses unknown keys,
+    ``mtrl.backends.serverless.options.RUN_OPTIONS``; this model adds strict types and refuses unknown keys,
     and its validator applies that table (so a range lives in one place)."""
 
     agent_runtime_arn: str | None = None
@@ -63,7 +63,7 @@ class ServerlessRunOptions(RunOptions):
 
     @model_validator(mode="after")
     def _documented_ranges(self) -> ServerlessRunOptions:
-        from mtrl.backends.serverless_options import option_problems  # noqa: PLC0415  (no import cycle at load)
+        from mtrl.backends.serverless.options import option_problems  # noqa: PLC0415  (no import cycle at load)
 
         problems = option_problems(self.model_dump(exclude_none=True))
         if problems:

@@ -13,7 +13,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mtrl.backends.serverless_options import TRAINING_HYPERPARAMETERS, hyperparameter_problems
+from mtrl.backends.serverless.options import TRAINING_HYPERPARAMETERS, hyperparameter_problems
 from mtrl.health.rules import STOP_RULES
 from mtrl.runs.backend_options import baseline_problem, validate_backend_options
 from mtrl.runs.errors import ConfigurationError

@@ -111,7 +111,7 @@ def build_summary(record: Mapping[str, Any], *, bucket: str) -> dict[str, Any]:
 
 
 def notification_choice(record: Mapping[str, Any]) -> str:
-    """A run's ``backend_options.notifications`` (serverless_options.RUN_OPTIONS): all (default), failures, none.
+    """A run's ``backend_options.notifications`` (serverless ``options.RUN_OPTIONS``): all (default), failures, none.
     It governs the run's end notification and its training-health notices alike."""
     choice = ((record.get("settings") or {}).get("backend_options") or {}).get("notifications", "all")
     return str(choice) if choice in {"all", "failures", "none"} else "all"
