@@ -59,10 +59,13 @@ def baseline_comparison(record: Mapping[str, Any]) -> dict[str, Any] | None:
     else:
         before = {name.removesuffix("_before"): v for name, v in evaluation.items() if name.endswith("_before")}
         after = {name.removesuffix("_after"): v for name, v in evaluation.items() if name.endswith("_after")}
-    # backend_options defines pydantic models: loaded here, so `mtrl status --help` starts without pydantic.
-    from mtrl.runs.backend_options import BASELINE_SUPPORT  # noqa: PLC0415
+    # Loaded here, so `mtrl status --help` starts without the backends.
+    from mtrl.backends.registry import UnknownBackendError, descriptor_for  # noqa: PLC0415
 
-    support = BASELINE_SUPPORT.get(str(settings.get("backend")))
+    try:
+        support = descriptor_for(str(settings.get("backend"))).baseline
+    except UnknownBackendError:
+        support = None
     measure = (record.get("evaluation_settings") or {}).get("evaluation_measure")
     return {
         "how": support.how if support else None,

@@ -305,3 +305,9 @@ def manifest_problems(hyperparameters: Mapping[str, Any], backend_options: Mappi
     return hyperparameter_problems(hyperparameters, TRAINING_HYPERPARAMETERS, where="hyperparameter") + option_problems(
         backend_options
     )
+
+
+def run_hyperparameter_problems(settings: Any) -> list[str]:
+    """A resolved run's training hyperparameters against the service's documented ranges (the descriptor's
+    ``manifest_check``; the per-run options are checked by their model)."""
+    return hyperparameter_problems(settings.hyperparameters, TRAINING_HYPERPARAMETERS, where="hyperparameter")
