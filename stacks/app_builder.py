@@ -213,7 +213,7 @@ def _wire_backends(
             f"{env_id}={package.uri(data.store.data_bucket.bucket_name)}"
             for env_id, package in backends.env_packages.packages.items()
         ],
-        # serverless (mtrl.backends.serverless.ServerlessSettings)
+        # serverless (mtrl.backends.serverless.settings.ServerlessSettings)
         "serverless_job_role_arn": roles.serverless_job_role.role_arn,
         "serverless_agent_lambda_arns": [
             f"{env_id}={agent.function.function_arn}" for env_id, agent in backends.agents.items()

@@ -56,7 +56,7 @@ from mtrl.health.emf import JOB_DIMENSION, EpisodeMetrics
 log = logging.getLogger("mtrl.serverless_agent")
 log.setLevel(logging.INFO)
 
-EVALUATION_JOB_CATEGORY = "AgentRFTEvaluation"  # mtrl.backends.serverless_settings.EVALUATION_CATEGORY
+EVALUATION_JOB_CATEGORY = "AgentRFTEvaluation"  # mtrl.backends.serverless.settings.EVALUATION_CATEGORY
 _CLIENTS: dict[str, Any] = {}
 _SPECS: dict[str, EnvironmentSpec] = {}
 

@@ -230,50 +230,26 @@ def _filter(logs: Any, group: str, run_id: str, start_ms: int | None) -> Iterato
 
 # -- cost -------------------------------------------------------------------------------------------------
 def run_cost(record: Mapping[str, Any], *, region: str, now: datetime | None = None) -> CostEstimate:
-    """The run's cost from its record, priced by ``mtrl.cost.cost_for_run`` (raises CostError)."""
+    """The run's cost from its record, priced by ``mtrl.cost.cost_for_run`` (raises CostError).
+
+    The backend's descriptor says which usage its price needs (``cost_usage``: read from the record here); its
+    modules load only for a run of it, so `mtrl status` starts without every backend.
+    """
     # The price book's models load only for a cost: `mtrl status` and `--help` start without pydantic.
+    from mtrl.backends.descriptor import resolve  # noqa: PLC0415
+    from mtrl.backends.registry import UnknownBackendError, descriptor_for  # noqa: PLC0415
     from mtrl.cost import cost_for_run  # noqa: PLC0415
 
     settings = record.get("settings") or {}
     backend = settings.get("backend")
     usage: dict[str, Any] = {"backend": backend, "region": region}
-    if backend == "serverless":
-        usage["model"] = _serverless_base_model(record)
-        usage["billable_token_usage"] = (record.get("progress") or {}).get("billable_token_usage") or {}
-    elif backend == "hyperpod":
-        # (The backend's modules load only for a run of it: `mtrl status` starts without every backend.)
-        from mtrl.backends.hyperpod import CAPACITY_KIND, gpu_holds  # noqa: PLC0415
-
-        # Capacity still held is priced up to now ("cost so far"); released capacity up to its release.
-        stamp = (now or datetime.now(UTC)).isoformat()
-        resources = [
-            {**item, "removed_at": item.get("removed_at") or stamp} if item.get("kind") == CAPACITY_KIND else item
-            for item in record.get("resources") or []
-        ]
-        usage["gpu_holds"] = gpu_holds(resources)
+    try:
+        descriptor = descriptor_for(str(backend))
+    except UnknownBackendError:
+        descriptor = None  # cost_for_run says so
+    if descriptor is not None and descriptor.cost_usage is not None:
+        usage.update(resolve(descriptor.cost_usage)(record, now))
     return cost_for_run(usage)
-
-
-def _serverless_base_model(record: Mapping[str, Any]) -> str:
-    """The base model the run's training job was created with, as the serverless backend recorded it.
-
-    The model is a deploy-time setting (never in the manifest), so the run record's job resource is the only
-    place that says which one this run used; guessing the default would misprice a deployment that changed it.
-    """
-    from mtrl.backends.serverless import JOB_KIND as SERVERLESS_JOB_KIND  # noqa: PLC0415
-    from mtrl.backends.serverless_settings import TRAINING_CATEGORY  # noqa: PLC0415
-    from mtrl.cost import CostError  # noqa: PLC0415
-
-    for resource in record.get("resources") or []:
-        details = resource.get("details") or {}
-        if (
-            resource.get("kind") == SERVERLESS_JOB_KIND
-            and details.get("category", TRAINING_CATEGORY) == TRAINING_CATEGORY
-        ):
-            model = details.get("base_model")
-            if isinstance(model, str) and model:
-                return model
-    raise CostError("the run record names no base model for its training job (no training job recorded yet)")
 
 
 # -- which execution did an upload start? -------------------------------------------------------------------

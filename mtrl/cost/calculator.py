@@ -1,5 +1,8 @@
 """Run cost from usage: serverless runs from ``BillableTokenUsage``, HyperPod runs from GPU instance-hours held.
 
+Each backend's cost hook (``mtrl.backends.<name>``, named by its descriptor) reads its usage and calls the pricing
+here; ``cost_for_run`` dispatches to it.
+
 Prices come only from ``prices.json`` (docs/operations.md, "Costs"). A missing price is an error, never a silent zero,
 and a price marked as an assumption is carried into the estimate so every report can say so.
 """
@@ -15,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, ValidationError
+
+from mtrl.backends.descriptor import resolve
+from mtrl.backends.registry import UnknownBackendError, descriptor_for
 
 PRICES_FILE = Path(__file__).with_name("prices.json")
 _MILLION = Decimal(1_000_000)
@@ -262,35 +268,32 @@ def hyperpod_cost_for_hours(
 
 
 def cost_for_run(record: Mapping[str, Any], book: PriceBook | None = None) -> CostEstimate:
-    """Price a run record's usage.
+    """Price a run's usage with its backend's cost hook (``BackendDescriptor.cost``).
 
-    Expected keys: ``backend`` (``serverless`` | ``hyperpod`` | ``local``), ``region``; for serverless ``model``
-    and ``billable_token_usage`` (DescribeJob's ``BillableTokenUsage``); for hyperpod ``gpu_holds``: a list of
-    ``{"instance_type", "count", "start", "end"}`` with ISO-8601 times (the adapter records these on the GPU
-    scale-up resource). A local run costs nothing.
+    Expected keys: ``backend`` (a registered backend) and what that backend prices, for example ``region`` with, for
+    serverless, ``model`` and ``billable_token_usage`` (DescribeJob's ``BillableTokenUsage``) or, for hyperpod,
+    ``gpu_holds``. A local run costs nothing; a backend without a cost hook cannot be priced (CostError).
     """
-    book = book or load_price_book()
     backend = record.get("backend")
+    try:
+        descriptor = descriptor_for(str(backend))
+    except UnknownBackendError as error:
+        raise CostError(f"{error} in run record") from None
+    if descriptor.cost is None:
+        raise CostError(f"backend '{backend}' declares no cost estimate, so its runs cannot be priced")
+    estimate: CostEstimate = resolve(descriptor.cost)(record, book or load_price_book())
+    return estimate
+
+
+def record_region(record: Mapping[str, Any]) -> str:
+    """The region a run's usage is priced in (CostError when the record has none)."""
     region = record.get("region")
-    if backend == "local":
-        return CostEstimate(book.currency, ())
     if not isinstance(region, str) or not region:
         raise CostError("run record has no region")
-    if backend == "serverless":
-        usage = record.get("billable_token_usage")
-        model = record.get("model")
-        if not isinstance(model, str) or not isinstance(usage, Mapping):
-            raise CostError("serverless run record needs 'model' and 'billable_token_usage'")
-        return serverless_cost(book, model=model, region=region, usage=TokenUsage.from_billable(usage))
-    if backend == "hyperpod":
-        raw_holds = record.get("gpu_holds")
-        if not isinstance(raw_holds, list):
-            raise CostError("hyperpod run record needs 'gpu_holds' (a list)")
-        return hyperpod_cost(book, region=region, holds=[_parse_hold(item) for item in raw_holds])
-    raise CostError(f"unknown backend '{backend}' in run record")
+    return region
 
 
-def _parse_hold(item: Any) -> GpuHold:
+def parse_hold(item: Any) -> GpuHold:
     try:
         return GpuHold(
             instance_type=str(item["instance_type"]),

@@ -1,4 +1,5 @@
-"""What a manifest's ``backend_options`` may set: one per-run options model per backend (the only hook).
+"""What a manifest's ``backend_options`` may set: one per-run options model per backend (its descriptor's
+``run_options``).
 
 A manifest chooses only per-run keys. Everything the operator configures at deploy time — roles, cluster and
 group names, region, bucket, limits, models the EULA was accepted for — reaches the adapters from the backend
@@ -7,21 +8,21 @@ per-run options as a strict pydantic model (unknown keys refused, ``"8"`` is not
 resolution validates ``backend_options`` against the run's backend's model, and ``effective_settings`` (the
 dict the adapter receives) refuses any option that would replace a deploy-time value, whatever the record says.
 
-To add or replace a backend's options (e.g. the serverless per-run training options), point
-``RUN_OPTIONS_MODELS[backend]`` at a ``module:Model`` (or call ``register_run_options``); the model's fields
-are its per-run options, bounded by their ``Field`` constraints, and its ``supersedes`` names the deploy-time
-settings an option replaces when given (an AgentCore runtime instead of the deployed agent Lambda).
+A backend's options model is its descriptor's ``run_options`` (``mtrl.backends.registry``): a ``RunOptions``
+subclass whose fields are its per-run options, bounded by their ``Field`` constraints, and whose ``supersedes``
+names the deploy-time settings an option replaces when given (an AgentCore runtime instead of the deployed agent
+Lambda). A backend that declares none takes none.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from mtrl.backends.descriptor import BackendDescriptor, BaselineSupport, resolve
+from mtrl.backends.registry import UnknownBackendError, descriptor_for
 from mtrl.runs.errors import ConfigurationError
 from mtrl.settings.base import problems_from_validation_error
 
@@ -37,71 +38,22 @@ class RunOptions(BaseModel):
     supersedes: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
 
-class HyperPodRunOptions(RunOptions):
-    """Nova Forge on HyperPod: no per-run options (the group, its ceiling, the roles and the model are the
-    operator's); a run chooses its instance_count, worker_count and recipe overrides (hyperparameters)."""
-
-
-class LocalRunOptions(RunOptions):
-    """The local CPU trainer: its knobs are hyperparameters (mtrl.local.config.TrainConfig)."""
-
-
-class ServerlessRunOptions(RunOptions):
-    """SageMaker serverless MTRL per-run options. The names, ranges and sources are the one table in
-    ``mtrl.backends.serverless_options.RUN_OPTIONS``; this model adds strict types and refuses unknown keys,
-    and its validator applies that table (so a range lives in one place)."""
-
-    agent_runtime_arn: str | None = None
-    agent_qualifier: str | None = None
-    reasoning_effort: str | None = None
-    intermediate_checkpoints: bool | None = None
-    notifications: str | None = None
-    eval_group_size: int | None = None
-    eval_pass_k: list[int] | None = None
-    eval_max_runtime_seconds: int | None = None
-    eval_hyperparameters: dict[str, HyperValue] | None = None
-
-    @model_validator(mode="after")
-    def _documented_ranges(self) -> ServerlessRunOptions:
-        from mtrl.backends.serverless_options import option_problems  # noqa: PLC0415  (no import cycle at load)
-
-        problems = option_problems(self.model_dump(exclude_none=True))
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-
-# backend → "module:Model" (imported when a run of that backend is resolved).
-RUN_OPTIONS_MODELS: dict[str, str] = {
-    "hyperpod": "mtrl.runs.backend_options:HyperPodRunOptions",
-    "serverless": "mtrl.runs.backend_options:ServerlessRunOptions",
-    "local": "mtrl.runs.backend_options:LocalRunOptions",
-    "verl": "mtrl.backends.verl.options:VerlRunOptions",
-}
-_registered: dict[str, type[RunOptions]] = {}
-
-
-def register_run_options(backend: str, model: type[RunOptions]) -> None:
-    """Use ``model`` as backend ``backend``'s per-run options (a custom backend, or a test)."""
-    _registered[backend] = model
-
-
-def unregister_run_options(backend: str) -> None:
-    _registered.pop(backend, None)
-
-
 def run_options_model(backend: str) -> type[RunOptions]:
-    model = _registered.get(backend)
-    if model is not None:
-        return model
-    target = RUN_OPTIONS_MODELS.get(backend)
-    if target is None:
-        return RunOptions  # a backend that declares none takes none
-    module_name, _, attribute = target.partition(":")
-    loaded = getattr(importlib.import_module(module_name), attribute)
+    """The backend's per-run options model (``RunOptions`` itself, taking none, when it declares none)."""
+    descriptor = _descriptor(backend)
+    if descriptor.run_options is None:
+        return RunOptions
+    loaded = resolve(descriptor.run_options)
     if not (isinstance(loaded, type) and issubclass(loaded, RunOptions)):
-        raise ConfigurationError(f"backend '{backend}': {target} is not a RunOptions model")
+        raise ConfigurationError(f"backend '{backend}': {descriptor.run_options} is not a RunOptions model")
     return loaded
+
+
+def _descriptor(backend: str) -> BackendDescriptor:
+    try:
+        return descriptor_for(backend)
+    except UnknownBackendError as error:
+        raise ConfigurationError(str(error)) from None
 
 
 def per_run_option_names(backend: str) -> frozenset[str]:
@@ -161,50 +113,17 @@ def effective_settings(
 
 # -- the baseline evaluation before training (know the starting point before spending on training: the SageMaker AI
 # multi-turn RL best-practices post) ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class BaselineSupport:
-    """How a backend measures a run's ``baseline_evaluation`` (the base model on the held-out split).
-
-    ``phase``: True — the pipeline's Baseline phase runs before Submit (the adapter's ``baseline(run)``, a wait loop
-    like Evaluate's); False — training itself evaluates the untrained policy first, and the Evaluate phase reports it.
-    """
-
-    phase: bool
-    how: str
-    needs_held_out_rows: bool = False  # an eval_dataset, or an eval_split (Validate writes its split files)
-
-
-BASELINE_SUPPORT: dict[str, BaselineSupport] = {
-    "local": BaselineSupport(
-        phase=False,
-        how="the untrained policy's held-out evaluation at step 0 (same tasks and seed as the after-training one)",
-    ),
-    "verl": BaselineSupport(
-        phase=False,
-        how="verl's validation before training (trainer.val_before_train): the base model plays the held-out rows "
-        "through the same mtrl agent loop as training, and again after the last step",
-        needs_held_out_rows=True,
-    ),
-    "serverless": BaselineSupport(
-        phase=True,
-        how="an AgentRFTEvaluation job of the base model on the held-out rows, before the training job",
-        needs_held_out_rows=True,
-    ),
-}
-BASELINE_UNSUPPORTED: dict[str, str] = {
-    "hyperpod": (
-        "Nova Forge on HyperPod has no evaluation path in mtrl (its Evaluate phase is skipped), so there is no "
-        "evaluation to run before training nor an after-training score to compare it with; measure the base model "
-        "with `mtrl eval ENV --policy hf:MODEL` (or openai:URL), or use the serverless or local backend"
-    ),
-}
+def baseline_support(backend: str) -> BaselineSupport | None:
+    """How the backend measures a baseline (None: it cannot; its descriptor's ``no_baseline`` says why)."""
+    return _descriptor(backend).baseline
 
 
 def baseline_problem(backend: str, *, eval_dataset: str | None, eval_split: float = 0.0) -> str | None:
     """Why ``baseline_evaluation: true`` cannot be honoured for this run (None when it can)."""
-    support = BASELINE_SUPPORT.get(backend)
+    descriptor = _descriptor(backend)
+    support = descriptor.baseline
     if support is None:
-        reason = BASELINE_UNSUPPORTED.get(backend, "the backend declares no baseline evaluation")
+        reason = descriptor.no_baseline
         return f"key 'baseline_evaluation': not available on backend '{backend}': {reason}"
     if support.needs_held_out_rows and not eval_dataset and eval_split <= 0:
         return (

@@ -13,7 +13,8 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mtrl.backends.serverless_options import TRAINING_HYPERPARAMETERS, hyperparameter_problems
+from mtrl.backends.descriptor import resolve
+from mtrl.backends.registry import descriptor_for
 from mtrl.health.rules import STOP_RULES
 from mtrl.runs.backend_options import baseline_problem, validate_backend_options
 from mtrl.runs.errors import ConfigurationError
@@ -246,11 +247,10 @@ def resolve_run_settings(
         else:
             settings = settings.model_copy(update={"backend_options": checked})
             problems += _runtime_problems(defaults, checked)
-        if settings.backend == "serverless":
-            # Training hyperparameters against the service's documented ranges (one table, its own module).
-            problems += hyperparameter_problems(
-                settings.hyperparameters, TRAINING_HYPERPARAMETERS, where="hyperparameter"
-            )
+        manifest_check = descriptor_for(settings.backend).manifest_check
+        if manifest_check is not None:
+            # The backend's own rules (serverless: training hyperparameters against the service's documented ranges).
+            problems += resolve(manifest_check)(settings)
         if settings.baseline_evaluation:
             problem = baseline_problem(
                 settings.backend, eval_dataset=settings.eval_dataset, eval_split=settings.eval_split

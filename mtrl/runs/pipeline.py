@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError
 from mtrl.backends.base import BackendAdapter, BackendError, CreatedResource, JobState, RunContext
 from mtrl.health.rules import INCOMPLETE, STOP, stop_rules
 from mtrl.runs.adapters import adapter_for
-from mtrl.runs.backend_options import BASELINE_SUPPORT, effective_settings
+from mtrl.runs.backend_options import baseline_support, effective_settings
 from mtrl.runs.errors import (
     BackendFailed,
     BudgetExceeded,
@@ -186,7 +186,7 @@ def _registration(runtime: Runtime, *, duplicate: bool, evaluate: bool, baseline
 
 def _baseline_phase_wanted(settings: RunSettings) -> bool:
     """The Baseline phase runs before Submit when the run asks for a baseline its backend measures in a phase."""
-    support = BASELINE_SUPPORT.get(settings.backend)
+    support = baseline_support(settings.backend)
     return settings.baseline_evaluation and support is not None and support.phase
 
 

@@ -59,10 +59,13 @@ def baseline_comparison(record: Mapping[str, Any]) -> dict[str, Any] | None:
     else:
         before = {name.removesuffix("_before"): v for name, v in evaluation.items() if name.endswith("_before")}
         after = {name.removesuffix("_after"): v for name, v in evaluation.items() if name.endswith("_after")}
-    # backend_options defines pydantic models: loaded here, so `mtrl status --help` starts without pydantic.
-    from mtrl.runs.backend_options import BASELINE_SUPPORT  # noqa: PLC0415
+    # Loaded here, so `mtrl status --help` starts without the backends.
+    from mtrl.backends.registry import UnknownBackendError, descriptor_for  # noqa: PLC0415
 
-    support = BASELINE_SUPPORT.get(str(settings.get("backend")))
+    try:
+        support = descriptor_for(str(settings.get("backend"))).baseline
+    except UnknownBackendError:
+        support = None
     measure = (record.get("evaluation_settings") or {}).get("evaluation_measure")
     return {
         "how": support.how if support else None,
@@ -111,7 +114,7 @@ def build_summary(record: Mapping[str, Any], *, bucket: str) -> dict[str, Any]:
 
 
 def notification_choice(record: Mapping[str, Any]) -> str:
-    """A run's ``backend_options.notifications`` (serverless_options.RUN_OPTIONS): all (default), failures, none.
+    """A run's ``backend_options.notifications`` (serverless ``options.RUN_OPTIONS``): all (default), failures, none.
     It governs the run's end notification and its training-health notices alike."""
     choice = ((record.get("settings") or {}).get("backend_options") or {}).get("notifications", "all")
     return str(choice) if choice in {"all", "failures", "none"} else "all"

@@ -17,6 +17,8 @@ from typing import Any, Self
 
 from pydantic import ValidationError, model_validator
 
+from mtrl.backends.descriptor import resolve
+from mtrl.backends.registry import descriptor_for
 from mtrl.backends.verl.settings import VerlSettings
 from mtrl.settings.backends import BackendSettings
 from mtrl.settings.base import SettingsError, SettingsGroup, problems_from_validation_error
@@ -82,13 +84,12 @@ class DeploySettings(
         return values
 
     @model_validator(mode="after")
-    def _hyperpod_backend_has_a_restricted_group(self) -> Self:
-        if self.run_backend == "hyperpod" and self.hyperpod_restricted_instance_group is None:
-            raise ValueError(
-                "run_backend: 'hyperpod' (Amazon Nova Forge) trains only on a restricted instance group, and "
-                "hyperpod_restricted_instance_group is not set (set it, with a Nova Forge subscription, or use "
-                "run_backend 'verl' to train open-weight models on the training group)"
-            )
+    def _default_backend_is_configured(self) -> Self:
+        # What the default backend needs from the deployment (hyperpod: a restricted group), from its descriptor.
+        check = descriptor_for(self.run_backend).deploy_check
+        problem = resolve(check)(self) if check is not None else None
+        if problem:
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="after")

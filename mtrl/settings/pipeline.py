@@ -9,10 +9,11 @@ JSON environment variable (``MTRL_PIPELINE_SETTINGS``).
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from mtrl.backends.registry import UnknownBackendError, check_backend_name, descriptor_for
 from mtrl.settings.backends import AGENT_RUNTIME_ARN
 from mtrl.settings.base import SettingsGroup
 from mtrl.settings.dataset_limits import (
@@ -22,17 +23,22 @@ from mtrl.settings.dataset_limits import (
     DATASET_MIN_ROWS,
 )
 
-Backend = Literal["verl", "hyperpod", "serverless", "local"]
+# A backend registered in mtrl.backends.registry (the built-ins, and any a platform team registers).
+Backend = Annotated[str, AfterValidator(check_backend_name)]
 MAX_RUN_INSTANCES = 64
 MAX_RUN_WORKERS = 256
 
-# Backends whose rollouts are scored only by the run's reward workers: fewer than one cannot score any.
-REWARD_WORKER_BACKENDS = frozenset({"hyperpod"})
-
 
 def worker_floor_problem(backend: str, key: str, count: int | None) -> str | None:
-    """Why ``count`` reward workers cannot serve a ``backend`` run (``key`` names the setting), else None."""
-    if backend in REWARD_WORKER_BACKENDS and count is not None and count < 1:
+    """Why ``count`` reward workers cannot serve a ``backend`` run (``key`` names the setting), else None.
+
+    A backend whose rollouts are scored only by the run's reward workers (its descriptor's ``needs_reward_workers``)
+    cannot score any with fewer than one."""
+    try:
+        needs_workers = descriptor_for(backend).needs_reward_workers
+    except UnknownBackendError:
+        return None  # the backend name itself is the problem, reported where it is validated
+    if needs_workers and count is not None and count < 1:
         return (
             f"{key}: {count} reward workers cannot score a rollout; the {backend} backend scores every rollout "
             "on reward workers, so it needs at least 1"
@@ -93,7 +99,8 @@ class PipelineSettings(SettingsGroup):
     )
     run_backend: Backend = Field(
         "verl",
-        description="Default training backend of a run: 'verl' (open-weight GRPO on the training group), or "
+        description="Default training backend of a run, a backend registered in mtrl.backends.registry (built in: "
+        "'verl', 'hyperpod', 'serverless', 'local'): 'verl' (open-weight GRPO on the training group), or "
         "'hyperpod' (Nova Forge, the default when hyperpod_restricted_instance_group is set, which it needs).",
         json_schema_extra=_per_run("backend"),
     )

@@ -1,4 +1,4 @@
-"""The Fargate task definition of the Nova Forge runner (``mtrl.backends.nova_runner``), run with the runner role.
+"""The Fargate task definition of the Nova Forge runner (``mtrl.backends.hyperpod.nova_runner``), with the runner role.
 
 The hyperpod adapter starts one task per command (``setup``/``submit``/``status``/``cancel``) with ``RunTask`` on the
 reward-worker cluster. The image is built from ``docker/nova-runner/Dockerfile`` by ``cdk deploy``; synth only

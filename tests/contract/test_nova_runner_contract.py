@@ -1,6 +1,7 @@
 """The Nova Forge runner against the real SDK (amzn-nova-forge, pinned in requirements/nova-runner.txt).
 
-Each command runs the runner's real entry point, ``python -m mtrl.backends.nova_runner <command> --spec s3://…``, in
+Each command runs the runner's real entry point,
+``python -m mtrl.backends.hyperpod.nova_runner <command> --spec s3://…``, in
 ``.venv-nova`` (the image's Python environment, ``make nova``) as a subprocess, with AWS faked at botocore's level
 inside that process (tests/contract/nova/fakeenv: every call recorded, requests and responses validated against the
 service models, state kept between processes) and a fake ``hyperpod`` CLI first on PATH
@@ -127,7 +128,7 @@ class Sandbox:
     def run(self, command: str, **env: str) -> dict[str, Any]:
         """Run the runner's entry point in .venv-nova; returns the result document it wrote."""
         completed = subprocess.run(
-            [str(NOVA_PYTHON), "-m", "mtrl.backends.nova_runner", command, "--spec", self.spec_uri],
+            [str(NOVA_PYTHON), "-m", "mtrl.backends.hyperpod.nova_runner", command, "--spec", self.spec_uri],
             cwd=self.root / "work",
             env=self.environ(**env),
             capture_output=True,
@@ -375,7 +376,7 @@ def test_telemetry_is_sent_only_when_the_deployment_opts_in(sandbox: Sandbox) ->
 ENVIRONMENT_PROBE = """
 import json, sys
 import boto3
-from mtrl.backends import nova_runner
+from mtrl.backends.hyperpod import nova_runner
 bucket, key = sys.argv[1].removeprefix("s3://").split("/", 1)
 spec = json.loads(boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read())
 infra = nova_runner._infrastructure(spec)

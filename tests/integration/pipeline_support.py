@@ -458,13 +458,14 @@ _DDB_METHODS = ("put_item", "update_item", "delete_item", "get_item", "query", "
 def running_pipeline(
     adapter: Any = None,
     *,
-    backend_name: str = "local",
+    backend_name: str | None = "local",
     backend_settings: Callable[[], dict[str, Any]] | None = None,
     **overrides: Any,
 ) -> Iterator[Harness]:
     """Generator for a pytest fixture: moto up, pipeline deployed, adapter registered as ``backend_name`` (with
     the deploy-time settings ``backend_settings()`` returns once moto is up — it may create the backend's world —
-    as PipelineStack.add_backend_setting passes them); all undone after."""
+    as PipelineStack.add_backend_setting passes them); all undone after. ``backend_name`` None: no adapter is
+    registered, each backend's descriptor builds its own (``mtrl.backends.registry``)."""
     values = {
         "run_backend": "local",
         "slot_poll_seconds": 0,
@@ -491,13 +492,15 @@ def running_pipeline(
         }
     )
     runtime._cache.clear()
-    adapters.register_adapter(backend_name, lambda: fake)
+    if backend_name is not None:
+        adapters.register_adapter(backend_name, lambda: fake)
     try:
         with _patched_moto(), mock_aws(config=MOTO_CONFIG):
             yield _setup(fake, settings, backend_settings() if backend_settings else None)
     finally:
         _clients.clear()
-        adapters.unregister_adapter(backend_name)
+        if backend_name is not None:
+            adapters.unregister_adapter(backend_name)
         runtime._cache.clear()
         os.environ.clear()
         os.environ.update(saved_env)

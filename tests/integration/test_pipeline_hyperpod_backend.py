@@ -19,10 +19,9 @@ from typing import Any
 
 import pytest
 
-from mtrl.backends import nova_runner
 from mtrl.backends._aws import AwsClients, S3Uri
 from mtrl.backends.base import RunContext
-from mtrl.backends.hyperpod import CAPACITY_KIND, STACK_KIND, TASKS_KIND, HyperPodAdapter, HyperPodSettings
+from mtrl.backends.hyperpod import CAPACITY_KIND, STACK_KIND, TASKS_KIND, HyperPodAdapter, HyperPodSettings, nova_runner
 from mtrl.envs.nova_package import build_package
 from tests.integration.pipeline_support import Harness, jsonl, pipeline_context, wordle_rows
 from tests.unit.backends.aws_fakes import (
@@ -147,7 +146,7 @@ class HyperPodWorld:
 
     # -- the Nova Forge runner container ----------------------------------------------------------------------------
     def run_container(self, run: RunContext, settings: HyperPodSettings, command: str) -> None:
-        """What the started runner task does: ``python -m mtrl.backends.nova_runner <command> --spec …``."""
+        """What the started runner task does: ``python -m mtrl.backends.hyperpod.nova_runner <command> --spec …``."""
         self.runner_commands.append(command)
         spec_uri = str(S3Uri.parse(run.output_uri).join("backend", "spec.json"))
         session = self.aws.session

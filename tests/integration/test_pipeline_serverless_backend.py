@@ -29,7 +29,7 @@ from botocore.exceptions import ReadTimeoutError
 from botocore.response import StreamingBody
 
 from mtrl.backends._aws import AwsClients
-from mtrl.backends.serverless import ServerlessAdapter
+from mtrl.backends.serverless.adapter import ServerlessAdapter
 from mtrl.validation import eval_split_of
 from tests.integration.pipeline_support import BUCKET, Harness, _handler_module, jsonl, pipeline_context, wordle_rows
 from tests.unit.backends.aws_calls import AGENT_ACTIONS, SERVERLESS_ADAPTER_ACTIONS, AwsCallRecorder

@@ -7,7 +7,7 @@ Per run it holds three things, each recorded on the run before it is created and
    target count of nodes is ``Running`` in ``ListClusterNodes``: an ``InService`` cluster with no GPU nodes is not
    ready. Capacity/quota failures are read from ``ListClusterEvents`` and node status messages.
 2. **Nova Forge per-run infrastructure and the job** — the Nova Forge SDK needs Python ≥ 3.12 and the HyperPod
-   CLI, so it runs in a container task (``mtrl.backends.nova_runner``) started with ECS ``RunTask`` and a command
+   CLI, so it runs in a container task (``nova_runner`` here) started with ECS ``RunTask`` and a command
    (``setup``/``submit``/``status``/``cancel``/``teardown``). The adapter writes the run's spec to
    ``runs/<run-id>/backend/spec.json`` and reads each command's result from ``runs/<run-id>/backend/<cmd>.json``.
    ``setup`` deploys one CloudFormation stack per run, ``<base>-NovaForgeSDK`` (``naming.run_stack_base``),

@@ -22,7 +22,7 @@ from mtrl.backends.hyperpod.naming import SDK_STACK_SUFFIX, sdk_stack_name
 
 
 class RunnerTasks(AdapterBase):
-    """The Nova Forge runner (``mtrl.backends.nova_runner``) as ECS tasks: spec out, one task per command, result in."""
+    """The Nova Forge runner (``nova_runner``) as ECS tasks: spec out, one task per command, result in."""
 
     def stack_base(self, run: RunContext, settings: HyperPodSettings) -> str:
         """The SDK stack name of the run: the one recorded on the run when there is one (a naming change between

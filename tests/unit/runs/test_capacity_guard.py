@@ -15,7 +15,12 @@ from aws_cdk.assertions import Template
 from moto import mock_aws
 
 from mtrl.backends.base import CreatedResource
-from mtrl.runs.capacity_guard import ENV_GUARDED_CLUSTER, ENV_GUARDED_GROUPS, GuardedCluster, check_capacity
+from mtrl.backends.hyperpod.capacity_guard import (
+    ENV_GUARDED_CLUSTER,
+    ENV_GUARDED_GROUPS,
+    GuardedCluster,
+    check_capacity,
+)
 from mtrl.runs.errors import InternalError
 from mtrl.runs.registry import RunStatus
 from mtrl.runs.runtime import Runtime

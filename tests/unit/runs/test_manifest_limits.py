@@ -17,7 +17,7 @@ import pytest
 
 from mtrl.backends.hyperpod import HyperPodSettings
 from mtrl.backends.hyperpod import parse_settings as parse_hyperpod_settings
-from mtrl.backends.serverless import ServerlessSettings
+from mtrl.backends.serverless.adapter import ServerlessSettings
 from mtrl.runs.errors import ConfigurationError
 from mtrl.runs.manifest import RunSettings, resolve_run_settings
 from mtrl.runs.pipeline import run_context

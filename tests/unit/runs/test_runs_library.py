@@ -264,7 +264,7 @@ def test_failure_notification_names_step_and_cause() -> None:
 
 # -- adapter factory ------------------------------------------------------------------------------------------
 def test_adapter_factory() -> None:
-    from mtrl.backends.serverless import ServerlessAdapter
+    from mtrl.backends.serverless.adapter import ServerlessAdapter
     from mtrl.runs import adapters
 
     assert isinstance(adapters.adapter_for("serverless"), ServerlessAdapter)

@@ -13,7 +13,7 @@ from aws_calls import SERVERLESS_ADAPTER_ACTIONS
 from aws_cdk.assertions import Match, Template
 
 from mtrl.backends.hyperpod import HyperPodSettings
-from mtrl.backends.serverless import ServerlessSettings
+from mtrl.backends.serverless.adapter import ServerlessSettings
 from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
 from mtrl.backends.verl.config import VerlRunConfig
 from mtrl.envs.registry import list_environments

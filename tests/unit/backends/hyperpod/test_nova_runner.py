@@ -13,7 +13,7 @@ import pytest
 from aws_fakes import REGION, FakeAws
 from test_nova_runner_image import dockerfile_instructions
 
-from mtrl.backends import nova_runner
+from mtrl.backends.hyperpod import nova_runner
 
 ROOT = Path(__file__).resolve().parents[4]
 DOCKERFILE = (ROOT / "docker/nova-runner/Dockerfile").read_text()
@@ -22,7 +22,7 @@ BUCKET = "mtrl-data-123456789012"
 
 
 def test_importing_the_runner_does_not_import_the_sdk() -> None:
-    code = "import sys, mtrl.backends.nova_runner; print('amzn_nova_forge' in sys.modules)"
+    code = "import sys, mtrl.backends.hyperpod.nova_runner; print('amzn_nova_forge' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -35,7 +35,7 @@ def test_only_the_runner_module_imports_the_sdk() -> None:
         for path in ([ROOT / top] if top.endswith(".py") else (ROOT / top).rglob("*.py"))
         if re.search(r"^\s*(from|import)\s+amzn_nova_forge", path.read_text(), re.MULTILINE)
     ]
-    assert importers == ["mtrl/backends/nova_runner.py"]
+    assert importers == ["mtrl/backends/hyperpod/nova_runner.py"]
 
 
 def test_the_image_installs_exactly_the_lock_the_contract_venv_uses() -> None:

@@ -24,10 +24,10 @@ from aws_fakes import (
 from botocore.exceptions import ParamValidationError, ReadTimeoutError
 from botocore.response import StreamingBody
 
-from mtrl.backends import serverless
 from mtrl.backends._aws import AwsClients, S3Uri
 from mtrl.backends.base import BackendError, CreatedResource, JobState, RunContext
-from mtrl.backends.serverless import (
+from mtrl.backends.serverless import adapter as serverless
+from mtrl.backends.serverless.adapter import (
     ServerlessAdapter,
     build_evaluation_config,
     build_training_config,
@@ -36,7 +36,7 @@ from mtrl.backends.serverless import (
     parse_settings,
     to_service_row,
 )
-from mtrl.backends.serverless_settings import DEFAULT_BASE_MODEL
+from mtrl.backends.serverless.settings import DEFAULT_BASE_MODEL
 from mtrl.cost import cost_for_run
 
 SCHEMA = json.loads((Path(serverless.__file__).parent / "agent_rft_job_config.schema.json").read_text())

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from mtrl.backends.serverless_options import (
+from mtrl.backends.serverless.options import (
     HYPERPARAMS,
     RUN_OPTIONS,
     TRAINING_HYPERPARAMETERS,

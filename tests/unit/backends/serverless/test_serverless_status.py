@@ -13,8 +13,8 @@ from botocore.validate import ParamValidator
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.base import JobState, RunContext
-from mtrl.backends.serverless import ServerlessAdapter
-from mtrl.backends.serverless_status import TOKEN_COUNTERS, billable_token_usage, job_status_from_description
+from mtrl.backends.serverless.adapter import ServerlessAdapter
+from mtrl.backends.serverless.status import TOKEN_COUNTERS, billable_token_usage, job_status_from_description
 from mtrl.cost import cost_for_run
 
 MODEL = botocore.session.get_session().get_service_model("sagemaker")

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from mtrl.backends.registry import backend_names, descriptor_for
 from mtrl.cli import app as cli
-from mtrl.runs.adapters import BUILTIN_ADAPTERS
 from mtrl.runs.backend_options import run_options_model
 from mtrl.runs.errors import ConfigurationError
 from mtrl.runs.manifest import resolve_run_settings
@@ -51,7 +51,8 @@ def test_config_show_refuses_hyperpod_without_a_restricted_group_as_synth_does()
 
 
 def test_verl_is_a_registered_backend_everywhere_backends_are_named() -> None:
-    assert "verl" in BUILTIN_ADAPTERS
+    assert "verl" in backend_names()
+    assert descriptor_for("verl").adapter == "mtrl.backends.verl.adapter:VerlAdapter"
     assert set(run_options_model("verl").model_fields) == {
         "model",
         "lora_rank",

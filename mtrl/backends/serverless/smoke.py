@@ -1,10 +1,11 @@
 """The agent smoke test: invoke the run's agent with a fake job ARN of this account and say what the answer means.
 
-The Wordle guide's check (seeds/000 §8, reference A.7): the agent parses the task, authenticates to the job runtime
-and is told 400 "Could not find job" (wired); a 403 "not authorized to access this resource" means the job ARN names
-another account (or the agent role lacks AmazonSageMakerJobRuntimeAccess); a 30 s timeout means the agent's HTTP
-server never started (an AgentCore agent needs BedrockAgentCoreApp; the RFT decorator alone starts none). The
-runtime's answer to an AgentCore agent is usually only in the runtime's logs, which are read after the invocation.
+The check of the AWS ML Blog's Wordle hands-on guide (its smoke-test step; reference A.7): the agent parses the task,
+authenticates to the job runtime and is told 400 "Could not find job" (wired); a 403 "not authorized to access this
+resource" means the job ARN names another account (or the agent role lacks AmazonSageMakerJobRuntimeAccess); a 30 s
+timeout means the agent's HTTP server never started (an AgentCore agent needs BedrockAgentCoreApp; the RFT decorator
+alone starts none). The runtime's answer to an AgentCore agent is usually only in the runtime's logs, which are read
+after the invocation.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 from mtrl.backends._aws import Arn, AwsClients, error_code, error_message
-from mtrl.backends.serverless_settings import Agent
+from mtrl.backends.serverless.settings import Agent
 
 SmokeOutcome = Literal["ok", "cross_account", "timeout", "other"]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from mtrl.backends._aws import S3Uri, iter_s3_lines, safe_name
 from mtrl.backends.base import BackendError, RunContext
-from mtrl.backends.serverless_options import TRAINING_HYPERPARAMETERS
-from mtrl.backends.serverless_settings import HyperValue, ServerlessSettings
+from mtrl.backends.serverless.options import TRAINING_HYPERPARAMETERS
+from mtrl.backends.serverless.settings import HyperValue, ServerlessSettings
 
 AGENT_OPTIONS_KEY = "mtrl_agent"
 # What an evaluation job samples with, and what the service uses when the run sets nothing (the MTRL hyperparameters

@@ -5,10 +5,10 @@ runtime) plays the episodes and reports rewards through the ``sagemakerjobruntim
 resources are the jobs themselves (training, then optionally an ``AgentRFTEvaluation`` job). The installed botocore
 (≥ 1.43.37) models ``CreateJob``/``DescribeJob``/``StopJob`` and ``sagemakerjobruntime``.
 
-Modules: ``serverless_settings`` (what a run is submitted with, which agent it uses), ``serverless_options`` (the
-one table of per-run choices and the region/model table), ``serverless_documents`` (dataset rows and
-``JobConfigDocument``), ``serverless_status`` (``DescribeJob`` → status, billable tokens), ``serverless_smoke`` (the
-agent smoke test). This module is the adapter; it re-exports the public names of the others.
+Modules of this package: ``settings`` (what a run is submitted with, which agent it uses), ``options`` (the one
+table of per-run choices and the region/model table), ``documents`` (dataset rows and ``JobConfigDocument``),
+``status`` (``DescribeJob`` → status, billable tokens), ``smoke`` (the agent smoke test). This module is the adapter;
+it re-exports the public names of the others.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from mtrl.backends._aws import (
 )
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.backends.episode_rows import update_signals
-from mtrl.backends.serverless_documents import (
+from mtrl.backends.serverless.documents import (
     agent_options,
     build_evaluation_config,
     build_training_config,
@@ -44,7 +44,7 @@ from mtrl.backends.serverless_documents import (
     run_input_prefix,
     to_service_row,
 )
-from mtrl.backends.serverless_settings import (
+from mtrl.backends.serverless.settings import (
     DEFAULT_BASE_MODEL,
     EVALUATION_CATEGORY,
     JOB_TRUST_PRINCIPAL,
@@ -55,8 +55,8 @@ from mtrl.backends.serverless_settings import (
     ServerlessSettings,
     parse_settings,
 )
-from mtrl.backends.serverless_smoke import AgentProbe, SmokeOutcome, SmokeResult, classify_smoke, smoke_payload
-from mtrl.backends.serverless_status import (
+from mtrl.backends.serverless.smoke import AgentProbe, SmokeOutcome, SmokeResult, classify_smoke, smoke_payload
+from mtrl.backends.serverless.status import (
     check_job_role_trust,
     job_from_arn,
     job_status_from_description,

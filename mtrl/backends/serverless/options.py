@@ -11,7 +11,7 @@ Sources (named on every row):
   (https://docs.aws.amazon.com/sagemaker/latest/dg/model-customize-mtrl-hyperparams.html), read 2026-12-01.
 - ``WORDLE``: the Wordle sample's launcher and README (shared/reference/anchor_wordle_sdk.md A.8, C.2): rollout limits
   the service enforced there, which the hyperparameters page excerpt we could read does not list.
-- ``GUIDE``: the AWS ML Blog hands-on guide (seeds/000) and the Wordle sample (reference A.1): supported models and
+- ``GUIDE``: the AWS ML Blog multi-turn RL hands-on guide and the Wordle sample (reference A.1): supported models and
   their regions.
 """
 
@@ -28,7 +28,7 @@ HYPERPARAMS = (
     ".html)"
 )
 WORDLE = "Wordle sample launcher/README (reference anchor_wordle_sdk.md A.8, C.2)"
-GUIDE = "AWS ML Blog MTRL hands-on guide (seeds/000) and the Wordle sample README (reference A.1)"
+GUIDE = "AWS ML Blog MTRL hands-on guide and the Wordle sample README (reference A.1)"
 AGENTCORE = "Bedrock AgentCore runtime ARN format (reference A.6, A.8: CreateJob AgentConfig.BedrockAgentCoreConfig)"
 
 Kind = Literal["int", "float", "choice", "bool", "str", "int_list"]
@@ -220,7 +220,7 @@ class ServiceModel:
 # Nova 2 Lite; for Qwen 3.6 27B, the SageMaker AI developer guide "Open weight model customization" (its table marks
 # huggingface-vlm-qwen3-6-27b for MTRL (LoRA)) and aws/sagemaker-hyperpod-recipes
 # launcher/recipe_templatization/mtrl/mtrl_regional_parameters.json (the MTRL rft-trainer image is in us-west-2 only),
-# as summarised in shared/reference/open_model_grpo_research.md §4, read 2026-12-01. Gemma 4 31B is offered in
+# as read on 2026-12-01. Gemma 4 31B is offered in
 # us-west-2 too, but no source gives its hub model id: add it here to use it. The live list is
 # MultiTurnRLTrainer.list_supported_models() (sagemaker-train) in an account; this table is what preflight checks.
 SERVICE_MODELS: tuple[ServiceModel, ...] = (
@@ -305,3 +305,9 @@ def manifest_problems(hyperparameters: Mapping[str, Any], backend_options: Mappi
     return hyperparameter_problems(hyperparameters, TRAINING_HYPERPARAMETERS, where="hyperparameter") + option_problems(
         backend_options
     )
+
+
+def run_hyperparameter_problems(settings: Any) -> list[str]:
+    """A resolved run's training hyperparameters against the service's documented ranges (the descriptor's
+    ``manifest_check``; the per-run options are checked by their model)."""
+    return hyperparameter_problems(settings.hyperparameters, TRAINING_HYPERPARAMETERS, where="hyperparameter")

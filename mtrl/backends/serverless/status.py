@@ -4,7 +4,7 @@ and the job role's trust check.
 Where billable token usage is (botocore ``sagemaker`` 2017-07-24 service model, checked in
 ``tests/unit/backends/serverless/test_serverless_status.py``): ``DescribeJobResponse`` has no usage member; its
 ``JobConfigDocument`` is a JSON string whose ``ServiceOutput.BillableTokenUsage`` the service fills for AgentRFT and
-AgentRFTEvaluation jobs (the Wordle guide, seeds/000: "token usage can be read from DescribeJob's
+AgentRFTEvaluation jobs (the AWS ML Blog's Wordle hands-on guide: "token usage can be read from DescribeJob's
 BillableTokenUsage"). ``DescribeTrainingSession``'s ``TrainingSessionDetail.BillableTokenUsage`` belongs to a
 different resource (training sessions, ``CreateTrainingSession``) that a ``CreateJob`` run never creates. The model's
 ``BillableTokenUsage`` shape names the counters ``PrefillTokenCount``, ``SampleTokenCount`` and
@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from mtrl.backends.base import BackendError, Finding, JobState, JobStatus
-from mtrl.backends.serverless_settings import JOB_TRUST_PRINCIPAL
+from mtrl.backends.serverless.settings import JOB_TRUST_PRINCIPAL
 
 # Our name → the spellings the service output may use (the botocore shape's member first).
 TOKEN_COUNTERS: dict[str, tuple[str, ...]] = {

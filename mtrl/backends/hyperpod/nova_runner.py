@@ -1,4 +1,4 @@
-"""Entry point of the Nova Forge runner container: ``python -m mtrl.backends.nova_runner <command> --spec s3://…``.
+"""Entry point of the Nova Forge runner container: ``python -m mtrl.backends.hyperpod.nova_runner <command> --spec s3://…``.
 
 The Nova Forge SDK (``amzn-nova-forge``, pinned in requirements/nova-runner.in) needs Python ≥ 3.12 and the HyperPod
 CLI, so it runs here, in a task the ``hyperpod`` adapter starts, never in a Lambda. **This is the only module that

@@ -8,7 +8,7 @@ optional ``serverless_agent_runtime_arn`` (an existing Bedrock AgentCore runtime
 optional ``kms_key_arn``, ``serverless_subnet_ids`` + ``serverless_security_group_ids``.
 
 Per run (``RunSettings``): ``environment``, ``hyperparameters`` and the ``backend_options`` listed in
-``serverless_options.RUN_OPTIONS`` (the one table of what a run may choose, with ranges and sources).
+``options.RUN_OPTIONS`` (the one table of what a run may choose, with ranges and sources).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from mtrl.backends._aws import Arn
 from mtrl.backends.base import BackendError
-from mtrl.backends.serverless_options import (
+from mtrl.backends.serverless.options import (
     EVALUATION_HYPERPARAMETERS,
     TRAINING_HYPERPARAMETERS,
     hyperparameter_problems,

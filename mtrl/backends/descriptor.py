@@ -1,0 +1,73 @@
+"""What the rest of mtrl knows about a backend: one frozen descriptor per backend (docs/pipeline.md, "For backend
+authors").
+
+The pipeline, the manifest checks, the cost report, the client and the settings ask a backend's descriptor instead of
+comparing its name. Every hook is a ``"module:attribute"`` string (imported the first time it is used, so reading a
+descriptor never loads the backend's SDK clients or models) or the object itself. This module imports nothing of
+mtrl, so any layer may read a descriptor.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# "module:attribute", or the object itself (a platform team's backend may hand over callables).
+Target = str | Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class BaselineSupport:
+    """How a backend measures a run's ``baseline_evaluation`` (the base model on the held-out split).
+
+    ``phase``: True — the pipeline's Baseline phase runs before Submit (the adapter's ``baseline(run)``, a wait loop
+    like Evaluate's); False — training itself evaluates the untrained policy first, and the Evaluate phase reports it.
+    """
+
+    phase: bool
+    how: str
+    needs_held_out_rows: bool = False  # an eval_dataset, or an eval_split (Validate writes its split files)
+
+
+@dataclass(frozen=True)
+class BackendDescriptor:
+    """One backend, as the platform sees it. Only ``name`` and ``adapter`` are required.
+
+    - ``adapter``: a zero-argument factory of the ``BackendAdapter`` (usually the adapter class).
+    - ``run_options``: the per-run options model (a ``mtrl.runs.backend_options.RunOptions`` subclass); its fields
+      are what a manifest's ``backend_options`` may set and its ``Field`` constraints their ceilings. None: none.
+    - ``baseline``: how ``baseline_evaluation`` is measured; None with ``no_baseline`` saying why it cannot be.
+    - ``needs_reward_workers``: every rollout is scored on the run's reward workers (``worker_count`` ≥ 1).
+    - ``cost``: ``(usage, book) -> CostEstimate``, pricing the usage dict ``mtrl.cost.cost_for_run`` receives; None:
+      the backend's runs cannot be priced (a ``CostError`` says so).
+    - ``cost_usage``: ``(record, now) -> dict``, the usage fields ``cost`` reads, taken from a stored run record
+      (``mtrl cost RUN``); None: the record's backend and region are all it needs.
+    - ``manifest_check``: ``(RunSettings) -> [problem, ...]``, backend rules on a resolved manifest (Register).
+    - ``deploy_check``: ``(DeploySettings) -> problem | None``, what a deployment whose default backend this is must
+      configure (checked when the deployment's settings are loaded).
+    - ``renderer``: ``(deploy settings, run settings, run) -> [Kubernetes objects]`` for ``mtrl render``.
+    """
+
+    name: str
+    adapter: Target
+    run_options: Target | None = None
+    baseline: BaselineSupport | None = None
+    no_baseline: str = "the backend declares no baseline evaluation"
+    needs_reward_workers: bool = False
+    cost: Target | None = None
+    cost_usage: Target | None = None
+    manifest_check: Target | None = None
+    deploy_check: Target | None = None
+    renderer: Target | None = None
+
+
+def resolve(target: Target) -> Any:
+    """The object a hook names: ``"module:attribute"`` imported (ModuleNotFoundError if absent), else itself."""
+    if not isinstance(target, str):
+        return target
+    module_name, separator, attribute = target.partition(":")
+    if not separator or not module_name or not attribute:
+        raise ValueError(f"backend hook {target!r} is not 'module:attribute'")
+    return getattr(importlib.import_module(module_name), attribute)
