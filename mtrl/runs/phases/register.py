@@ -38,7 +38,7 @@ def register(runtime: Runtime, event: Event) -> dict[str, Any]:
     if state.get("manifest_error"):
         raise ConfigurationError(f"run {run_id}: {state['manifest_error']}")
     try:
-        manifest = parse_manifest(state["manifest_text"], source=source) if state.get("manifest_text") else None
+        manifest = _manifest_document(state, source=source)
         settings = resolve_run_settings(runtime.settings, manifest, source=source)
     except ConfigurationError as error:
         raise ConfigurationError(f"run {run_id}: {error}") from None
@@ -47,6 +47,17 @@ def register(runtime: Runtime, event: Event) -> dict[str, Any]:
     registry.end_phase(run_id, "register")
     registry.set_status(run_id, RunStatus.WAITING_FOR_SLOT, phase="slot")
     return registration(runtime, duplicate=False, evaluate=settings.evaluate, baseline=baseline_phase_wanted(settings))
+
+
+def _manifest_document(state: dict[str, Any], *, source: str) -> dict[str, Any] | None:
+    """The manifest the trigger parsed (``manifest``), never parsed again. An input without the document — from the
+    trigger of an earlier release during an upgrade, or an execution started by hand — has the text parsed here."""
+    if "manifest" in state:
+        document = state["manifest"]
+        if not isinstance(document, dict):
+            raise ConfigurationError(f"manifest {source} must be a JSON object of settings")
+        return document
+    return parse_manifest(state["manifest_text"], source=source) if state.get("manifest_text") else None
 
 
 def registration(runtime: Runtime, *, duplicate: bool, evaluate: bool, baseline: bool) -> dict[str, Any]:
