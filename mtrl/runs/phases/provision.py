@@ -7,7 +7,7 @@ from typing import Any
 from mtrl.backends.base import BackendError
 from mtrl.runs.errors import BackendFailed, InternalError, PipelineError, PreflightFailed
 from mtrl.runs.phases.context import Event, adapter_of, backend_call, parse_time, run_id_of, run_settings
-from mtrl.runs.phases.inputs import run_context
+from mtrl.runs.phases.inputs import run_context, store_inputs
 from mtrl.runs.registry import RunStatus
 from mtrl.runs.runtime import Runtime
 
@@ -22,6 +22,7 @@ def preflight(runtime: Runtime, event: Event) -> dict[str, Any]:
         # Never fall back to the whole upload: the backend would train on the rows held out for evaluation.
         raise InternalError(f"run {run_id}: eval_split={settings.eval_split} but validation wrote no split files")
     adapter = adapter_of(record)
+    record = store_inputs(runtime, record)  # the effective settings: this function holds the deploy-time ones
     findings = backend_call(run_id, "preflight", lambda: adapter.preflight(run_context(runtime, record)))
     failed = [finding for finding in findings if not finding.ok]
     registry.end_phase(

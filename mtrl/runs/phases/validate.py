@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 from mtrl.runs.errors import ConfigurationError, DatasetInvalid, InternalError
 from mtrl.runs.manifest import RunSettings
 from mtrl.runs.phases.context import Event, put_json, run_id_of, run_settings
+from mtrl.runs.phases.inputs import INPUTS_FIELD, data_inputs
 from mtrl.runs.registry import RunStatus, raise_for_client_error
 from mtrl.runs.runtime import Runtime
 from mtrl.validation import (
@@ -90,8 +91,15 @@ def validate(runtime: Runtime, event: Event) -> dict[str, Any]:
     }
     put_json(runtime, report_key, document, run_id)
     report_uri = f"s3://{runtime.bucket}/{report_key}"
+    # The data URIs, resolved once here (only for a valid dataset); every later phase reads them (phases.inputs).
+    inputs = (
+        data_inputs(runtime, run_id, settings=settings, dataset=dataset, splits=splits.to_dict() if splits else None)
+        if valid
+        else None
+    )
     registry.set_fields(
         run_id,
+        **({INPUTS_FIELD: inputs.to_record()} if inputs else {}),
         validation={
             "valid": valid,
             "rows": report.rows,
