@@ -4,6 +4,6 @@ One function holds the backend permissions; the event's ``action`` picks the pha
 """
 
 from mtrl.runs.lambda_support import dispatch, lambda_entry
-from mtrl.runs.pipeline import BACKEND_ACTIONS
+from mtrl.runs.phases.actions import BACKEND_ACTIONS
 
 handler = lambda_entry(dispatch(BACKEND_ACTIONS))

@@ -1,6 +1,6 @@
 """A verl run's settings and Kubernetes objects computed offline from the deployment's settings (``mtrl render``).
 
-The same composition the pipeline makes at run time (mtrl.runs.pipeline.run_context): the backend settings the
+The same composition the pipeline makes at run time (mtrl.runs.phases.inputs, at Preflight): the backend settings the
 deployment ships (``verl_backend_values``) ∪ the run's settings ∪ its per-run options (``effective_settings``).
 """
 

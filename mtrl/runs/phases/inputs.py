@@ -1,0 +1,150 @@
+"""A run's resolved inputs, and what the backend adapter sees of the run (``RunContext``).
+
+Each input is resolved once and stored on the run record (``inputs``), by the first phase that can know it:
+Validate the data URIs (the dataset, or the ``eval_split`` files it wrote; the evaluation set; the output prefix),
+Preflight — the first phase in the one function that holds the deploy-time backend settings — the effective
+settings (deploy-time backend settings ∪ the run's settings ∪ its per-run options). Every later phase reads them:
+nothing re-merges the settings or re-derives a URI from the upload, so every phase gives the adapter the same view.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from mtrl.backends.base import CreatedResource, RunContext
+from mtrl.runs.backend_options import effective_settings
+from mtrl.runs.errors import ConfigurationError, InternalError
+from mtrl.runs.manifest import RunSettings
+from mtrl.runs.phases.context import run_settings
+from mtrl.runs.runtime import Runtime
+
+INPUTS_FIELD = "inputs"  # the run record's field
+
+
+@dataclass(frozen=True)
+class ResolvedInputs:
+    """What a run trains and evaluates on, where it writes, and (from Preflight on) the settings its adapter gets."""
+
+    dataset_uri: str
+    eval_dataset_uri: str | None
+    output_uri: str
+    settings: Mapping[str, Any] | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        stored: dict[str, Any] = {
+            "dataset_uri": self.dataset_uri,
+            "eval_dataset_uri": self.eval_dataset_uri,
+            "output_uri": self.output_uri,
+        }
+        if self.settings is not None:
+            # JSON text, not a map: DynamoDB has one number type, so a map would give back 1.0 as 1.
+            stored["settings_json"] = json.dumps(self.settings)  # in the merge's order
+        return stored
+
+    @classmethod
+    def from_record(cls, run_id: str, stored: Mapping[str, Any]) -> ResolvedInputs:
+        try:
+            settings = json.loads(stored["settings_json"]) if "settings_json" in stored else None
+            if settings is not None and not isinstance(settings, dict):
+                raise TypeError(f"settings_json holds a {type(settings).__name__}, not an object")
+            return cls(
+                dataset_uri=str(stored["dataset_uri"]),
+                eval_dataset_uri=stored.get("eval_dataset_uri"),
+                output_uri=str(stored["output_uri"]),
+                settings=settings,
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise InternalError(f"run {run_id}: the record's resolved inputs are unreadable: {error!r}") from None
+
+
+def data_inputs(
+    runtime: Runtime,
+    run_id: str,
+    *,
+    settings: RunSettings,
+    dataset: Mapping[str, Any],
+    splits: Mapping[str, Any] | None,
+) -> ResolvedInputs:
+    """The data URIs (Validate). ``splits``: the ``eval_split`` files Validate wrote, if any."""
+    eval_dataset_uri: str | None
+    if splits:  # eval_split: train on the training split only, evaluate on the held-out rows
+        dataset_uri, eval_dataset_uri = str(splits["train_uri"]), str(splits["eval_uri"])
+    else:
+        dataset_uri = f"s3://{dataset['bucket']}/{dataset['key']}"
+        eval_dataset_uri = f"s3://{runtime.bucket}/{settings.eval_dataset}" if settings.eval_dataset else None
+    return ResolvedInputs(
+        dataset_uri=dataset_uri, eval_dataset_uri=eval_dataset_uri, output_uri=f"s3://{runtime.bucket}/runs/{run_id}/"
+    )
+
+
+def adapter_settings(runtime: Runtime, record: Mapping[str, Any]) -> dict[str, Any]:
+    """The effective settings (Preflight): deploy-time backend settings, the run's own settings and its per-run backend
+    options, which can never replace a deploy-time value (mtrl.runs.backend_options)."""
+    run_id = record["run_id"]
+    settings = run_settings(record)
+    try:
+        return effective_settings(
+            runtime.backend_settings,
+            {
+                **settings.model_dump(mode="json", exclude={"backend_options"}),
+                "run_id": run_id,
+                "dataset_version_id": record["dataset"].get("version_id"),
+            },
+            backend=settings.backend,
+            options=settings.backend_options,
+        )
+    except ConfigurationError as error:
+        raise ConfigurationError(f"run {run_id}: {error}") from None
+
+
+def stored_inputs(runtime: Runtime, record: Mapping[str, Any]) -> ResolvedInputs:
+    """The inputs as stored, each part resolved only where the record has none: a record written by a release
+    before Validate and Preflight stored them (still running during an upgrade) gets them as that release did."""
+    run_id = record["run_id"]
+    stored = record.get(INPUTS_FIELD)
+    inputs = (
+        ResolvedInputs.from_record(run_id, stored)
+        if stored
+        else data_inputs(
+            runtime,
+            run_id,
+            settings=run_settings(record),
+            dataset=record["dataset"],
+            splits=(record.get("validation") or {}).get("splits"),
+        )
+    )
+    if inputs.settings is None:
+        inputs = replace(inputs, settings=adapter_settings(runtime, record))
+    return inputs
+
+
+def run_context(runtime: Runtime, record: Mapping[str, Any]) -> RunContext:
+    """What the backend adapter sees: the run's resolved inputs and the resources recorded so far."""
+    run_id = record["run_id"]
+    inputs = stored_inputs(runtime, record)
+    resources = tuple(
+        CreatedResource(kind=r["kind"], identifier=r["identifier"], details=r.get("details") or {})
+        for r in record.get("resources") or []
+        if "removed_at" not in r
+    )
+    return RunContext(
+        run_id=run_id,
+        settings=dict(inputs.settings or {}),
+        dataset_uri=inputs.dataset_uri,
+        eval_dataset_uri=inputs.eval_dataset_uri,
+        output_uri=inputs.output_uri,
+        resources=resources,
+        record_resource=lambda resource: runtime.registry.record_resource(run_id, resource),
+    )
+
+
+def store_inputs(runtime: Runtime, record: dict[str, Any]) -> dict[str, Any]:
+    """Preflight: complete the stored inputs with the effective settings, once (a retried Preflight keeps what the
+    first one stored); returns the record as now stored."""
+    if "settings_json" in (record.get(INPUTS_FIELD) or {}):
+        return record
+    inputs = stored_inputs(runtime, record)
+    return runtime.registry.set_fields(record["run_id"], **{INPUTS_FIELD: inputs.to_record()})

@@ -1,0 +1,70 @@
+"""Preflight and Provision: the backend's checks before anything is created, then its resources (a wait loop)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mtrl.backends.base import BackendError
+from mtrl.runs.errors import BackendFailed, InternalError, PipelineError, PreflightFailed
+from mtrl.runs.phases.context import Event, adapter_of, backend_call, parse_time, run_id_of, run_settings
+from mtrl.runs.phases.inputs import run_context, store_inputs
+from mtrl.runs.registry import RunStatus
+from mtrl.runs.runtime import Runtime
+
+
+def preflight(runtime: Runtime, event: Event) -> dict[str, Any]:
+    run_id = run_id_of(event)
+    registry = runtime.registry
+    record = registry.set_status(run_id, RunStatus.PREFLIGHT, phase="preflight")
+    runtime.slots.renew(run_id)
+    settings = run_settings(record)
+    if settings.eval_split > 0 and not settings.eval_dataset and not (record.get("validation") or {}).get("splits"):
+        # Never fall back to the whole upload: the backend would train on the rows held out for evaluation.
+        raise InternalError(f"run {run_id}: eval_split={settings.eval_split} but validation wrote no split files")
+    adapter = adapter_of(record)
+    record = store_inputs(runtime, record)  # the effective settings: this function holds the deploy-time ones
+    findings = backend_call(run_id, "preflight", lambda: adapter.preflight(run_context(runtime, record)))
+    failed = [finding for finding in findings if not finding.ok]
+    registry.end_phase(
+        run_id,
+        "preflight",
+        "failed" if failed else "ok",
+        findings=[{"check": f.check, "ok": f.ok, "message": f.message} for f in findings],
+    )
+    if failed:
+        raise PreflightFailed(f"run {run_id}: " + "; ".join(f"{f.check}: {f.message}" for f in failed))
+    return {"checks": len(findings)}
+
+
+def provision(runtime: Runtime, event: Event) -> dict[str, Any]:
+    """One provisioning step. ``ready`` False: not there yet (GPUs arriving, a stack deploying); the state
+    machine waits ``provision_poll_seconds`` and calls again, until ``provision_max_wait_minutes``."""
+    run_id = run_id_of(event)
+    registry = runtime.registry
+    record = registry.set_status(run_id, RunStatus.PROVISIONING, phase="provision")
+    runtime.slots.renew(run_id)
+    adapter = adapter_of(record)
+    try:
+        created = adapter.provision(run_context(runtime, record))
+    except PipelineError:
+        raise
+    except BackendError as error:
+        if not error.transient:
+            raise BackendFailed(f"run {run_id}: provision: {error}") from error
+        # A scale-up takes many minutes: wait in the state machine (bounded), not in a giant Retry.
+        started = parse_time(registry.get(run_id)["phases"]["provision"]["started_at"]).timestamp()
+        waited = runtime.clock() - started
+        limit = runtime.settings.provision_max_wait_minutes
+        if waited > limit * 60:
+            registry.end_phase(run_id, "provision", "timed out", waiting_for=str(error))
+            raise BackendFailed(
+                f"run {run_id}: provisioning did not finish within {limit} minutes (provision_max_wait_minutes); "
+                f"last state: {error}"
+            ) from error
+        registry.set_fields(run_id, provision_waiting_for=str(error))
+        return {"ready": False, "waiting_for": str(error)}
+    for resource in created:  # adapters record before creating; this catches any they returned only
+        registry.record_resource(run_id, resource)
+    registry.set_fields(run_id, provision_waiting_for=None)
+    registry.end_phase(run_id, "provision", resources=len(created))
+    return {"ready": True, "resources": len(created)}

@@ -1,0 +1,34 @@
+"""AcquireSlot: one of ``max_concurrent_runs`` training slots, first come first served, or the place in line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mtrl.runs.errors import SlotWaitTimedOut
+from mtrl.runs.phases.context import Event, parse_time, run_id_of
+from mtrl.runs.runtime import Runtime
+
+
+def acquire_slot(runtime: Runtime, event: Event) -> dict[str, Any]:
+    run_id = run_id_of(event)
+    registry = runtime.registry
+    record = registry.get(run_id)
+    started = record["phases"].get("slot", {}).get("started_at") or record["created_at"]
+    waited = runtime.clock() - parse_time(started).timestamp()
+    try:
+        acquisition = runtime.slots.try_acquire(run_id)
+    except LookupError:
+        # The ticket vanished (e.g. swept as stale after a long stall): take a new place in line.
+        runtime.slots.enqueue(run_id, arrival=str(record["dataset"].get("uploaded_at") or record["created_at"]))
+        acquisition = runtime.slots.try_acquire(run_id)
+    if acquisition.acquired:
+        registry.set_fields(run_id, slot=acquisition.slot, queue_position=None)
+        registry.end_phase(run_id, "slot", waited_seconds=round(max(waited, 0.0), 3))
+        return {"acquired": True, "slot": acquisition.slot}
+    if waited > runtime.settings.slot_max_wait_minutes * 60:
+        raise SlotWaitTimedOut(
+            f"run {run_id}: no training slot became free in {runtime.settings.slot_max_wait_minutes} minutes "
+            f"(still {acquisition.position} run(s) ahead; max_concurrent_runs={runtime.settings.max_concurrent_runs})"
+        )
+    registry.set_fields(run_id, queue_position=acquisition.position)
+    return {"acquired": False, "position": acquisition.position}

@@ -1,0 +1,244 @@
+"""A run's resolved inputs are written once (data URIs at Validate, effective settings at Preflight) and every later
+phase gives the adapter exactly those: the real phases on moto DynamoDB and S3, with a recording adapter."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from mtrl.backends.base import Finding, JobState, JobStatus, RunContext
+from mtrl.runs import adapters
+from mtrl.runs.errors import ConfigurationError, InternalError
+from mtrl.runs.phases.inputs import INPUTS_FIELD, run_context, stored_inputs
+from mtrl.runs.phases.provision import preflight, provision
+from mtrl.runs.phases.register import register
+from mtrl.runs.phases.slot import acquire_slot
+from mtrl.runs.phases.train import check_status, submit
+from mtrl.runs.phases.validate import split_keys, validate
+from mtrl.runs.runtime import Runtime
+from mtrl.settings.pipeline import PipelineSettings
+
+BUCKET = "data"
+DEPLOY = {"region": "us-east-1", "prefix": "mtrl", "ratio": 1.0, "subnets": ["subnet-1", "subnet-2"]}
+
+
+@dataclass
+class Recorder:
+    """A backend that records each context it is given."""
+
+    name: str = "local"
+    seen: list[tuple[str, RunContext]] = field(default_factory=list)
+
+    def preflight(self, run: RunContext) -> list[Finding]:
+        self.seen.append(("preflight", run))
+        return [Finding("ok", True, "fine")]
+
+    def provision(self, run: RunContext) -> list[Any]:
+        self.seen.append(("provision", run))
+        return []
+
+    def submit(self, run: RunContext) -> str:
+        self.seen.append(("submit", run))
+        return "job-1"
+
+    def status(self, run: RunContext, job_id: str) -> JobStatus:
+        self.seen.append(("status", run))
+        return JobStatus(state=JobState.RUNNING)
+
+    def cancel(self, run: RunContext, job_id: str) -> None:
+        self.seen.append(("cancel", run))
+
+    def cleanup(self, run: RunContext) -> None:
+        self.seen.append(("cleanup", run))
+
+
+def wordle_rows(count: int) -> bytes:
+    words = ["crane", "slate", "pious", "mango"]
+    rows = [
+        {
+            "id": f"w-{i:05d}",
+            "metadata": {
+                "prompt": [{"role": "user", "content": f"Game {i}: make your first guess."}],
+                "answer": words[i % len(words)],
+                "task": "wordle",
+            },
+        }
+        for i in range(count)
+    ]
+    return "".join(json.dumps(row) + "\n" for row in rows).encode()
+
+
+@pytest.fixture
+def world() -> Iterator[tuple[Runtime, Recorder]]:
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        dynamodb.create_table(
+            TableName="runs",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+        runtime = Runtime(
+            dynamodb=dynamodb,
+            s3=s3,
+            table="runs",
+            bucket=BUCKET,
+            settings=PipelineSettings.model_validate({"run_backend": "local"}),
+            backend_settings=dict(DEPLOY),
+        )
+        recorder = Recorder()
+        adapters.register_adapter("local", lambda: recorder)  # type: ignore[arg-type,return-value]
+        try:
+            yield runtime, recorder
+        finally:
+            adapters.unregister_adapter("local")
+
+
+def start(runtime: Runtime, run_id: str, manifest: dict[str, Any] | None = None) -> None:
+    """Register, take the slot and validate a fresh upload (the phases before the backend's)."""
+    key = f"training-data/{run_id}.jsonl"
+    version = runtime.s3.put_object(Bucket=BUCKET, Key=key, Body=wordle_rows(8))["VersionId"]
+    state: dict[str, Any] = {"bucket": BUCKET, "key": key, "version_id": version, "created_at": "2026-12-02T01:00:00Z"}
+    if manifest is not None:
+        state["manifest"] = manifest
+    register(runtime, {"run_id": run_id, "execution_arn": f"arn:{run_id}", "state": state})
+    assert acquire_slot(runtime, {"run_id": run_id})["acquired"] is True
+    validate(runtime, {"run_id": run_id})
+
+
+def test_validate_stores_the_data_uris_and_preflight_the_effective_settings_once(
+    world: tuple[Runtime, Recorder],
+) -> None:
+    runtime, recorder = world
+    start(runtime, "r1", {"eval_split": 0.25})
+    after_validate = runtime.registry.get("r1")[INPUTS_FIELD]
+    train_key, eval_key = split_keys("r1")
+    assert after_validate == {
+        "dataset_uri": f"s3://{BUCKET}/{train_key}",
+        "eval_dataset_uri": f"s3://{BUCKET}/{eval_key}",
+        "output_uri": f"s3://{BUCKET}/runs/r1/",
+    }
+    preflight(runtime, {"run_id": "r1"})
+    stored = runtime.registry.get("r1")[INPUTS_FIELD]
+    settings = json.loads(stored["settings_json"])
+    assert {key: settings[key] for key in DEPLOY} == DEPLOY
+    assert isinstance(settings["ratio"], float)  # JSON text keeps 1.0 a float (a DynamoDB number would not)
+    assert (settings["run_id"], settings["eval_split"], settings["backend"]) == ("r1", 0.25, "local")
+    (phase, context) = recorder.seen[-1]
+    assert phase == "preflight"
+    assert dict(context.settings) == settings
+    assert isinstance(context.settings["ratio"], float)
+    assert (context.dataset_uri, context.eval_dataset_uri) == (stored["dataset_uri"], stored["eval_dataset_uri"])
+
+
+def test_later_phases_read_the_stored_inputs_and_never_re_derive_them(world: tuple[Runtime, Recorder]) -> None:
+    runtime, recorder = world
+    start(runtime, "r2", {"eval_split": 0.25})
+    preflight(runtime, {"run_id": "r2"})
+    stored = runtime.registry.get("r2")[INPUTS_FIELD]
+    # Everything the inputs were derived from changes afterwards: a redeploy's backend settings, the record's dataset,
+    # its validation summary. The adapter must still see what Validate and Preflight resolved.
+    runtime.backend_settings = {"region": "eu-west-1", "prefix": "other"}
+    runtime.registry.set_fields(
+        "r2", dataset={"bucket": "elsewhere", "key": "training-data/other.jsonl"}, validation={"valid": True}
+    )
+    assert provision(runtime, {"run_id": "r2"})["ready"] is True
+    submit(runtime, {"run_id": "r2"})
+    check_status(runtime, {"run_id": "r2"})
+    later = [context for phase, context in recorder.seen if phase in {"provision", "submit", "status"}]
+    assert [phase for phase, _ in recorder.seen] == ["preflight", "provision", "submit", "status"]
+    for context in later:
+        assert dict(context.settings) == json.loads(stored["settings_json"])
+        assert context.settings["region"] == "us-east-1"
+        assert context.dataset_uri == stored["dataset_uri"]
+        assert context.eval_dataset_uri == stored["eval_dataset_uri"]
+        assert context.output_uri == stored["output_uri"]
+
+
+def test_a_retried_preflight_keeps_the_settings_the_first_one_stored(world: tuple[Runtime, Recorder]) -> None:
+    runtime, _ = world
+    start(runtime, "r3")
+    preflight(runtime, {"run_id": "r3"})
+    first = runtime.registry.get("r3")[INPUTS_FIELD]
+    runtime.backend_settings = {**DEPLOY, "prefix": "redeployed"}
+    preflight(runtime, {"run_id": "r3"})
+    assert runtime.registry.get("r3")[INPUTS_FIELD] == first
+
+
+def test_an_invalid_dataset_stores_no_inputs(world: tuple[Runtime, Recorder]) -> None:
+    runtime, _ = world
+    key = "training-data/bad.jsonl"
+    version = runtime.s3.put_object(Bucket=BUCKET, Key=key, Body=b"not json\n")["VersionId"]
+    state = {"bucket": BUCKET, "key": key, "version_id": version, "created_at": "2026-12-02T01:00:00Z"}
+    register(runtime, {"run_id": "bad", "execution_arn": "arn:bad", "state": state})
+    acquire_slot(runtime, {"run_id": "bad"})
+    with pytest.raises(Exception, match="run bad"):
+        validate(runtime, {"run_id": "bad"})
+    assert INPUTS_FIELD not in runtime.registry.get("bad")
+
+
+def test_a_record_without_inputs_is_resolved_as_before(world: tuple[Runtime, Recorder]) -> None:
+    # A run that an earlier release validated (no inputs on its record) must still reach its adapter, with the same
+    # view the stored inputs give a run validated now.
+    runtime, _ = world
+    start(runtime, "r4", {"eval_split": 0.25})
+    preflight(runtime, {"run_id": "r4"})
+    record = runtime.registry.get("r4")
+    legacy = {key: value for key, value in record.items() if key != INPUTS_FIELD}
+    assert stored_inputs(runtime, legacy) == stored_inputs(runtime, record)
+    fresh, old = run_context(runtime, record), run_context(runtime, legacy)
+    assert (dict(fresh.settings), fresh.dataset_uri, fresh.eval_dataset_uri, fresh.output_uri) == (
+        dict(old.settings),
+        old.dataset_uri,
+        old.eval_dataset_uri,
+        old.output_uri,
+    )
+
+
+def test_a_legacy_record_reaching_preflight_gets_its_inputs_stored(world: tuple[Runtime, Recorder]) -> None:
+    runtime, _ = world
+    start(runtime, "r5")
+    record = runtime.registry.get("r5")
+    expected = stored_inputs(runtime, record)
+    runtime.registry.update("r5", lambda item: item.pop(INPUTS_FIELD))
+    preflight(runtime, {"run_id": "r5"})
+    assert stored_inputs(runtime, runtime.registry.get("r5")).dataset_uri == expected.dataset_uri
+    assert "settings_json" in runtime.registry.get("r5")[INPUTS_FIELD]
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"dataset_uri": "s3://data/x.jsonl"},
+        {"dataset_uri": "s3://data/x.jsonl", "output_uri": "s3://data/runs/r/", "settings_json": "[1]"},
+        {"dataset_uri": "s3://data/x.jsonl", "output_uri": "s3://data/runs/r/", "settings_json": "{"},
+    ],
+)
+def test_unreadable_stored_inputs_are_an_internal_error_naming_the_run(stored: dict[str, Any]) -> None:
+    runtime = Runtime(dynamodb=None, s3=None, table="t", bucket=BUCKET, settings=PipelineSettings())
+    record = {"run_id": "broken-1", INPUTS_FIELD: stored}
+    with pytest.raises(InternalError, match="run broken-1: the record's resolved inputs are unreadable"):
+        stored_inputs(runtime, record)
+
+
+def test_settings_the_adapter_cannot_be_given_fail_preflight_as_before(world: tuple[Runtime, Recorder]) -> None:
+    runtime, recorder = world
+    start(runtime, "r6")
+    settings = runtime.registry.get("r6")["settings"]
+    runtime.registry.set_fields("r6", settings={**settings, "backend_options": {"region": "eu-west-1"}})
+    with pytest.raises(ConfigurationError, match="run r6: "):
+        preflight(runtime, {"run_id": "r6"})
+    assert recorder.seen == []
+    assert "settings_json" not in runtime.registry.get("r6")[INPUTS_FIELD]
