@@ -84,6 +84,24 @@ def _temporary_outdir() -> str:
     return path
 
 
+# The staged assets (cdk.out/asset.<hash>) this process's synths have copied, by name. A staged asset is named by
+# the hash of its content, so every outdir holds the same one; linked into a new outdir, CDK finds it in place and
+# skips the copy (the dependency layer alone is about 220 MB: about a third of each whole-app build).
+_STAGED_ASSETS: dict[str, Path] = {}
+
+
+def _link_staged_assets(outdir: Path) -> None:
+    for name, staged in _STAGED_ASSETS.items():
+        if staged.is_dir() and not os.path.lexists(outdir / name):
+            (outdir / name).symlink_to(staged, target_is_directory=True)
+
+
+def _remember_staged_assets(outdir: Path) -> None:
+    for entry in outdir.iterdir():
+        if entry.name.startswith("asset.") and entry.is_dir() and not entry.is_symlink():
+            _STAGED_ASSETS.setdefault(entry.name, entry)
+
+
 def make_app(overrides: Mapping[str, Any] | None = None, *, outdir: Path | None = None) -> tuple[cdk.App, Deployment]:
     """Build the whole app in-process with cdk.json context plus overrides (as `-c` would)."""
     import json
@@ -92,9 +110,14 @@ def make_app(overrides: Mapping[str, Any] | None = None, *, outdir: Path | None 
     context = {**file_context, "account": TEST_ACCOUNT, "region": TEST_REGION, **_CLI_CONTEXT, **(overrides or {})}
     # Without an outdir CDK synthesizes into a fresh /tmp/cdk.out* (about 220 MB of assets) that nothing removes:
     # over one suite run that filled the disk. Each test process removes its own at exit.
-    app = cdk.App(context=context, outdir=str(outdir) if outdir else _temporary_outdir())
+    target = outdir if outdir else Path(_temporary_outdir())
+    target.mkdir(parents=True, exist_ok=True)
+    _link_staged_assets(target)
+    app = cdk.App(context=context, outdir=str(target))
     settings: DeploySettings = load_settings(app.node.get_all_context(), environ={})
-    return app, build_deployment(app, settings)
+    deployment = build_deployment(app, settings)  # assets are staged as their constructs are created
+    _remember_staged_assets(target)
+    return app, deployment
 
 
 @pytest.fixture(scope="session")
