@@ -26,9 +26,11 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """In CI the emulator tests must run: a missing emulator is a set-up failure there, not a reason to skip."""
+    """Removes the synth outdirs killed runs left; in CI the emulator tests must run: a missing emulator is a set-up
+    failure there, not a reason to skip."""
     from mtrl.emulator import find_emulator
 
+    _remove_outdirs_of_dead_processes()
     if os.environ.get("CI") and find_emulator() is None:
         pytest.exit("CI: .venv-emulator is missing, so the emulator tests would be skipped (run `make emulator`)", 1)
 
@@ -78,10 +80,27 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         iam_model._OUTDIRS.remove()
 
 
+_OUTDIR_PREFIX = "mtrl-test-cdk.out-"
+
+
 def _temporary_outdir() -> str:
-    path = tempfile.mkdtemp(prefix="mtrl-test-cdk.out-")
+    # The owner's pid in the name lets a later session remove what a killed run (no atexit, no sessionfinish) left.
+    path = tempfile.mkdtemp(prefix=f"{_OUTDIR_PREFIX}{os.getpid()}-")
     _TEMPORARY_OUTDIRS.append(path)
     return path
+
+
+def _remove_outdirs_of_dead_processes() -> None:
+    for path in Path(tempfile.gettempdir()).glob(f"{_OUTDIR_PREFIX}*-*"):
+        owner = path.name.removeprefix(_OUTDIR_PREFIX).split("-", 1)[0]
+        if not owner.isdigit():
+            continue  # not named by this scheme: not ours to judge
+        try:
+            os.kill(int(owner), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:
+            pass  # alive, another user's
 
 
 # The staged assets (cdk.out/asset.<hash>) this process's synths have copied, by name. A staged asset is named by
