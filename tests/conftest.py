@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -90,11 +91,13 @@ def _temporary_outdir() -> str:
     return path
 
 
-def _remove_outdirs_of_dead_processes() -> None:
+def _remove_outdirs_of_dead_processes(*, older_than_seconds: float = 600) -> None:
+    # Also older than ten minutes: a pid from another pid namespace sharing /tmp looks dead from here.
+    cutoff = time.time() - older_than_seconds
     for path in Path(tempfile.gettempdir()).glob(f"{_OUTDIR_PREFIX}*-*"):
         owner = path.name.removeprefix(_OUTDIR_PREFIX).split("-", 1)[0]
-        if not owner.isdigit():
-            continue  # not named by this scheme: not ours to judge
+        if not owner.isdigit() or path.stat().st_mtime > cutoff:
+            continue  # not named by this scheme (not ours to judge), or too recent to judge
         try:
             os.kill(int(owner), 0)
         except ProcessLookupError:
