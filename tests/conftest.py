@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,9 +27,11 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """In CI the emulator tests must run: a missing emulator is a set-up failure there, not a reason to skip."""
+    """Removes the synth outdirs killed runs left; in CI the emulator tests must run: a missing emulator is a set-up
+    failure there, not a reason to skip."""
     from mtrl.emulator import find_emulator
 
+    _remove_outdirs_of_dead_processes()
     if os.environ.get("CI") and find_emulator() is None:
         pytest.exit("CI: .venv-emulator is missing, so the emulator tests would be skipped (run `make emulator`)", 1)
 
@@ -78,10 +81,47 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         iam_model._OUTDIRS.remove()
 
 
+_OUTDIR_PREFIX = "mtrl-test-cdk.out-"
+
+
 def _temporary_outdir() -> str:
-    path = tempfile.mkdtemp(prefix="mtrl-test-cdk.out-")
+    # The owner's pid in the name lets a later session remove what a killed run (no atexit, no sessionfinish) left.
+    path = tempfile.mkdtemp(prefix=f"{_OUTDIR_PREFIX}{os.getpid()}-")
     _TEMPORARY_OUTDIRS.append(path)
     return path
+
+
+def _remove_outdirs_of_dead_processes(*, older_than_seconds: float = 600) -> None:
+    # Also older than ten minutes: a pid from another pid namespace sharing /tmp looks dead from here.
+    cutoff = time.time() - older_than_seconds
+    for path in Path(tempfile.gettempdir()).glob(f"{_OUTDIR_PREFIX}*-*"):
+        owner = path.name.removeprefix(_OUTDIR_PREFIX).split("-", 1)[0]
+        if not owner.isdigit() or path.stat().st_mtime > cutoff:
+            continue  # not named by this scheme (not ours to judge), or too recent to judge
+        try:
+            os.kill(int(owner), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:
+            pass  # alive, another user's
+
+
+# The staged assets (cdk.out/asset.<hash>) this process's synths have copied, by name. A staged asset is named by
+# the hash of its content, so every outdir holds the same one; linked into a new outdir, CDK finds it in place and
+# skips the copy (the dependency layer alone is about 220 MB: about a third of each whole-app build).
+_STAGED_ASSETS: dict[str, Path] = {}
+
+
+def _link_staged_assets(outdir: Path) -> None:
+    for name, staged in _STAGED_ASSETS.items():
+        if staged.is_dir() and not os.path.lexists(outdir / name):
+            (outdir / name).symlink_to(staged, target_is_directory=True)
+
+
+def _remember_staged_assets(outdir: Path) -> None:
+    for entry in outdir.iterdir():
+        if entry.name.startswith("asset.") and entry.is_dir() and not entry.is_symlink():
+            _STAGED_ASSETS.setdefault(entry.name, entry)
 
 
 def make_app(overrides: Mapping[str, Any] | None = None, *, outdir: Path | None = None) -> tuple[cdk.App, Deployment]:
@@ -92,9 +132,14 @@ def make_app(overrides: Mapping[str, Any] | None = None, *, outdir: Path | None 
     context = {**file_context, "account": TEST_ACCOUNT, "region": TEST_REGION, **_CLI_CONTEXT, **(overrides or {})}
     # Without an outdir CDK synthesizes into a fresh /tmp/cdk.out* (about 220 MB of assets) that nothing removes:
     # over one suite run that filled the disk. Each test process removes its own at exit.
-    app = cdk.App(context=context, outdir=str(outdir) if outdir else _temporary_outdir())
+    target = outdir if outdir else Path(_temporary_outdir())
+    target.mkdir(parents=True, exist_ok=True)
+    _link_staged_assets(target)
+    app = cdk.App(context=context, outdir=str(target))
     settings: DeploySettings = load_settings(app.node.get_all_context(), environ={})
-    return app, build_deployment(app, settings)
+    deployment = build_deployment(app, settings)  # assets are staged as their constructs are created
+    _remember_staged_assets(target)
+    return app, deployment
 
 
 @pytest.fixture(scope="session")
