@@ -56,12 +56,23 @@ def smoke(*args: str) -> tuple[int, dict[str, Any]]:
     return completed.returncode, json.loads(completed.stdout)
 
 
+@pytest.fixture(scope="module")
+def every_environment_smoke() -> tuple[int, dict[str, Any]]:
+    """One smoke process plays two tasks of every environment: verl and torch load once, not once per environment."""
+    return smoke(*(argument for env_id in ENVIRONMENTS for argument in ("--env", env_id)), "--tasks", "2")
+
+
 @pytest.mark.parametrize("env_id", ENVIRONMENTS)
-def test_the_loop_scores_what_the_environment_scores(env_id: str) -> None:
-    code, report = smoke("--env", env_id, "--tasks", "2")
+def test_the_loop_scores_what_the_environment_scores(
+    env_id: str, every_environment_smoke: tuple[int, dict[str, Any]]
+) -> None:
+    code, report = every_environment_smoke
+    episodes = [episode for episode in report["episodes"] if episode["env_id"] == env_id]
+    assert len(episodes) == 2, report
+    assert all(episode["agree"] for episode in episodes), episodes
     assert (code, report["ok"]) == (0, True), report
     spec = load_spec(env_id)
-    for episode in report["episodes"]:
+    for episode in episodes:
         assert episode["loop_reward"] == pytest.approx(episode["direct_reward"])
         assert episode["reward_token_is_last"]
         assert 1 <= episode["turns"] <= spec.max_turns

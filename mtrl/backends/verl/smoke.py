@@ -217,12 +217,19 @@ def _policy_spans(output: Any) -> list[list[int]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mtrl.backends.verl.smoke", description=__doc__.split("\n")[0])
-    parser.add_argument("--env", required=True, help="environment id (any registered one)")
+    parser.add_argument(
+        "--env",
+        required=True,
+        action="append",
+        help="environment id (any registered one); repeat it to check several in one process (verl loads once)",
+    )
     parser.add_argument("--tasks", type=int, default=2, help="episodes to play (default 2)")
     parser.add_argument("--response-length", type=int, default=4096)
     parser.add_argument("--json", action="store_true", help="print JSON")
     options = parser.parse_args(argv)
-    reports = asyncio.run(check_environment(options.env, tasks=options.tasks, response_length=options.response_length))
+    reports: list[dict[str, Any]] = []
+    for env_id in options.env:
+        reports += asyncio.run(check_environment(env_id, tasks=options.tasks, response_length=options.response_length))
     ok = all(report["agree"] for report in reports)
     if options.json:
         print(json.dumps({"ok": ok, "episodes": reports}, indent=2))
