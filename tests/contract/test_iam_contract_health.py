@@ -18,6 +18,7 @@ from mtrl.runs.runtime import ENV_BUCKET, ENV_TABLE, ENV_TOPIC, Runtime
 from mtrl.settings.pipeline import PipelineSettings
 from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
 from tests.contract.recorded_runs import BACKEND_FUNCTION, BACKEND_ROLE, use_model_account
+from tests.run_table import create_run_table
 
 RUN_ID = "flat-20260101T000000Z-abcdef12"
 
@@ -32,15 +33,7 @@ def recorded_poll(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Itera
         s3, ddb, sns, cloudwatch = (session.client(name) for name in ("s3", "dynamodb", "sns", "cloudwatch"))
         s3.create_bucket(Bucket=bucket)
         assert sns.create_topic(Name=topic_arn.rsplit(":", 1)[-1])["TopicArn"] == topic_arn
-        ddb.create_table(
-            TableName=table,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_run_table(ddb, table)
         runtime = Runtime(
             dynamodb=ddb,
             s3=s3,

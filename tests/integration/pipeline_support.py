@@ -43,6 +43,7 @@ from mtrl.runs.runtime import (
 from mtrl.settings.pipeline import PIPELINE_SETTINGS_ENV, PipelineSettings
 from stacks.constructs.pipeline_events import upload_event_pattern
 from stacks.constructs.pipeline_state_machine import SUBSTITUTIONS
+from tests.run_table import create_run_table
 
 REPO = Path(__file__).resolve().parents[2]
 ASL_PATH = REPO / "statemachine" / "pipeline.asl.json"
@@ -350,15 +351,7 @@ def _setup(adapter: Any, settings: PipelineSettings, backend_settings: dict[str,
     s3.create_bucket(Bucket=BUCKET)
     s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
     s3.put_bucket_notification_configuration(Bucket=BUCKET, NotificationConfiguration={"EventBridgeConfiguration": {}})
-    ddb.create_table(
-        TableName=TABLE,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_run_table(ddb, TABLE)
     capture = sqs.create_queue(QueueName="upload-capture")["QueueUrl"]
     capture_arn = sqs.get_queue_attributes(QueueUrl=capture, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     events.put_rule(Name="upload", EventPattern=json.dumps(upload_event_pattern(BUCKET)))

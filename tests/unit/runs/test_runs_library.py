@@ -19,6 +19,7 @@ from mtrl.runs.registry import RunRegistry, RunStatus
 from mtrl.runs.report import build_summary, cause_text, notification
 from mtrl.runs.slots import SlotPool
 from mtrl.settings.pipeline import PipelineSettings
+from tests.run_table import create_run_table
 
 WHEN = datetime(2026, 11, 29, 10, 30, 5, tzinfo=UTC)
 DEFAULTS = PipelineSettings.model_validate({})
@@ -93,15 +94,7 @@ def test_manifest_parsing() -> None:
 def dynamodb() -> Iterator[Any]:
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName="runs",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_run_table(client, "runs")
         yield client
 
 

@@ -17,6 +17,7 @@ from mtrl.runs.manifest import MAX_MANIFEST_BYTES
 from mtrl.runs.runtime import Runtime
 from mtrl.runs.trigger import handle_upload
 from mtrl.settings.pipeline import PipelineSettings
+from tests.run_table import create_run_table
 
 BUCKET = "data"
 ASL = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
@@ -215,15 +216,7 @@ def test_register_answers_a_non_finite_budget_with_a_line_numbered_error() -> No
 
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        dynamodb.create_table(
-            TableName="runs",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_run_table(dynamodb, "runs")
         runtime = Runtime(dynamodb=dynamodb, s3=None, table="runs", bucket=BUCKET, settings=PipelineSettings())
         for text, problem in [
             ('{\n  "max_budget_usd": Infinity\n}', "line 2 column 21: Infinity is not a finite number"),
@@ -259,15 +252,7 @@ def test_register_answers_every_key_its_result_selector_reads_for_a_duplicate_de
     read = {path.removeprefix("$.Payload.") for key, path in selector.items() if key.endswith(".$")}
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        dynamodb.create_table(
-            TableName="runs",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_run_table(dynamodb, "runs")
         runtime = Runtime(dynamodb=dynamodb, s3=None, table="runs", bucket=BUCKET, settings=PipelineSettings())
         state = {"bucket": BUCKET, "key": "training-data/x.jsonl", "created_at": "2026-11-29T10:30:05Z"}
         first = register(runtime, {"run_id": "r1", "execution_arn": "arn:first", "state": state})

@@ -17,6 +17,7 @@ from mtrl.runs.phases import register as register_phase
 from mtrl.runs.runtime import Runtime
 from mtrl.runs.trigger import handle_upload
 from mtrl.settings.pipeline import PipelineSettings
+from tests.run_table import create_run_table
 
 BUCKET = "data"
 ASL = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
@@ -31,15 +32,7 @@ def runtime() -> Iterator[Runtime]:
         s3 = boto3.client("s3", region_name="us-east-1")
         sfn = boto3.client("stepfunctions", region_name="us-east-1")
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        dynamodb.create_table(
-            TableName="runs",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_run_table(dynamodb, "runs")
         s3.create_bucket(Bucket=BUCKET)
         s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
         arn = sfn.create_state_machine(

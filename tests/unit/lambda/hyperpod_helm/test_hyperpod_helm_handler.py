@@ -21,6 +21,7 @@ from moto import mock_aws
 
 from mtrl.kube import charts
 from mtrl.runs.slots import SlotPool
+from tests.run_table import create_run_table
 
 
 class FakeHelm:
@@ -356,15 +357,7 @@ RUN = "demo-20261201T101500Z-0a1b2c3d"
 
 
 def _run_table() -> str:
-    boto3.client("dynamodb", region_name="us-east-1").create_table(
-        TableName="mtrl-runs",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_run_table(boto3.client("dynamodb", region_name="us-east-1"), "mtrl-runs")
     return "mtrl-runs"
 
 

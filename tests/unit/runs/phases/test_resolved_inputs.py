@@ -23,6 +23,7 @@ from mtrl.runs.phases.train import check_status, submit
 from mtrl.runs.phases.validate import split_keys, validate
 from mtrl.runs.runtime import Runtime
 from mtrl.settings.pipeline import PipelineSettings
+from tests.run_table import create_run_table
 
 BUCKET = "data"
 DEPLOY = {"region": "us-east-1", "prefix": "mtrl", "ratio": 1.0, "subnets": ["subnet-1", "subnet-2"]}
@@ -78,15 +79,7 @@ def wordle_rows(count: int) -> bytes:
 def world() -> Iterator[tuple[Runtime, Recorder]]:
     with mock_aws():
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        dynamodb.create_table(
-            TableName="runs",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_run_table(dynamodb, "runs")
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
         s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
