@@ -15,12 +15,11 @@ LAMBDA_PYTHON := 3.14
 LAMBDA_PLATFORMS := --platform manylinux2014_aarch64 --platform manylinux_2_28_aarch64
 LAYER_DIR := .build/lambda-deps/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
-export PYTHONDONTWRITEBYTECODE := 1
 
 LINT_PATHS := app.py stacks mtrl lambda environments tests scripts benchmarks
 TYPED_PATHS := app.py stacks mtrl lambda environments
 
-.PHONY: help setup emulator nova verl test lint fmt typecheck pytest synth bench demo docs lock clean
+.PHONY: help setup emulator nova verl test lint fmt typecheck pytest durations synth bench demo docs lock clean
 
 help:
 	@grep -E '^#   make' Makefile | sed 's/^#   //'
@@ -31,8 +30,10 @@ LAYER_STAMP := .build/.stamp-layer-$(shell cat requirements/lambda.txt requireme
 EMULATOR_VENV := .venv-emulator
 EMULATOR_STAMP := $(EMULATOR_VENV)/.stamp-$(shell sha1sum requirements/emulator.txt 2>/dev/null | cut -c1-12)
 
-# uv with the system's certificate store (where this machine's and CI's extra CA certificates are).
-UV_INSTALL = UV_NATIVE_TLS=1 $(BIN)/uv pip install --quiet
+# uv with the system's certificate store (where this machine's and CI's extra CA certificates are), compiling what it
+# installs: uv leaves bytecode out by default, and then every interpreter the suite starts compiles torch, verl,
+# boto3, moto, ... from source again (a .venv-verl process importing torch and verl: 30 CPU-s uncompiled, 10 compiled).
+UV_INSTALL = UV_NATIVE_TLS=1 $(BIN)/uv pip install --quiet --compile-bytecode
 
 setup: $(PY_STAMP) $(NODE_STAMP) $(LAYER_STAMP)
 
@@ -142,9 +143,17 @@ typecheck: setup
 	$(BIN)/mypy $(wildcard $(TYPED_PATHS))
 
 # pytest exit code 5 means "no tests ran": that is a failure here, never a pass.
+# Whole files go to whichever worker is free, slowest first (tests/durations.py orders them; xdist must not re-sort
+# them by test count).
+PYTEST_RUN = $(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 pytest: setup emulator nova verl
-	rc=0; $(BIN)/python -m pytest -q -n 2 --dist loadfile || rc=$$?; \
+	rc=0; $(PYTEST_RUN) || rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
+
+# Re-measure tests/durations.json (seconds per test file) with a whole run.
+durations: setup emulator nova verl
+	$(PYTEST_RUN) --junitxml=.build/junit.xml
+	$(BIN)/python tests/durations.py .build/junit.xml
 
 # The environments are built side by side (-j: mostly downloads); lint and mypy (a cold mypy is about 3 CPU-minutes)
 # start as soon as .venv is ready, while the other environments are still downloading; pytest (both cores) runs last.

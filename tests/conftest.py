@@ -36,6 +36,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit("CI: .venv-emulator is missing, so the emulator tests would be skipped (run `make emulator`)", 1)
 
 
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slowest files first (tests/durations.py): every xdist worker collects the same order from the same table."""
+    from tests.durations import load_table, slowest_first
+
+    items[:] = [items[index] for index in slowest_first((item.nodeid for item in items), load_table())]
+
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_ACCOUNT = "123456789012"  # documentation placeholder account
 TEST_REGION = "us-east-1"
