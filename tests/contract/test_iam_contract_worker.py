@@ -12,7 +12,6 @@ import hashlib
 import hmac
 import json
 import re
-import threading
 import urllib.error
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from tests.contract.iam_contract import (
     statements_of,
 )
 from tests.contract.recorded_runs import use_model_account
+from tests.http_serving import serving
 
 WORKER_ROLE = "mtrl-reward-workers/RewardWorkers/TaskRole"  # the task definition's shared role
 RUN_ID = "wordle-20261201-abc"
@@ -126,14 +126,8 @@ def function_url() -> Iterator[tuple[FunctionUrl, str]]:
         def log_message(self, *_: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as server:
         yield state, f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def task_role_credentials() -> Credentials:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mtrl.cli import app
+from tests.http_serving import serving
 from tests.unit.llm.conftest import MADE_ENV
 
 pytest.importorskip("openai", reason="the mtrl[llm] extra (make test installs it)")
@@ -59,11 +59,8 @@ class Handler(BaseHTTPRequestHandler):
 def chat_server() -> Iterator[ChatServer]:
     server = ChatServer(("127.0.0.1", 0), Handler)
     server.requests = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(server):
+        yield server
 
 
 def test_env_try_against_a_local_openai_compatible_server(

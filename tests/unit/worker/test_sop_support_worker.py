@@ -22,6 +22,7 @@ from mtrl.envs.episode_state import open_states
 from mtrl.envs.registry import load_spec
 from mtrl.worker import RolloutRequest, WorkerConfig, play_episode
 from mtrl.worker.__main__ import main as worker_main
+from tests.http_serving import serving
 
 SPEC = load_spec("sop_support")
 TICKETS = ("T001", "T002", "T007", "T010")
@@ -52,12 +53,8 @@ class ReferencePolicy(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def policy_url() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ReferencePolicy)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
-    server.server_close()
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), ReferencePolicy)) as server:
+        yield f"http://127.0.0.1:{server.server_port}/v1"
 
 
 @mock_aws

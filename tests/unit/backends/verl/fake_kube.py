@@ -5,7 +5,6 @@ that lingers a few reads after its RayJob is deleted (the finalizer and pod shut
 from __future__ import annotations
 
 import json
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from mtrl.backends.verl.access import access_checks
+from tests.http_serving import serving
 
 RAY = "/apis/ray.io/v1"
 
@@ -152,13 +152,6 @@ def serve(fake: FakeKube) -> Iterator[FakeKube]:
         def log_message(self, *_args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as server:
+        fake.url = f"http://127.0.0.1:{server.server_address[1]}"
         yield fake
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
