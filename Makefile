@@ -15,6 +15,9 @@ LAMBDA_PYTHON := 3.14
 LAMBDA_PLATFORMS := --platform manylinux2014_aarch64 --platform manylinux_2_28_aarch64
 LAYER_DIR := .build/lambda-deps/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Nothing run from here writes bytecode: a test importing a staged Lambda asset (.build/lambda-src, the layer) would
+# leave __pycache__ in what the next synth uploads. The environments come compiled instead (UV_INSTALL below).
+export PYTHONDONTWRITEBYTECODE := 1
 
 LINT_PATHS := app.py stacks mtrl lambda environments tests scripts benchmarks
 TYPED_PATHS := app.py stacks mtrl lambda environments
