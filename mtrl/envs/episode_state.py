@@ -19,6 +19,7 @@ on max turns, on a crash, on a timeout. ``EpisodeState`` is that sandbox:
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import re
 import shutil
@@ -52,6 +53,17 @@ def _identifier(name: str) -> str:
     return '"' + name + '"'
 
 
+@functools.lru_cache(maxsize=32)
+def _schema_image(schema: str) -> bytes:
+    """The empty database ``schema`` builds, as bytes: each episode loads it instead of re-running the script."""
+    template = sqlite3.connect(":memory:")
+    try:
+        template.executescript(schema)
+        return template.serialize()
+    finally:
+        template.close()
+
+
 class EpisodeState:
     """One episode's sandbox: a seeded in-memory database plus registered resources, all freed by ``close()``.
 
@@ -66,7 +78,9 @@ class EpisodeState:
         # check_same_thread=False: the worker may score (result()) on another thread than the one that stepped.
         self.db = sqlite3.connect(":memory:", check_same_thread=False)
         try:
-            if schema:
+            if schema and hasattr(self.db, "deserialize"):  # SQLite's serialize API (absent from some builds)
+                self.db.deserialize(_schema_image(schema))
+            elif schema:
                 self.db.executescript(schema)
             for table, rows in (seed or {}).items():
                 self.insert(table, rows)

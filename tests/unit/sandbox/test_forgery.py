@@ -9,6 +9,7 @@ lambda; the tiers as they really run without privileges are in test_sandbox_tier
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import textwrap
@@ -40,12 +41,19 @@ def ask_then_submit(task: Task, program: str, limits: Limits) -> tuple[float, fl
     return result.reward, result.components["correctness"]
 
 
+@functools.cache
+def returning_none_earns(task_id: str, tier: str) -> float:
+    """The correctness of a program that returns None, played once per task and tier for every attack's test."""
+    task = next(task for task in TASKS if task.task_id == task_id)
+    return ask_then_submit(task, RETURNS_NONE, LIMITS[tier])[1]
+
+
 @pytest.mark.parametrize("tier", TIERS)
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
 def test_forging_attacks_earn_only_what_returning_none_earns(attack: str, tier: str) -> None:
     for task in TASKS:
         reward, correctness = ask_then_submit(task, ATTACKS[attack], LIMITS[tier])
-        _, honest = ask_then_submit(task, RETURNS_NONE, LIMITS[tier])
+        honest = returning_none_earns(task.task_id, tier)
         assert correctness <= honest, (task.task_id, correctness, honest)
         assert reward < MAX_REWARD, task.task_id
 
