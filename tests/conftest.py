@@ -15,6 +15,9 @@ from typing import Any
 # Rich sizes its output from COLUMNS (else 80 without a terminal) and wraps long paths mid-line, so what the CLI
 # tests read depended on the checkout's path. A wide, fixed width for every console the tests create.
 os.environ["COLUMNS"] = "250"
+# Two test workers share two cores: a thread pool per process (torch, numpy's BLAS) can only oversubscribe them, and
+# the tests' models are too small to split. One thread each, for the workers and every interpreter they start.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import aws_cdk as cdk
 import pytest
