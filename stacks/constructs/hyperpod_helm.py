@@ -29,7 +29,7 @@ from constructs import Construct
 from mtrl.settings.cluster import HELM_COMPONENT_CHARTS, HELM_COMPONENT_VALUE_KEYS, ClusterSettings
 from stacks.constructs.eks_cluster import EksCluster
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
-from stacks.constructs.python_function import stage_function_code
+from stacks.constructs.python_function import function_code
 
 HANDLER_DIR = Path(__file__).resolve().parents[2] / "lambda" / "hyperpod_helm"
 CHART_REPOSITORY = "aws/sagemaker-hyperpod-cli"
@@ -128,7 +128,7 @@ class HyperPodHelmRelease(Construct):
             architecture=lambda_.Architecture.X86_64,
             handler="handler.handler",
             # The handler plus the shared mtrl package (its EKS token: mtrl.kube.token); it needs no other dependency.
-            code=lambda_.Code.from_asset(str(stage_function_code(HANDLER_DIR.name))),
+            code=function_code(HANDLER_DIR.name),
             layers=[KubectlV34Layer(self, "KubectlLayer")],
             role=role,
             log_group=logs.log_group,

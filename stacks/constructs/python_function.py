@@ -46,36 +46,60 @@ class MissingBuildError(RuntimeError):
     pass
 
 
-def _source_files(root: Path) -> list[Path]:
+def _tree_files(root: Path, *, skip_caches: bool) -> list[tuple[str, str]]:
+    """(path, path relative to ``root``) of every file under ``root``, sorted; ``skip_caches`` leaves out
+    interpreter and tool caches. os.walk, not Path.rglob: a synth lists thousands of files."""
     files = []
-    for path in sorted(root.rglob("*")):
-        parts = path.relative_to(root).parts
-        skipped = any(part in _SKIPPED_DIRS or part.endswith(".egg-info") for part in parts)
-        if path.is_file() and not skipped and path.suffix not in {".pyc", ".pyo"}:
-            files.append(path)
-    return files
+    for directory, subdirs, names in os.walk(root):
+        if skip_caches:
+            subdirs[:] = [d for d in subdirs if d not in _SKIPPED_DIRS and not d.endswith(".egg-info")]
+        relative_dir = os.path.relpath(directory, root)
+        for name in names:
+            if skip_caches and name.endswith((".pyc", ".pyo")):
+                continue
+            path = os.path.join(directory, name)
+            if os.path.isfile(path):
+                files.append((path, os.path.normpath(os.path.join(relative_dir, name))))
+    return sorted(files, key=lambda pair: pair[1].split(os.sep))
 
 
-def stage_function_code(handler_dir: str, *, repo_root: Path = REPO_ROOT, staging_dir: Path = STAGING_DIR) -> Path:
-    """Assemble ``lambda/<handler_dir>`` + shared packages into a content-addressed directory; return it.
+_FILE_DIGESTS: dict[tuple[str, int, int], bytes] = {}
 
-    Content addressing keeps the asset hash stable across synths and makes concurrent synths (parallel
-    test workers) safe: each writes a private temp dir and renames it into place atomically.
-    """
+
+def _file_digest(path: str) -> bytes:
+    """A file's SHA-256, read once per process while its size and modification time stay the same (every function
+    stages the same shared packages, and each synth of a process used to read them all again)."""
+    stat = os.stat(path)
+    key = (path, stat.st_size, stat.st_mtime_ns)
+    digest = _FILE_DIGESTS.get(key)
+    if digest is None:
+        digest = _FILE_DIGESTS[key] = hashlib.sha256(Path(path).read_bytes()).digest()
+    return digest
+
+
+def _content_hash(sources: list[tuple[str, str]]) -> str:
+    """The hash of a tree's content: each file's relative path and content digest."""
+    digest = hashlib.sha256()
+    for path, relative in sources:
+        digest.update(relative.encode() + b"\0" + _file_digest(path) + b"\0")
+    return digest.hexdigest()
+
+
+def _staged_code(handler_dir: str, *, repo_root: Path, staging_dir: Path) -> tuple[Path, str]:
     handler_root = repo_root / "lambda" / handler_dir
     if not (handler_root / "handler.py").is_file():
         raise FileNotFoundError(f"{handler_root}/handler.py not found (one folder per function under lambda/)")
-    sources: list[tuple[Path, Path]] = [(path, path.relative_to(handler_root)) for path in _source_files(handler_root)]
+    sources = _tree_files(handler_root, skip_caches=True)
     for shared in SHARED_DIRS:
         base = repo_root / shared
         if base.is_dir():
-            sources += [(path, path.relative_to(repo_root)) for path in _source_files(base)]
-    digest = hashlib.sha256()
-    for path, relative in sources:
-        digest.update(str(relative).encode() + b"\0" + path.read_bytes() + b"\0")
-    target = staging_dir / f"{handler_dir}-{digest.hexdigest()[:16]}"
+            sources += [
+                (path, os.path.join(shared, relative)) for path, relative in _tree_files(base, skip_caches=True)
+            ]
+    content_hash = _content_hash(sources)
+    target = staging_dir / f"{handler_dir}-{content_hash[:16]}"
     if target.is_dir():
-        return target
+        return target, content_hash
     staging_dir.mkdir(parents=True, exist_ok=True)
     temporary = Path(tempfile.mkdtemp(prefix=f".{handler_dir}-", dir=staging_dir))
     for path, relative in sources:
@@ -87,7 +111,23 @@ def stage_function_code(handler_dir: str, *, repo_root: Path = REPO_ROOT, stagin
     except OSError:  # another process staged the same content first
         shutil.rmtree(temporary, ignore_errors=True)
     _remove_stale(staging_dir, handler_dir, keep=target)
-    return target
+    return target, content_hash
+
+
+def stage_function_code(handler_dir: str, *, repo_root: Path = REPO_ROOT, staging_dir: Path = STAGING_DIR) -> Path:
+    """Assemble ``lambda/<handler_dir>`` + shared packages into a content-addressed directory; return it.
+
+    Content addressing keeps the asset hash stable across synths and makes concurrent synths (parallel
+    test workers) safe: each writes a private temp dir and renames it into place atomically.
+    """
+    return _staged_code(handler_dir, repo_root=repo_root, staging_dir=staging_dir)[0]
+
+
+def function_code(handler_dir: str) -> lambda_.Code:
+    """The function's staged code as an asset hashed by its content hash, already known from staging: CDK then
+    skips fingerprinting the directory again (it would read every file of it on every synth)."""
+    code_dir, content_hash = _staged_code(handler_dir, repo_root=REPO_ROOT, staging_dir=STAGING_DIR)
+    return lambda_.Code.from_asset(str(code_dir), asset_hash=content_hash)
 
 
 def _remove_stale(staging_dir: Path, handler_dir: str, *, keep: Path, older_than_seconds: float = 3600) -> None:
@@ -96,6 +136,10 @@ def _remove_stale(staging_dir: Path, handler_dir: str, *, keep: Path, older_than
     for old in staging_dir.glob(f"{handler_dir}-*"):
         if old != keep and old.is_dir() and old.stat().st_mtime < cutoff:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def _layer_hash() -> str:
+    return _content_hash(_tree_files(LAYER_DIR, skip_caches=False))
 
 
 def dependencies_layer(scope: Construct) -> lambda_.ILayerVersion:
@@ -112,7 +156,9 @@ def dependencies_layer(scope: Construct) -> lambda_.ILayerVersion:
     return lambda_.LayerVersion(
         stack,
         _LAYER_ID,
-        code=lambda_.Code.from_asset(str(LAYER_DIR)),
+        # Hashed here (each file read once per process) rather than by CDK, which reads all of the layer's
+        # thousands of files (about 170 MB) again for every stack and every synth.
+        code=lambda_.Code.from_asset(str(LAYER_DIR), asset_hash=_layer_hash()),
         compatible_runtimes=[RUNTIME],
         compatible_architectures=[ARCHITECTURE],
         description="mtrl Lambda dependencies (aws-lambda-powertools, pydantic) from requirements/lambda.txt",
@@ -141,7 +187,6 @@ class PythonFunction(Construct):
         with_dependency_layer: bool = True,
     ) -> None:
         super().__init__(scope, id_)
-        code_dir = stage_function_code(handler_dir)
         self.log_group = EncryptedLogGroup(
             self,
             "Logs",
@@ -157,7 +202,7 @@ class PythonFunction(Construct):
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
             handler="handler.handler",
-            code=lambda_.Code.from_asset(str(code_dir)),
+            code=function_code(handler_dir),
             # The embedded emulator runs handlers on its own interpreter, which already has these packages
             # for its platform; the layer's cp314/arm64 binaries would shadow them there.
             layers=[dependencies_layer(self)] if with_dependency_layer else None,
