@@ -59,7 +59,6 @@ def _run_in_verl(runs: dict[str, Run]) -> dict[str, subprocess.CompletedProcess[
         preload=VERL_PRELOAD,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         cwd=ROOT,
-        timeout=900,
     )
     return dict(zip(runs, completed, strict=True))
 
