@@ -11,10 +11,9 @@ import pytest
 
 from tests.contract.forked_runs import ForkServer
 from tests.contract.iam_contract import AppModel
+from tests.contract.nova import NOVA_SDK_PRELOAD
 
 NOVA_PYTHON = Path(__file__).resolve().parents[2] / ".venv-nova" / "bin" / "python"
-# What the SDK's rft_multiturn imports besides itself (most of its start-up): imported once by the forking parent.
-NOVA_PACKAGE_PRELOAD = ("boto3", "sagemaker", "pandas", "matplotlib.pyplot")
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +33,7 @@ def nova_package_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fo
     home = tmp_path_factory.mktemp("nova-package-parent")
     with ForkServer(
         NOVA_PYTHON,
-        preload=NOVA_PACKAGE_PRELOAD,
+        preload=NOVA_SDK_PRELOAD,
         env={"PATH": os.environ["PATH"], "HOME": str(home)},
         cwd=home,
         options=("-W", "ignore"),

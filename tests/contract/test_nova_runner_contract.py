@@ -32,6 +32,7 @@ from mtrl.backends.hyperpod import CAPACITY_KIND, HyperPodAdapter, parse_setting
 from mtrl.envs.nova_package import build_package
 from tests.contract.forked_runs import ForkServer, Run
 from tests.contract.iam_contract import AppModel, AwsCall, assert_calls_allowed
+from tests.contract.nova import NOVA_SDK_PRELOAD
 
 ROOT = Path(__file__).resolve().parents[2]
 NOVA_PYTHON = ROOT / ".venv-nova" / "bin" / "python"
@@ -47,10 +48,6 @@ FORGE_RECIPE_KEY = (
 JUMPSTART_BUCKET = "jumpstart-cache-prod-us-east-1"
 INSTANCE_TYPE = "ml.p5.48xlarge"
 RUN_ID = "wordle-2026-12-01T10-00-00Z-contract"
-# Third-party libraries the SDK imports (about two thirds of a runner's start-up), imported once by the forking parent
-# (tests/contract/forked_runs.py). The SDK itself and mtrl are imported by each run, after the runner has made its
-# telemetry choice, as in the image.
-NOVA_PRELOAD = ("boto3", "sagemaker", "pandas", "matplotlib.pyplot")
 
 if not NOVA_PYTHON.exists():
     reason = ".venv-nova is missing: run `make nova` (needs Python >= 3.12)"
@@ -236,7 +233,7 @@ def nova_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer
     parent = Sandbox(tmp_path_factory.mktemp("nova-parent"), {}, {})
     for name in ("state", "home", "work"):
         (parent.root / name).mkdir()
-    with ForkServer(NOVA_PYTHON, preload=NOVA_PRELOAD, env=parent.environ(), cwd=parent.root / "work") as server:
+    with ForkServer(NOVA_PYTHON, preload=NOVA_SDK_PRELOAD, env=parent.environ(), cwd=parent.root / "work") as server:
         yield server
 
 
