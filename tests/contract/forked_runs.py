@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+import types
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -161,7 +162,9 @@ def _child(run: Mapping[str, Any], stdout: Path, stderr: Path) -> None:
             elif flag == "-c":
                 sys.path[0] = ""
                 sys.argv = ["-c", *rest]
-                exec(compile(target_name, "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+                main = types.ModuleType("__main__")  # what `python -c` runs in (not this file's module)
+                sys.modules["__main__"] = main
+                exec(compile(target_name, "<string>", "exec"), main.__dict__)
             else:
                 raise ValueError(f"only -m and -c runs are supported, not {flag!r}")
             code = 0
