@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
 import tarfile
 from pathlib import Path
 
@@ -13,9 +12,7 @@ import pytest
 
 from mtrl.envs.nova_package import build_package
 from mtrl.envs.registry import list_environments
-
-ROOT = Path(__file__).resolve().parents[2]
-NOVA_PYTHON = ROOT / ".venv-nova" / "bin" / "python"
+from tests.contract.forked_runs import ForkServer, Run
 
 CHECK = """
 import sys, importlib
@@ -35,11 +32,9 @@ PACKAGED = [(env_id, False) for env_id, source in list_environments() if source 
 
 
 @pytest.mark.parametrize(("env_id", "custom"), PACKAGED)
-def test_the_package_is_what_the_sdk_installs(env_id: str, custom: bool, tmp_path: Path) -> None:
-    if not NOVA_PYTHON.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(".venv-nova is missing; CI never skips the contract tier")
-        pytest.skip(".venv-nova is missing: make nova")
+def test_the_package_is_what_the_sdk_installs(
+    env_id: str, custom: bool, tmp_path: Path, nova_package_python: ForkServer
+) -> None:
     package = build_package(env_id, custom=custom)
     assert package == build_package(env_id, custom=custom)  # deterministic: the content address is stable
     assert package.key == f"nova-envs/{env_id}/{package.sha256}.tar.gz"
@@ -48,14 +43,14 @@ def test_the_package_is_what_the_sdk_installs(env_id: str, custom: bool, tmp_pat
         assert {name.split("/", 1)[0] for name in names} == {env_id}  # package_and_upload's arcname=<env_id>
         assert f"{env_id}/pyproject.toml" in names
         tar.extractall(tmp_path, filter="data")
-    result = subprocess.run(
-        [str(NOVA_PYTHON), "-W", "ignore", "-c", CHECK, env_id, str(tmp_path / env_id)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
-        check=False,
-        timeout=300,
+    # A process of its own, forked from the session's .venv-nova interpreter (tests/contract/forked_runs.py).
+    result = nova_package_python.run(
+        Run(
+            ("-W", "ignore", "-c", CHECK, env_id, str(tmp_path / env_id)),
+            env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
+            cwd=str(tmp_path),
+            timeout=300,
+        )
     )
     assert result.stdout.strip().endswith("ok"), result.stderr[-3000:]
 

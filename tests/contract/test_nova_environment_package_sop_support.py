@@ -11,10 +11,9 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-import pytest
-
 from mtrl.envs.nova_package import build_package
-from tests.contract.test_nova_environment_package import CHECK, NOVA_PYTHON
+from tests.contract.forked_runs import ForkServer, Run
+from tests.contract.test_nova_environment_package import CHECK
 
 ENV_ID = "sop_support"
 PLAY_ALL = """
@@ -31,28 +30,18 @@ print("ok", len(tickets()))
 """
 
 
-def _nova_python() -> Path:
-    if not NOVA_PYTHON.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(".venv-nova is missing; CI never skips the contract tier")
-        pytest.skip(".venv-nova is missing: make nova")
-    return NOVA_PYTHON
-
-
-def _run(python: Path, code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(python), "-W", "ignore", "-c", code, *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env={"PATH": os.environ["PATH"], "HOME": str(cwd)},
-        check=False,
-        timeout=300,
+def _run(python: ForkServer, code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -W ignore -c <code> <args>`` of .venv-nova in ``cwd``: a process of its own, forked from the session's
+    interpreter (tests/contract/forked_runs.py)."""
+    return python.run(
+        Run(("-W", "ignore", "-c", code, *args), env={"PATH": os.environ["PATH"], "HOME": str(cwd)}, cwd=str(cwd))
     )
 
 
-def test_the_sop_support_package_is_what_the_sdk_installs_and_scores_every_ticket(tmp_path: Path) -> None:
-    python = _nova_python()
+def test_the_sop_support_package_is_what_the_sdk_installs_and_scores_every_ticket(
+    tmp_path: Path, nova_package_python: ForkServer
+) -> None:
+    python = nova_package_python
     package = build_package(ENV_ID)
     assert package == build_package(ENV_ID)
     with tarfile.open(fileobj=io.BytesIO(package.archive), mode="r:gz") as tar:

@@ -30,7 +30,9 @@ import pytest
 from mtrl.backends.base import CreatedResource, RunContext
 from mtrl.backends.hyperpod import CAPACITY_KIND, HyperPodAdapter, parse_settings, run_name_pattern, sdk_stack_name
 from mtrl.envs.nova_package import build_package
+from tests.contract.forked_runs import ForkServer, Run
 from tests.contract.iam_contract import AppModel, AwsCall, assert_calls_allowed
+from tests.contract.nova import NOVA_SDK_PRELOAD
 
 ROOT = Path(__file__).resolve().parents[2]
 NOVA_PYTHON = ROOT / ".venv-nova" / "bin" / "python"
@@ -78,6 +80,7 @@ class Sandbox:
     root: Path
     world: dict[str, Any]
     settings: dict[str, Any]
+    server: ForkServer | None = None  # runs each command as a fork of one .venv-nova interpreter
     spec_uri: str = ""
     commands: list[str] = field(default_factory=list)
 
@@ -127,14 +130,8 @@ class Sandbox:
 
     def run(self, command: str, **env: str) -> dict[str, Any]:
         """Run the runner's entry point in .venv-nova; returns the result document it wrote."""
-        completed = subprocess.run(
-            [str(NOVA_PYTHON), "-m", "mtrl.backends.hyperpod.nova_runner", command, "--spec", self.spec_uri],
-            cwd=self.root / "work",
-            env=self.environ(**env),
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
+        completed = self.python(
+            "-m", "mtrl.backends.hyperpod.nova_runner", command, "--spec", self.spec_uri, env=self.environ(**env)
         )
         self.commands.append(command)
         bucket, key = self.spec_uri.removeprefix("s3://").split("/", 1)
@@ -144,6 +141,12 @@ class Sandbox:
         document["_stderr"] = completed.stderr
         document["_rc"] = completed.returncode
         return document
+
+    def python(self, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        """``python <args>`` of .venv-nova in this sandbox's work folder: a process of its own, forked from the
+        module's interpreter."""
+        assert self.server is not None
+        return self.server.run(Run(args, env=env, cwd=str(self.root / "work"), timeout=600))
 
     def calls(self) -> list[dict[str, Any]]:
         path = self.state / "calls.jsonl"
@@ -223,10 +226,21 @@ spec:
 """
 
 
+@pytest.fixture(scope="module")
+def nova_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    """One .venv-nova interpreter for the module, started as a sandbox's runner starts (fake AWS on, its own empty
+    account); every command forks it and brings its own sandbox's environment."""
+    parent = Sandbox(tmp_path_factory.mktemp("nova-parent"), {}, {})
+    for name in ("state", "home", "work"):
+        (parent.root / name).mkdir()
+    with ForkServer(NOVA_PYTHON, preload=NOVA_SDK_PRELOAD, env=parent.environ(), cwd=parent.root / "work") as server:
+        yield server
+
+
 @pytest.fixture
-def sandbox(tmp_path: Path, app_model: AppModel) -> Iterator[Sandbox]:
+def sandbox(tmp_path: Path, app_model: AppModel, nova_server: ForkServer) -> Iterator[Sandbox]:
     world, settings = _world(app_model)
-    box = Sandbox(tmp_path, world, settings)
+    box = Sandbox(tmp_path, world, settings, nova_server)
     for name in ("state", "home", "work"):
         (tmp_path / name).mkdir()
     (box.state / "world.json").write_text(json.dumps(world))
@@ -403,15 +417,7 @@ def test_the_runner_hands_the_sdk_the_runs_own_environment_package(
     bucket = sandbox.world["data_bucket"]
     uri = f"s3://{bucket}/{build_package(env_id).key}"
     assert parse_settings({**sandbox.settings, "environment": env_id}).package_uri(RUN_ID) == uri
-    probe = subprocess.run(
-        [str(NOVA_PYTHON), "-W", "ignore", "-c", ENVIRONMENT_PROBE, sandbox.spec_uri],
-        cwd=sandbox.root / "work",
-        env=sandbox.environ(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    probe = sandbox.python("-W", "ignore", "-c", ENVIRONMENT_PROBE, sandbox.spec_uri, env=sandbox.environ())
     assert probe.returncode == 0, probe.stderr[-4000:]
     seen = json.loads(probe.stdout.strip().splitlines()[-1])
     assert seen["class"] == "amzn_nova_forge.rft_multiturn.custom_environment.custom_environment.CustomEnvironment"

@@ -19,47 +19,81 @@ from typing import Any
 import pytest
 
 from mtrl.envs.registry import list_environments, load_spec
+from tests.contract.forked_runs import Run, run_forked
 
 ROOT = Path(__file__).resolve().parents[2]
 VERL_PYTHON = ROOT / ".venv-verl" / "bin" / "python"
 ENVIRONMENTS = [env_id for env_id, _ in list_environments(include_template=True)]
 
 
-def _run_in_verl(*args: str) -> subprocess.CompletedProcess[str]:
-    """``python <args>`` in .venv-verl with this checkout first on the path. A missing .venv-verl fails in CI and
-    skips elsewhere."""
+# verl's heavy imports, done once by the forking parent (tests/contract/forked_runs.py); mtrl's own modules are left
+# to each run, so every run imports the code under test itself.
+VERL_PRELOAD = (
+    "torch",
+    "transformers",
+    "omegaconf",
+    "hydra",
+    "verl.experimental.agent_loop.agent_loop",
+    "verl.workers.rollout.replica",
+    "verl.utils.dataset.rl_dataset",
+    "verl.trainer.ppo.ray_trainer",
+    "verl.utils.logger.aggregate_logger",
+)
+SMOKE = ("-m", "mtrl.backends.verl.smoke", "--json")
+EVERY_ENVIRONMENT = (*SMOKE, *(argument for env_id in ENVIRONMENTS for argument in ("--env", env_id)), "--tasks", "2")
+RESPONSE_LENGTH = (*SMOKE, "--env", "wordle", "--tasks", "1", "--response-length", "40")
+COMPOSE = ("-m", "mtrl.backends.verl.train", "--run-config", "{run_config}", "--compose-only")
+
+
+def _run_in_verl(runs: dict[str, Run]) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Each of ``runs`` as ``python <args>`` in .venv-verl with this checkout first on the path, from one interpreter
+    start (forked_runs: verl and torch import once, each run still gets its own process). A missing .venv-verl fails
+    in CI and skips elsewhere."""
     if not VERL_PYTHON.exists():
         if os.environ.get("CI"):
             pytest.fail(".venv-verl is missing; CI never skips the contract tier (make verl)")
         pytest.skip(".venv-verl is missing: make verl")
-    return subprocess.run(
-        [str(VERL_PYTHON), *args],
-        cwd=ROOT,
+    completed = run_forked(
+        VERL_PYTHON,
+        list(runs.values()),
+        preload=VERL_PRELOAD,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+        cwd=ROOT,
+    )
+    return dict(zip(runs, completed, strict=True))
+
+
+@pytest.fixture(scope="module")
+def verl_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every .venv-verl run this module asserts on, from one interpreter start (not five torch + verl imports)."""
+    run_config = tmp_path_factory.mktemp("verl-compose") / "run.json"
+    run_config.write_text(json.dumps(RUN_DOCUMENT))
+    return _run_in_verl(
+        {
+            "every_environment": Run(EVERY_ENVIRONMENT),
+            "response_length": Run(RESPONSE_LENGTH),
+            "compose": Run(tuple(arg.format(run_config=run_config) for arg in COMPOSE)),
+            "validation": Run(("-c", VALIDATION_SCRIPT)),
+            "dump": Run(("-c", DUMP_SCRIPT)),
+        }
     )
 
 
-def _script_report(script: str) -> Any:
-    """Run ``script`` in .venv-verl; it must succeed, and its last line of output is its JSON report."""
-    completed = _run_in_verl("-c", script)
+def _script_report(completed: subprocess.CompletedProcess[str]) -> Any:
+    """A script run in .venv-verl must succeed, and its last line of output is its JSON report."""
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-def smoke(*args: str) -> tuple[int, dict[str, Any]]:
-    completed = _run_in_verl("-m", "mtrl.backends.verl.smoke", "--json", *args)
+def smoke(completed: subprocess.CompletedProcess[str]) -> tuple[int, dict[str, Any]]:
     assert completed.stdout, completed.stderr[-3000:]
     return completed.returncode, json.loads(completed.stdout)
 
 
 @pytest.fixture(scope="module")
-def every_environment_smoke() -> tuple[int, dict[str, Any]]:
-    """One smoke process plays two tasks of every environment: verl and torch load once, not once per environment."""
-    return smoke(*(argument for env_id in ENVIRONMENTS for argument in ("--env", env_id)), "--tasks", "2")
+def every_environment_smoke(verl_runs: dict[str, subprocess.CompletedProcess[str]]) -> tuple[int, dict[str, Any]]:
+    """One smoke run plays two tasks of every environment: verl and torch load once, not once per environment."""
+    return smoke(verl_runs["every_environment"])
 
 
 @pytest.mark.parametrize("env_id", ENVIRONMENTS)
@@ -83,37 +117,41 @@ def test_the_loop_scores_what_the_environment_scores(
         assert episode["num_turns"] == 2 * episode["turns"] + 1 or episode["num_turns"] == 2 * episode["turns"]
 
 
-def test_the_response_length_stops_an_episode_and_the_rewards_still_agree() -> None:
-    code, report = smoke("--env", "wordle", "--tasks", "1", "--response-length", "40")
+def test_the_response_length_stops_an_episode_and_the_rewards_still_agree(
+    verl_runs: dict[str, subprocess.CompletedProcess[str]],
+) -> None:
+    code, report = smoke(verl_runs["response_length"])
     assert (code, report["ok"]) == (0, True), report
     (episode,) = report["episodes"]
     assert episode["policy_tokens"] + episode["observation_tokens"] <= 40
     assert episode["turns"] < load_spec("wordle").max_turns
 
 
-def test_verls_own_trainer_config_accepts_the_runs_overrides(tmp_path: Path) -> None:
+RUN_DOCUMENT = {
+    "run_id": "wordle-v1-20261201T000000Z",
+    "environment": "wordle",
+    "model": {"id": "Qwen/Qwen2.5-0.5B-Instruct"},
+    "lora_rank": 32,
+    "group_size": 8,
+    "steps": 100,
+    "max_prompt_length": 1024,
+    "max_response_length": 2048,
+    "hyperparameters": {"learning_rate": 1e-6},
+    "nnodes": 2,
+    "episode_timeout_s": 600,
+    # Held-out rows with a baseline: verl validates them through the agent loop before and after training.
+    "eval_dataset_uri": "s3://bucket/runs/r/data/eval.jsonl",
+    "baseline_evaluation": True,
+    "mlflow_tracking_uri": "arn:aws:sagemaker:us-east-1:111122223333:mlflow-app/app-ABCDEF123456",
+}
+
+
+def test_verls_own_trainer_config_accepts_the_runs_overrides(
+    verl_runs: dict[str, subprocess.CompletedProcess[str]],
+) -> None:
     """Hydra composes verl 0.9.1's ``ppo_trainer`` config with every override the entry point passes (an unknown
     key, or a value of the wrong type, fails the composition)."""
-    document = {
-        "run_id": "wordle-v1-20261201T000000Z",
-        "environment": "wordle",
-        "model": {"id": "Qwen/Qwen2.5-0.5B-Instruct"},
-        "lora_rank": 32,
-        "group_size": 8,
-        "steps": 100,
-        "max_prompt_length": 1024,
-        "max_response_length": 2048,
-        "hyperparameters": {"learning_rate": 1e-6},
-        "nnodes": 2,
-        "episode_timeout_s": 600,
-        # Held-out rows with a baseline: verl validates them through the agent loop before and after training.
-        "eval_dataset_uri": "s3://bucket/runs/r/data/eval.jsonl",
-        "baseline_evaluation": True,
-        "mlflow_tracking_uri": "arn:aws:sagemaker:us-east-1:111122223333:mlflow-app/app-ABCDEF123456",
-    }
-    path = tmp_path / "run.json"
-    path.write_text(json.dumps(document))
-    completed = _run_in_verl("-m", "mtrl.backends.verl.train", "--run-config", str(path), "--compose-only")
+    completed = verl_runs["compose"]  # the entry point with --run-config <RUN_DOCUMENT> --compose-only
     assert completed.returncode == 0, completed.stderr[-3000:]
     values = json.loads(completed.stdout)
     assert values["algorithm.adv_estimator"] == "grpo"
@@ -155,10 +193,12 @@ print(json.dumps({"step": step, "figures": validation_figures(parsed), "only": i
 """
 
 
-def test_verls_own_validation_metrics_become_the_runs_evaluation() -> None:
+def test_verls_own_validation_metrics_become_the_runs_evaluation(
+    verl_runs: dict[str, subprocess.CompletedProcess[str]],
+) -> None:
     """verl's real aggregation and console format of a validation (RayPPOTrainer._val_metrics_update, LocalLogger)
     read back by the trainer's parser as the held-out figures the run reports."""
-    report = _script_report(VALIDATION_SCRIPT)
+    report = _script_report(verl_runs["validation"])
     assert report["step"] == 0
     assert report["only"] is True  # the line before training trains nothing
     assert report["figures"] == {"reward": pytest.approx(0.3375), "success": 0.5, "evaluation": 0.5}
@@ -190,9 +230,11 @@ with tempfile.TemporaryDirectory() as directory:
 """
 
 
-def test_verls_own_rollout_dump_becomes_the_environment_side_of_a_health_row() -> None:
+def test_verls_own_rollout_dump_becomes_the_environment_side_of_a_health_row(
+    verl_runs: dict[str, subprocess.CompletedProcess[str]],
+) -> None:
     """RayPPOTrainer._write_generations (what trainer.rollout_data_dir writes) read back by rollout_rows."""
-    fields = _script_report(DUMP_SCRIPT)
+    fields = _script_report(verl_runs["dump"])
     assert fields["zero_spread_share"] == 0.5  # prompt B's two scores are equal
     assert fields["malformed_share"] == 0.25
     assert fields["cap_hit_share"] == 0.75

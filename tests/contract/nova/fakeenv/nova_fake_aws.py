@@ -27,28 +27,33 @@ import botocore.client
 from botocore.response import StreamingBody
 from botocore.validate import ParamValidator
 
-STATE = Path(os.environ["NOVA_FAKE_AWS"])
+
+def state_dir() -> Path:
+    """The fake account's folder, read at each call (a forked run, tests/contract/forked_runs.py, brings its own)."""
+    return Path(os.environ["NOVA_FAKE_AWS"])
+
+
 NOW = dt.datetime(2026, 12, 1, 10, 0, tzinfo=dt.UTC)
 
 
 def world() -> dict[str, Any]:
-    return json.loads((STATE / "world.json").read_text())
+    return json.loads((state_dir() / "world.json").read_text())
 
 
 class State:
     """``state.json`` under an exclusive lock for the duration of one call."""
 
     def __enter__(self) -> dict[str, Any]:
-        self._lock = open(STATE / "state.lock", "a+")
+        self._lock = open(state_dir() / "state.lock", "a+")
         fcntl.flock(self._lock, fcntl.LOCK_EX)
-        path = STATE / "state.json"
+        path = state_dir() / "state.json"
         self.data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
         for key in ("stacks", "task_definitions", "tasks", "function_urls"):
             self.data.setdefault(key, {})
         return self.data
 
     def __exit__(self, *exc: object) -> None:
-        (STATE / "state.json").write_text(json.dumps(self.data, indent=1, default=str))
+        (state_dir() / "state.json").write_text(json.dumps(self.data, indent=1, default=str))
         fcntl.flock(self._lock, fcntl.LOCK_UN)
         self._lock.close()
 
@@ -60,7 +65,7 @@ class Fail(Exception):
 
 
 def _s3_path(bucket: str, key: str) -> Path:
-    return STATE / "s3" / bucket / key
+    return state_dir() / "s3" / bucket / key
 
 
 # -- handlers: (service, operation) -> fn(params, region) -> response ----------------------------------------------
@@ -305,7 +310,7 @@ def _queue_attributes(params: dict[str, Any], region: str) -> dict[str, Any]:
 
 @handles("sagemaker", "DescribeHubContent")
 def _describe_hub_content(params: dict[str, Any], region: str) -> dict[str, Any]:
-    document = json.loads((STATE / "hub_content_document.json").read_text())
+    document = json.loads((state_dir() / "hub_content_document.json").read_text())
     hub_arn = f"arn:aws:sagemaker:{region}:aws:hub/{params['HubName']}"
     return {
         "HubContentName": params["HubContentName"],
@@ -362,7 +367,7 @@ def _check(shape: Any, value: dict[str, Any], what: str) -> None:
 
 
 def _record(path: str, record: dict[str, Any]) -> None:
-    with open(STATE / path, "a") as out:
+    with open(state_dir() / path, "a") as out:
         out.write(json.dumps(record, default=str) + "\n")
 
 
