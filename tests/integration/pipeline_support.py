@@ -28,7 +28,11 @@ import boto3
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.dynamodb.models import DynamoDBBackend
+from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.runs import adapters, runtime
@@ -224,14 +228,83 @@ def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _zero_retry_intervals(definition: dict[str, Any]) -> dict[str, Any]:
-    for state in definition["States"].values():
-        for retrier in state.get("Retry", []):
-            retrier["IntervalSeconds"] = 1  # moto sleeps for real; 1 s is the ASL minimum
-            retrier["BackoffRate"] = 1.0
-            retrier.pop("JitterStrategy", None)
-            retrier.pop("MaxDelaySeconds", None)
-    return definition
+class _RetryWaits:
+    """Stands in for the ``time`` module of moto's retrier (its only use is ``time.sleep(interval)``): the interval
+    the definition's Retry computed is recorded instead of slept, so a retried step is retried at once."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.seconds.append(seconds)
+
+
+_RETRY_WAITS = _RetryWaits()
+
+
+class _ExecutionEnds:
+    """Which executions' interpreter threads have started and ended, so a test waits for the end instead of polling
+    DescribeExecution (moto sets an execution's final status as its thread ends, after any in-flight task)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self.started: list[str] = []
+        self.ended: set[str] = set()
+
+    def reset(self) -> None:
+        with self._changed:
+            self.started, self.ended = [], set()
+
+    def mark(self, execution_arn: str, *, ended: bool) -> None:
+        with self._changed:
+            if ended:
+                self.ended.add(execution_arn)
+            else:
+                self.started.append(execution_arn)
+            self._changed.notify_all()
+
+    def wait_ended(self, execution_arn: str, timeout: float) -> bool:
+        with self._changed:
+            # One this moto never started has nothing to wait for (DescribeExecution then says what it is).
+            return self._changed.wait_for(
+                lambda: execution_arn in self.ended or execution_arn not in self.started, timeout
+            )
+
+    def wait_started(self, count: int, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: len(self.started) >= count, timeout)
+
+
+def _tracked_start(worker: ExecutionWorker) -> None:
+    _EXECUTIONS.mark(worker._evaluation_details.execution_details.arn, ended=False)
+    _original_start(worker)
+
+
+def _tracked_execution_logic(worker: ExecutionWorker) -> None:
+    try:
+        _original_execution_logic(worker)
+    finally:
+        _EXECUTIONS.mark(worker._evaluation_details.execution_details.arn, ended=True)
+
+
+_EXECUTIONS = _ExecutionEnds()
+_PARSE_TREES: dict[str, Any] = {}
+_original_parse = AmazonStateLanguageParser.parse
+
+
+def _parse_once(definition: str) -> tuple[Any, Any]:
+    """moto's ASL parse with the ANTLR tree kept per definition text: the interpreter parses the whole definition
+    at CreateStateMachine and again at every execution (~0.25 s each), always the same text here. Each call still
+    builds fresh evaluation components from the tree, as moto does, so no execution shares one with another."""
+    tree = _PARSE_TREES.get(definition)
+    if tree is None:
+        _program, tree = _original_parse(definition)  # syntax errors raise as before and are never kept
+        _PARSE_TREES[definition] = tree
+    return Preprocessor().visit(tree), tree
+
+
+_original_start = ExecutionWorker.start
+_original_execution_logic = ExecutionWorker._execution_logic
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -247,6 +320,7 @@ class Harness:
     state_machine_arn: str
     capture_queue: str
     notification_queue: str
+    retry_waits: list[float]  # each Retry interval the interpreter computed (recorded, not slept)
 
     # -- uploads and events ------------------------------------------------------------------------
     def put(self, key: str, body: bytes) -> str:
@@ -284,18 +358,16 @@ class Harness:
         return list(self.sfn.list_executions(stateMachineArn=self.state_machine_arn)["executions"])
 
     def wait(self, execution_arn: str, timeout: float = 180.0) -> dict[str, Any]:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            description = self.sfn.describe_execution(executionArn=execution_arn)
-            if description["status"] != "RUNNING":
-                return dict(description)
-            time.sleep(0.05)
-        raise TimeoutError(f"{execution_arn} still running after {timeout} s")
+        """The execution's description once its interpreter thread has ended (nothing of it still in flight)."""
+        _EXECUTIONS.wait_ended(execution_arn, timeout)
+        description = self.sfn.describe_execution(executionArn=execution_arn)
+        if description["status"] == "RUNNING":
+            raise TimeoutError(f"{execution_arn} still running after {timeout} s")
+        return dict(description)
 
     def wait_all(self, count: int, timeout: float = 180.0) -> list[dict[str, Any]]:
         deadline = time.time() + timeout
-        while len(self.executions()) < count and time.time() < deadline:
-            time.sleep(0.05)
+        _EXECUTIONS.wait_started(count, timeout)
         return [self.wait(e["executionArn"], max(1.0, deadline - time.time())) for e in self.executions()]
 
     def entered_states(self, execution_arn: str) -> list[str]:
@@ -344,9 +416,8 @@ class Harness:
 
 
 def _setup(adapter: Any, settings: PipelineSettings, backend_settings: dict[str, Any] | None = None) -> Harness:
-    session = boto3.Session(region_name=REGION)
     s3, ddb, sfn, sqs, sns, events, lam, iam = (
-        session.client(name) for name in ("s3", "dynamodb", "stepfunctions", "sqs", "sns", "events", "lambda", "iam")
+        _harness_client(name) for name in ("s3", "dynamodb", "stepfunctions", "sqs", "sns", "events", "lambda", "iam")
     )
     s3.create_bucket(Bucket=BUCKET)
     s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
@@ -396,10 +467,13 @@ def _setup(adapter: Any, settings: PipelineSettings, backend_settings: dict[str,
     for substitution in SUBSTITUTIONS:
         text = text.replace("${" + substitution + "}", arns[SUBSTITUTION_FUNCTION[substitution]])
     assert "${" not in text
-    definition = _zero_retry_intervals(json.loads(text))
-    created = sfn.create_state_machine(name=machine_name, definition=json.dumps(definition), roleArn=role)
+    created = sfn.create_state_machine(name=machine_name, definition=text, roleArn=role)
     assert created["stateMachineArn"] == state_machine_arn
-    return Harness(adapter, settings, s3, ddb, sfn, sqs, lam, state_machine_arn, capture, notified)
+    _RETRY_WAITS.seconds = []
+    _EXECUTIONS.reset()
+    return Harness(
+        adapter, settings, s3, ddb, sfn, sqs, lam, state_machine_arn, capture, notified, _RETRY_WAITS.seconds
+    )
 
 
 def _empty_zip() -> bytes:
@@ -411,12 +485,23 @@ def _empty_zip() -> bytes:
     return buffer.getvalue()
 
 
+_HARNESS_CLIENTS: dict[str, Any] = {}
+
+
+def _harness_client(service: str) -> Any:
+    # Made once per process and kept across tests (~40 ms each, eight per test): a client holds no AWS state, and
+    # moto answers every client made after it was imported; each test's mock_aws still starts from an empty world.
+    if service not in _HARNESS_CLIENTS:
+        _HARNESS_CLIENTS[service] = boto3.Session(region_name=REGION).client(service)
+    return _HARNESS_CLIENTS[service]
+
+
 _clients: dict[tuple[str, str], Any] = {}
 
 
 def _cached_client(region: str, service: str, state_credentials: Any = None) -> Any:
     # moto's interpreter builds a new boto3 client for every Lambda task (~50 ms each); clients are
-    # thread-safe, so one per service keeps the executions fast.
+    # thread-safe, so one per service (kept across tests, like the harness's own) keeps the executions fast.
     key = (region, service)
     if key not in _clients:
         _clients[key] = _original_client_for(region, service, state_credentials)
@@ -432,10 +517,18 @@ def _patched_moto() -> Iterator[None]:
     saved = [
         (LambdaSimpleBackend, "invoke", LambdaSimpleBackend.invoke),
         (lambda_eval_utils, "boto_client_for", lambda_eval_utils.boto_client_for),
+        (retrier_decl, "time", retrier_decl.time),
+        (ExecutionWorker, "start", ExecutionWorker.start),
+        (AmazonStateLanguageParser, "parse", vars(AmazonStateLanguageParser)["parse"]),
+        (ExecutionWorker, "_execution_logic", ExecutionWorker._execution_logic),
         *[(DynamoDBBackend, name, getattr(DynamoDBBackend, name)) for name in _DDB_METHODS],
     ]
     LambdaSimpleBackend.invoke = _run_handler  # type: ignore[method-assign]
     lambda_eval_utils.boto_client_for = _cached_client
+    retrier_decl.time = _RETRY_WAITS  # type: ignore[assignment]
+    ExecutionWorker.start = _tracked_start  # type: ignore[method-assign]
+    AmazonStateLanguageParser.parse = staticmethod(_parse_once)  # type: ignore[method-assign,assignment]
+    ExecutionWorker._execution_logic = _tracked_execution_logic  # type: ignore[method-assign]
     for name in _DDB_METHODS:
         setattr(DynamoDBBackend, name, _locked(getattr(DynamoDBBackend, name)))
     try:
@@ -491,7 +584,6 @@ def running_pipeline(
         with _patched_moto(), mock_aws(config=MOTO_CONFIG):
             yield _setup(fake, settings, backend_settings() if backend_settings else None)
     finally:
-        _clients.clear()
         if backend_name is not None:
             adapters.unregister_adapter(backend_name)
         runtime._cache.clear()
