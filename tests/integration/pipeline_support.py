@@ -3,7 +3,9 @@
 What is real: ``statemachine/pipeline.asl.json`` executed by moto's interpreter, every handler in
 ``lambda/<name>/handler.py`` (imported and called through moto's Lambda invoke), the run table, the data
 bucket, S3 → EventBridge delivery with the stack's own upload pattern, and SNS. What is adapted for
-speed: Retry intervals are rewritten to 0 s and the poll intervals come from settings set to 0 s.
+speed: the poll intervals come from settings set to 0 s; the interpreter records each Retry interval instead of
+sleeping it (the retry itself happens as the ASL says); the ASL is parsed once per definition text; tests wait for
+events (an execution's end, a table write, an adapter call: ``Harness.wait``, ``Harness.wait_until``), not for time.
 What stands in: the backend adapter (``FakeAdapter``) and EventBridge → Lambda delivery (moto does not
 deliver to Lambda targets, so the rule targets an SQS capture queue and the test feeds the trigger).
 """
@@ -112,6 +114,7 @@ class FakeAdapter:
     def _call(self, phase: str, run: RunContext) -> None:
         with self._lock:
             self.calls.append((phase, run.run_id))
+        world_changed()
         if phase in self.fail_at:
             raise BackendError(f"{phase} exploded on purpose")
 
@@ -169,6 +172,7 @@ class FakeAdapter:
             self.live.discard(f"{run.run_id}-job")
 
     def cleanup(self, run: RunContext) -> list[CreatedResource]:
+        world_changed()
         with self._lock:
             self.calls.append(("cleanup", run.run_id))
             if self.cleanup_failures > 0:
@@ -185,6 +189,16 @@ class FakeAdapter:
 # moto patches
 _HANDLERS: dict[str, ModuleType] = {}
 _DDB_LOCK = threading.RLock()
+_WORLD = threading.Condition()
+_world_version = 0
+
+
+def world_changed() -> None:
+    """Tell ``Harness.wait_until`` to look again (a table write, an adapter call, an execution's end)."""
+    global _world_version  # noqa: PLW0603 - one counter for the process's one running pipeline
+    with _WORLD:
+        _world_version += 1
+        _WORLD.notify_all()
 
 
 def _handler_module(name: str) -> ModuleType:
@@ -217,13 +231,16 @@ def _run_handler(  # noqa: PLR0917 - moto's signature
     return json.dumps(result).encode()
 
 
-def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
+def _locked(method: Callable[..., Any], *, write: bool) -> Callable[..., Any]:
     # DynamoDB applies each conditional write atomically; moto's check-then-write is not thread-safe, and
     # the pipeline's executions run in parallel threads here.
     @functools.wraps(method)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         with _DDB_LOCK:
-            return method(*args, **kwargs)
+            result = method(*args, **kwargs)
+        if write:
+            world_changed()
+        return result
 
     return wrapper
 
@@ -262,6 +279,7 @@ class _ExecutionEnds:
             else:
                 self.started.append(execution_arn)
             self._changed.notify_all()
+        world_changed()
 
     def wait_ended(self, execution_arn: str, timeout: float) -> bool:
         with self._changed:
@@ -369,6 +387,20 @@ class Harness:
         deadline = time.time() + timeout
         _EXECUTIONS.wait_started(count, timeout)
         return [self.wait(e["executionArn"], max(1.0, deadline - time.time())) for e in self.executions()]
+
+    def wait_until(self, predicate: Callable[[], Any], timeout: float = 180.0) -> None:
+        """Return once ``predicate()`` holds, checking it after each change in the world (``world_changed``) and at
+        least every half second for changes nobody announces (a state entered); fail after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with _WORLD:
+                seen = _world_version
+            if predicate():
+                return
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"not reached within {timeout} s"
+            with _WORLD:
+                _WORLD.wait_for(lambda seen=seen: _world_version != seen, min(remaining, 0.5))
 
     def entered_states(self, execution_arn: str) -> list[str]:
         history = self.sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
@@ -530,7 +562,7 @@ def _patched_moto() -> Iterator[None]:
     AmazonStateLanguageParser.parse = staticmethod(_parse_once)  # type: ignore[method-assign,assignment]
     ExecutionWorker._execution_logic = _tracked_execution_logic  # type: ignore[method-assign]
     for name in _DDB_METHODS:
-        setattr(DynamoDBBackend, name, _locked(getattr(DynamoDBBackend, name)))
+        setattr(DynamoDBBackend, name, _locked(getattr(DynamoDBBackend, name), write=name in _DDB_WRITES))
     try:
         yield
     finally:
@@ -538,7 +570,8 @@ def _patched_moto() -> Iterator[None]:
             setattr(owner, name, original)
 
 
-_DDB_METHODS = ("put_item", "update_item", "delete_item", "get_item", "query", "scan")
+_DDB_WRITES = ("put_item", "update_item", "delete_item")
+_DDB_METHODS = (*_DDB_WRITES, "get_item", "query", "scan")
 
 
 def running_pipeline(
