@@ -29,6 +29,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.core.serialize import AttributePickerContext, XFormedAttributePicker
 from moto.dynamodb.models import DynamoDBBackend
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
@@ -321,6 +322,25 @@ def _parse_once(definition: str) -> tuple[Any, Any]:
     return Preprocessor().visit(tree), tree
 
 
+_ALIASES: dict[tuple[Any, ...], tuple[Any, Any, tuple[str, ...]]] = {}
+_original_possible_keys = XFormedAttributePicker.get_possible_keys
+
+
+def _possible_keys_once(picker: XFormedAttributePicker, context: AttributePickerContext) -> Any:
+    """moto's response serializer asks which keys may hold each member of each shape for every value it writes
+    (six alias providers, each built anew, per member of every DynamoDB attribute value of every record read); for a
+    plain dict the answer depends only on the shape, its parent and the member name, so it is worked out once."""
+    if type(context.obj) is not dict:  # other objects may carry their own aliases (Meta, class name)
+        return _original_possible_keys(picker, context)
+    shape, parent = context.shape, getattr(context.shape, "parent", None)
+    key = (tuple(picker.alias_providers), id(shape), id(parent), context.key)
+    cached = _ALIASES.get(key)
+    if cached is None:
+        # shape and parent are kept with the answer, so their ids are never reused for another shape
+        cached = _ALIASES[key] = (shape, parent, tuple(_original_possible_keys(picker, context)))
+    return cached[2]
+
+
 _original_start = ExecutionWorker.start
 _original_execution_logic = ExecutionWorker._execution_logic
 
@@ -552,6 +572,7 @@ def _patched_moto() -> Iterator[None]:
         (retrier_decl, "time", retrier_decl.time),
         (ExecutionWorker, "start", ExecutionWorker.start),
         (AmazonStateLanguageParser, "parse", vars(AmazonStateLanguageParser)["parse"]),
+        (XFormedAttributePicker, "get_possible_keys", XFormedAttributePicker.get_possible_keys),
         (ExecutionWorker, "_execution_logic", ExecutionWorker._execution_logic),
         *[(DynamoDBBackend, name, getattr(DynamoDBBackend, name)) for name in _DDB_METHODS],
     ]
@@ -560,6 +581,7 @@ def _patched_moto() -> Iterator[None]:
     retrier_decl.time = _RETRY_WAITS  # type: ignore[assignment]
     ExecutionWorker.start = _tracked_start  # type: ignore[method-assign]
     AmazonStateLanguageParser.parse = staticmethod(_parse_once)  # type: ignore[method-assign,assignment]
+    XFormedAttributePicker.get_possible_keys = _possible_keys_once  # type: ignore[method-assign,assignment]
     ExecutionWorker._execution_logic = _tracked_execution_logic  # type: ignore[method-assign]
     for name in _DDB_METHODS:
         setattr(DynamoDBBackend, name, _locked(getattr(DynamoDBBackend, name), write=name in _DDB_WRITES))
