@@ -3,7 +3,9 @@
 What is real: ``statemachine/pipeline.asl.json`` executed by moto's interpreter, every handler in
 ``lambda/<name>/handler.py`` (imported and called through moto's Lambda invoke), the run table, the data
 bucket, S3 → EventBridge delivery with the stack's own upload pattern, and SNS. What is adapted for
-speed: Retry intervals are rewritten to 0 s and the poll intervals come from settings set to 0 s.
+speed: the poll intervals come from settings set to 0 s; the interpreter records each Retry interval instead of
+sleeping it (the retry itself happens as the ASL says); the ASL is parsed once per definition text; tests wait for
+events (an execution's end, a table write, an adapter call: ``Harness.wait``, ``Harness.wait_until``), not for time.
 What stands in: the backend adapter (``FakeAdapter``) and EventBridge → Lambda delivery (moto does not
 deliver to Lambda targets, so the rule targets an SQS capture queue and the test feeds the trigger).
 """
@@ -27,8 +29,13 @@ from typing import Any
 import boto3
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.core.serialize import AttributePickerContext, XFormedAttributePicker
 from moto.dynamodb.models import DynamoDBBackend
+from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
+from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
 from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.runs import adapters, runtime
@@ -108,6 +115,7 @@ class FakeAdapter:
     def _call(self, phase: str, run: RunContext) -> None:
         with self._lock:
             self.calls.append((phase, run.run_id))
+        world_changed()
         if phase in self.fail_at:
             raise BackendError(f"{phase} exploded on purpose")
 
@@ -165,6 +173,7 @@ class FakeAdapter:
             self.live.discard(f"{run.run_id}-job")
 
     def cleanup(self, run: RunContext) -> list[CreatedResource]:
+        world_changed()
         with self._lock:
             self.calls.append(("cleanup", run.run_id))
             if self.cleanup_failures > 0:
@@ -181,6 +190,16 @@ class FakeAdapter:
 # moto patches
 _HANDLERS: dict[str, ModuleType] = {}
 _DDB_LOCK = threading.RLock()
+_WORLD = threading.Condition()
+_world_version = 0
+
+
+def world_changed() -> None:
+    """Tell ``Harness.wait_until`` to look again (a table write, an adapter call, an execution's end)."""
+    global _world_version  # noqa: PLW0603 - one counter for the process's one running pipeline
+    with _WORLD:
+        _world_version += 1
+        _WORLD.notify_all()
 
 
 def _handler_module(name: str) -> ModuleType:
@@ -213,25 +232,117 @@ def _run_handler(  # noqa: PLR0917 - moto's signature
     return json.dumps(result).encode()
 
 
-def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
+def _locked(method: Callable[..., Any], *, write: bool) -> Callable[..., Any]:
     # DynamoDB applies each conditional write atomically; moto's check-then-write is not thread-safe, and
     # the pipeline's executions run in parallel threads here.
     @functools.wraps(method)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         with _DDB_LOCK:
-            return method(*args, **kwargs)
+            result = method(*args, **kwargs)
+        if write:
+            world_changed()
+        return result
 
     return wrapper
 
 
-def _zero_retry_intervals(definition: dict[str, Any]) -> dict[str, Any]:
-    for state in definition["States"].values():
-        for retrier in state.get("Retry", []):
-            retrier["IntervalSeconds"] = 1  # moto sleeps for real; 1 s is the ASL minimum
-            retrier["BackoffRate"] = 1.0
-            retrier.pop("JitterStrategy", None)
-            retrier.pop("MaxDelaySeconds", None)
-    return definition
+class _RetryWaits:
+    """Stands in for the ``time`` module of moto's retrier (its only use is ``time.sleep(interval)``): the interval
+    the definition's Retry computed is recorded instead of slept, so a retried step is retried at once."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.seconds.append(seconds)
+
+
+_RETRY_WAITS = _RetryWaits()
+
+
+class _ExecutionEnds:
+    """Which executions' interpreter threads have started and ended, so a test waits for the end instead of polling
+    DescribeExecution (moto sets an execution's final status as its thread ends, after any in-flight task)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self.started: list[str] = []
+        self.ended: set[str] = set()
+
+    def reset(self) -> None:
+        with self._changed:
+            self.started, self.ended = [], set()
+
+    def mark(self, execution_arn: str, *, ended: bool) -> None:
+        with self._changed:
+            if ended:
+                self.ended.add(execution_arn)
+            else:
+                self.started.append(execution_arn)
+            self._changed.notify_all()
+        world_changed()
+
+    def wait_ended(self, execution_arn: str, timeout: float) -> bool:
+        with self._changed:
+            # One this moto never started has nothing to wait for (DescribeExecution then says what it is).
+            return self._changed.wait_for(
+                lambda: execution_arn in self.ended or execution_arn not in self.started, timeout
+            )
+
+    def wait_started(self, count: int, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: len(self.started) >= count, timeout)
+
+
+def _tracked_start(worker: ExecutionWorker) -> None:
+    _EXECUTIONS.mark(worker._evaluation_details.execution_details.arn, ended=False)
+    _original_start(worker)
+
+
+def _tracked_execution_logic(worker: ExecutionWorker) -> None:
+    try:
+        _original_execution_logic(worker)
+    finally:
+        _EXECUTIONS.mark(worker._evaluation_details.execution_details.arn, ended=True)
+
+
+_EXECUTIONS = _ExecutionEnds()
+_PARSE_TREES: dict[str, Any] = {}
+_original_parse = AmazonStateLanguageParser.parse
+
+
+def _parse_once(definition: str) -> tuple[Any, Any]:
+    """moto's ASL parse with the ANTLR tree kept per definition text: the interpreter parses the whole definition
+    at CreateStateMachine and again at every execution (~0.25 s each), always the same text here. Each call still
+    builds fresh evaluation components from the tree, as moto does, so no execution shares one with another."""
+    tree = _PARSE_TREES.get(definition)
+    if tree is None:
+        _program, tree = _original_parse(definition)  # syntax errors raise as before and are never kept
+        _PARSE_TREES[definition] = tree
+    return Preprocessor().visit(tree), tree
+
+
+_ALIASES: dict[tuple[Any, ...], tuple[Any, Any, tuple[str, ...]]] = {}
+_original_possible_keys = XFormedAttributePicker.get_possible_keys
+
+
+def _possible_keys_once(picker: XFormedAttributePicker, context: AttributePickerContext) -> Any:
+    """moto's response serializer asks which keys may hold each member of each shape for every value it writes
+    (six alias providers, each built anew, per member of every DynamoDB attribute value of every record read); for a
+    plain dict the answer depends only on the shape, its parent and the member name, so it is worked out once."""
+    if type(context.obj) is not dict:  # other objects may carry their own aliases (Meta, class name)
+        return _original_possible_keys(picker, context)
+    shape, parent = context.shape, getattr(context.shape, "parent", None)
+    key = (tuple(picker.alias_providers), id(shape), id(parent), context.key)
+    cached = _ALIASES.get(key)
+    if cached is None:
+        # shape and parent are kept with the answer, so their ids are never reused for another shape
+        cached = _ALIASES[key] = (shape, parent, tuple(_original_possible_keys(picker, context)))
+    return cached[2]
+
+
+_original_start = ExecutionWorker.start
+_original_execution_logic = ExecutionWorker._execution_logic
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -247,6 +358,7 @@ class Harness:
     state_machine_arn: str
     capture_queue: str
     notification_queue: str
+    retry_waits: list[float]  # each Retry interval the interpreter computed (recorded, not slept)
 
     # -- uploads and events ------------------------------------------------------------------------
     def put(self, key: str, body: bytes) -> str:
@@ -284,19 +396,31 @@ class Harness:
         return list(self.sfn.list_executions(stateMachineArn=self.state_machine_arn)["executions"])
 
     def wait(self, execution_arn: str, timeout: float = 180.0) -> dict[str, Any]:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            description = self.sfn.describe_execution(executionArn=execution_arn)
-            if description["status"] != "RUNNING":
-                return dict(description)
-            time.sleep(0.05)
-        raise TimeoutError(f"{execution_arn} still running after {timeout} s")
+        """The execution's description once its interpreter thread has ended (nothing of it still in flight)."""
+        _EXECUTIONS.wait_ended(execution_arn, timeout)
+        description = self.sfn.describe_execution(executionArn=execution_arn)
+        if description["status"] == "RUNNING":
+            raise TimeoutError(f"{execution_arn} still running after {timeout} s")
+        return dict(description)
 
     def wait_all(self, count: int, timeout: float = 180.0) -> list[dict[str, Any]]:
         deadline = time.time() + timeout
-        while len(self.executions()) < count and time.time() < deadline:
-            time.sleep(0.05)
+        _EXECUTIONS.wait_started(count, timeout)
         return [self.wait(e["executionArn"], max(1.0, deadline - time.time())) for e in self.executions()]
+
+    def wait_until(self, predicate: Callable[[], Any], timeout: float = 180.0) -> None:
+        """Return once ``predicate()`` holds, checking it after each change in the world (``world_changed``) and at
+        least every half second for changes nobody announces (a state entered); fail after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with _WORLD:
+                seen = _world_version
+            if predicate():
+                return
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"not reached within {timeout} s"
+            with _WORLD:
+                _WORLD.wait_for(lambda seen=seen: _world_version != seen, min(remaining, 0.5))
 
     def entered_states(self, execution_arn: str) -> list[str]:
         history = self.sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
@@ -344,9 +468,8 @@ class Harness:
 
 
 def _setup(adapter: Any, settings: PipelineSettings, backend_settings: dict[str, Any] | None = None) -> Harness:
-    session = boto3.Session(region_name=REGION)
     s3, ddb, sfn, sqs, sns, events, lam, iam = (
-        session.client(name) for name in ("s3", "dynamodb", "stepfunctions", "sqs", "sns", "events", "lambda", "iam")
+        _harness_client(name) for name in ("s3", "dynamodb", "stepfunctions", "sqs", "sns", "events", "lambda", "iam")
     )
     s3.create_bucket(Bucket=BUCKET)
     s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
@@ -396,10 +519,13 @@ def _setup(adapter: Any, settings: PipelineSettings, backend_settings: dict[str,
     for substitution in SUBSTITUTIONS:
         text = text.replace("${" + substitution + "}", arns[SUBSTITUTION_FUNCTION[substitution]])
     assert "${" not in text
-    definition = _zero_retry_intervals(json.loads(text))
-    created = sfn.create_state_machine(name=machine_name, definition=json.dumps(definition), roleArn=role)
+    created = sfn.create_state_machine(name=machine_name, definition=text, roleArn=role)
     assert created["stateMachineArn"] == state_machine_arn
-    return Harness(adapter, settings, s3, ddb, sfn, sqs, lam, state_machine_arn, capture, notified)
+    _RETRY_WAITS.seconds = []
+    _EXECUTIONS.reset()
+    return Harness(
+        adapter, settings, s3, ddb, sfn, sqs, lam, state_machine_arn, capture, notified, _RETRY_WAITS.seconds
+    )
 
 
 def _empty_zip() -> bytes:
@@ -411,12 +537,23 @@ def _empty_zip() -> bytes:
     return buffer.getvalue()
 
 
+_HARNESS_CLIENTS: dict[str, Any] = {}
+
+
+def _harness_client(service: str) -> Any:
+    # Made once per process and kept across tests (~40 ms each, eight per test): a client holds no AWS state, and
+    # moto answers every client made after it was imported; each test's mock_aws still starts from an empty world.
+    if service not in _HARNESS_CLIENTS:
+        _HARNESS_CLIENTS[service] = boto3.Session(region_name=REGION).client(service)
+    return _HARNESS_CLIENTS[service]
+
+
 _clients: dict[tuple[str, str], Any] = {}
 
 
 def _cached_client(region: str, service: str, state_credentials: Any = None) -> Any:
     # moto's interpreter builds a new boto3 client for every Lambda task (~50 ms each); clients are
-    # thread-safe, so one per service keeps the executions fast.
+    # thread-safe, so one per service (kept across tests, like the harness's own) keeps the executions fast.
     key = (region, service)
     if key not in _clients:
         _clients[key] = _original_client_for(region, service, state_credentials)
@@ -432,12 +569,22 @@ def _patched_moto() -> Iterator[None]:
     saved = [
         (LambdaSimpleBackend, "invoke", LambdaSimpleBackend.invoke),
         (lambda_eval_utils, "boto_client_for", lambda_eval_utils.boto_client_for),
+        (retrier_decl, "time", retrier_decl.time),
+        (ExecutionWorker, "start", ExecutionWorker.start),
+        (AmazonStateLanguageParser, "parse", vars(AmazonStateLanguageParser)["parse"]),
+        (XFormedAttributePicker, "get_possible_keys", XFormedAttributePicker.get_possible_keys),
+        (ExecutionWorker, "_execution_logic", ExecutionWorker._execution_logic),
         *[(DynamoDBBackend, name, getattr(DynamoDBBackend, name)) for name in _DDB_METHODS],
     ]
     LambdaSimpleBackend.invoke = _run_handler  # type: ignore[method-assign]
     lambda_eval_utils.boto_client_for = _cached_client
+    retrier_decl.time = _RETRY_WAITS  # type: ignore[assignment]
+    ExecutionWorker.start = _tracked_start  # type: ignore[method-assign]
+    AmazonStateLanguageParser.parse = staticmethod(_parse_once)  # type: ignore[method-assign,assignment]
+    XFormedAttributePicker.get_possible_keys = _possible_keys_once  # type: ignore[method-assign,assignment]
+    ExecutionWorker._execution_logic = _tracked_execution_logic  # type: ignore[method-assign]
     for name in _DDB_METHODS:
-        setattr(DynamoDBBackend, name, _locked(getattr(DynamoDBBackend, name)))
+        setattr(DynamoDBBackend, name, _locked(getattr(DynamoDBBackend, name), write=name in _DDB_WRITES))
     try:
         yield
     finally:
@@ -445,7 +592,8 @@ def _patched_moto() -> Iterator[None]:
             setattr(owner, name, original)
 
 
-_DDB_METHODS = ("put_item", "update_item", "delete_item", "get_item", "query", "scan")
+_DDB_WRITES = ("put_item", "update_item", "delete_item")
+_DDB_METHODS = (*_DDB_WRITES, "get_item", "query", "scan")
 
 
 def running_pipeline(
@@ -491,7 +639,6 @@ def running_pipeline(
         with _patched_moto(), mock_aws(config=MOTO_CONFIG):
             yield _setup(fake, settings, backend_settings() if backend_settings else None)
     finally:
-        _clients.clear()
         if backend_name is not None:
             adapters.unregister_adapter(backend_name)
         runtime._cache.clear()

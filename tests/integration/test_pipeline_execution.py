@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 
 import pytest
 
@@ -96,12 +95,15 @@ def test_slot_wait_is_bounded(adapter: FakeAdapter) -> None:
         )
         started = pipeline.upload_and_trigger("training-data/patient.jsonl", DATA)
         # Wait for Register and the first slot poll (a fixed sleep was too short on a loaded machine).
-        deadline = time.monotonic() + 60
         status = None
-        while time.monotonic() < deadline and status != "WAITING_FOR_SLOT":
-            time.sleep(0.2)
+
+        def waiting() -> bool:
+            nonlocal status
             with contextlib.suppress(RunNotFound):
                 status = pipeline.record(started["run_id"])["status"]
+            return status == "WAITING_FOR_SLOT"
+
+        pipeline.wait_until(waiting, timeout=60)
         assert status == "WAITING_FOR_SLOT"
         assert pipeline.slots()["queue"] == [started["run_id"]]
         pipeline.shift_clock(2 * 24 * 3600)
@@ -118,9 +120,7 @@ def test_slot_wait_is_bounded(adapter: FakeAdapter) -> None:
 def test_run_timeout_cancels_the_job(pipeline: Harness) -> None:
     pipeline.adapter.hang = True
     started = pipeline.upload_and_trigger("training-data/slow.jsonl", DATA)
-    deadline = time.time() + 20
-    while "status" not in pipeline.adapter.phases(started["run_id"]) and time.time() < deadline:
-        time.sleep(0.05)
+    pipeline.wait_until(lambda: "status" in pipeline.adapter.phases(started["run_id"]))
     pipeline.shift_clock(3600)  # past the 5 min run timeout
     execution = pipeline.wait(started["execution_arn"])
     assert execution["error"] == "RunTimedOut"
@@ -140,13 +140,10 @@ def test_interrupted_execution_is_reaped(adapter: FakeAdapter, status: str, fina
     adapter.hang = True
     with pipeline_context(adapter, status_poll_seconds=1) as pipeline:
         started = pipeline.upload_and_trigger("training-data/stopped.jsonl", DATA)
-        deadline = time.time() + 20
-        while "status" not in adapter.phases(started["run_id"]) and time.time() < deadline:
-            time.sleep(0.05)
+        pipeline.wait_until(lambda: "status" in adapter.phases(started["run_id"]))
         # moto cannot reach TimeoutSeconds quickly; both endings look the same to the reaper but for the status.
         pipeline.sfn.stop_execution(executionArn=started["execution_arn"], cause="operator")
-        assert pipeline.wait(started["execution_arn"])["status"] == "ABORTED"
-        time.sleep(1.5)  # let an in-flight poll finish
+        assert pipeline.wait(started["execution_arn"])["status"] == "ABORTED"  # and no poll still in flight
         assert pipeline.record(started["run_id"])["status"] == "TRAINING"  # nothing reported it yet
         event = {
             "source": "aws.states",

@@ -235,11 +235,9 @@ def _pipeline(world: HyperPodWorld, **overrides: Any) -> Any:
     )
 
 
-def _wait_for(predicate: Any, timeout: float = 180.0) -> None:
+def _wait_for(pipeline: Harness, predicate: Any, timeout: float = 180.0) -> None:
     # A bound, not a duration: it returns as soon as the run gets there (30 s was too short on a loaded host).
-    deadline = time.time() + timeout
-    while not predicate() and time.time() < deadline:
-        time.sleep(0.05)
+    pipeline.wait_until(predicate, timeout)
     assert predicate()
 
 
@@ -298,7 +296,7 @@ def test_run_timeout_cancels_the_job_and_scales_down() -> None:
     world = HyperPodWorld(job_states=["Running"])
     with _pipeline(world) as pipeline:
         started = pipeline.upload_and_trigger("training-data/hp-slow.jsonl", DATA)
-        _wait_for(lambda: _job_state(pipeline, started["run_id"]) == "RUNNING")
+        _wait_for(pipeline, lambda: _job_state(pipeline, started["run_id"]) == "RUNNING")
         pipeline.shift_clock(3600)  # past the 5 min run timeout
         execution = pipeline.wait(started["execution_arn"])
         assert execution["error"] == "RunTimedOut"
@@ -312,10 +310,9 @@ def test_cancelled_execution_is_reaped_with_everything_released() -> None:
     world = HyperPodWorld(job_states=["Running"])
     with _pipeline(world, status_poll_seconds=1) as pipeline:
         started = pipeline.upload_and_trigger("training-data/hp-stop.jsonl", DATA)
-        _wait_for(lambda: _job_state(pipeline, started["run_id"]) == "RUNNING")
+        _wait_for(pipeline, lambda: _job_state(pipeline, started["run_id"]) == "RUNNING")
         pipeline.sfn.stop_execution(executionArn=started["execution_arn"], cause="operator")
-        assert pipeline.wait(started["execution_arn"])["status"] == "ABORTED"
-        time.sleep(1.2)  # let an in-flight poll finish
+        assert pipeline.wait(started["execution_arn"])["status"] == "ABORTED"  # and no poll still in flight
         event = {
             "source": "aws.states",
             "detail-type": "Step Functions Execution Status Change",
@@ -345,7 +342,7 @@ def test_provisioning_wait_is_bounded_by_the_pipeline_too() -> None:
     world.deploy = lambda: {**deploy(), "hyperpod_capacity_timeout_minutes": "10000"}  # type: ignore[method-assign]
     with _pipeline(world, provision_poll_seconds=1) as pipeline:
         started = pipeline.upload_and_trigger("training-data/hp-wait.jsonl", DATA)
-        _wait_for(lambda: "WaitForProvision" in pipeline.entered_states(started["execution_arn"]))
+        _wait_for(pipeline, lambda: "WaitForProvision" in pipeline.entered_states(started["execution_arn"]))
         pipeline.shift_clock(3600)  # past provision_max_wait_minutes (5)
         execution = pipeline.wait(started["execution_arn"])
         assert execution["error"] == "BackendFailed"
