@@ -52,14 +52,17 @@ POLICY_LINE = (
 # The hand-set heuristic row: one weight by hand, no training — "guess a word still consistent with the clues".
 HAND_SET_WEIGHTS = {"consistent": 1.0}
 PREFIX = "mtrl"
-# The demo's deployment: the emulator variant, polled every few seconds instead of every few minutes.
+# The demo's deployment: the emulator variant, its training polled every second instead of every few minutes (a
+# poll of the local backend trains the next slice, so a longer wait only idles).
 SYNTH_CONTEXT = {
     "emulator": "true",
-    "status_poll_seconds": "3",
+    "status_poll_seconds": "1",
     "slot_poll_seconds": "2",
     "slot_max_wait_minutes": "10",
     "run_timeout_minutes": "30",
 }
+# The demo's watches poll the emulator each second (the CLI's default, 5 s, suits a run of hours).
+WATCH_INTERVAL = "1"
 LANGUAGE_MODEL_LINE = "policy: `{policy}` — a language model trained with TRL GRPO on a LoRA adapter, on the CPU{tiny}"
 TINY_LINE = (
     "; hf:tiny-random is a tiny randomly initialised model built in code (no download): a plumbing check whose "
@@ -174,14 +177,32 @@ def _step(console: Console, number: int, text: str) -> None:
     console.print(f"\n[bold cyan][{number}/5][/] {text}")
 
 
-def synthesize(out_dir: Path, console: Console) -> None:
+# What the CDK CLI would spend on the demo's offline synth for nothing it shows: the notices download and the
+# telemetry upload (both need the network), and aws-cdk-lib's built-in CloudFormation check, whose findings are
+# only ever warnings (~10 s of CPU to start its engine; cdk-nag, the check that fails a synth, still runs).
+SYNTH_ENVIRONMENT = {
+    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    "CDK_DISABLE_CLI_TELEMETRY": "true",
+    "CDK_VALIDATION": "false",
+}
+
+
+def cdk_command() -> list[str]:
+    """The project's CDK CLI (``node_modules/.bin/cdk``, what ``npx cdk`` resolves to, without npx's start-up)."""
+    local = REPO_ROOT / "node_modules" / ".bin" / "cdk"
+    if local.is_file():
+        return [str(local)]
     npx = shutil.which("npx")
     if npx is None:
         raise DemoError("npx not found: install Node.js 20+ and run `make setup`")
-    command = [npx, "cdk", "synth", "--quiet", "-o", str(out_dir)]
+    return [npx, "cdk"]
+
+
+def synthesize(out_dir: Path, console: Console) -> None:
+    command = [*cdk_command(), "synth", "--quiet", "--no-notices", "-o", str(out_dir)]
     for key, value in SYNTH_CONTEXT.items():
         command += ["-c", f"{key}={value}"]
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    env = {**os.environ, **SYNTH_ENVIRONMENT}
     env.pop("CDK_DEFAULT_ACCOUNT", None)
     shutil.rmtree(out_dir, ignore_errors=True)
     completed = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False)
@@ -367,6 +388,8 @@ def run_demo(*, work_dir: Path, console: Console | None = None, plan: DemoPlan |
                 "--eval-file",
                 str(plan.eval_path),
                 "--watch",
+                "--interval",
+                WATCH_INTERVAL,
             ],
             emulator,
         )
@@ -477,7 +500,7 @@ def _follow_rejection(
     if run_id is None:
         console.print("    [red]no run started for the malformed upload[/]")
         return None, False
-    watched = _mtrl(["status", run_id, "--watch"], emulator)
+    watched = _mtrl(["status", run_id, "--watch", "--interval", WATCH_INTERVAL], emulator)
     report = _read_json(s3, bucket, f"runs/{run_id}/validation.json")
     console.print()
     table = Table(title="validation.json: errors with line numbers")
