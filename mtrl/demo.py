@@ -15,6 +15,7 @@ Steps, each shown as it happens:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -198,7 +199,51 @@ def cdk_command() -> list[str]:
     return [npx, "cdk"]
 
 
+# What the synth reads: a work directory's cdk.out synthesized from the same files, settings and pinned tools is
+# reused (a second `mtrl demo` in the same work directory deploys it again without synthesizing it again).
+SYNTH_INPUTS = (
+    "app.py",
+    "cdk.json",
+    "cdk.context.json",
+    "package-lock.json",
+    "requirements",
+    "stacks",
+    "statemachine",
+    "lambda",
+    "mtrl",
+    "environments",
+    "custom-environments",
+)
+BUILT_INPUTS = (".build/lambda-deps",)  # made by `make setup`; identified by name, size and time (171 MB)
+SYNTH_STAMP = "mtrl-demo-inputs.sha256"
+
+
+def synth_inputs_digest(root: Path = REPO_ROOT) -> str:
+    """A digest of everything the demo's synth depends on: sources, pinned tools, context and the environment."""
+    digest = hashlib.sha256()
+    environment = sorted((k, v) for k, v in os.environ.items() if k.startswith(("CDK_", "MTRL_", "AWS_", "JSII_")))
+    digest.update(json.dumps([SYNTH_CONTEXT, SYNTH_ENVIRONMENT, environment, cdk_command()]).encode())
+    for name in (*SYNTH_INPUTS, *BUILT_INPUTS):
+        top = root / name
+        for path in [top] if top.is_file() else sorted(top.rglob("*")):
+            if not path.is_file() or "__pycache__" in path.parts:
+                continue
+            if name in BUILT_INPUTS:
+                stat = path.stat()
+                content = f"{stat.st_size} {stat.st_mtime_ns}".encode()
+            else:
+                content = path.read_bytes()
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + content + b"\0")
+    return digest.hexdigest()
+
+
 def synthesize(out_dir: Path, console: Console) -> None:
+    shown = out_dir.relative_to(REPO_ROOT) if out_dir.is_relative_to(REPO_ROOT) else out_dir
+    inputs = synth_inputs_digest()
+    stamp = out_dir / SYNTH_STAMP
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == inputs:
+        console.print(f"    {shown} was synthesized from these same sources and settings: deploying it as it is")
+        return
     command = [*cdk_command(), "synth", "--quiet", "--no-notices", "-o", str(out_dir)]
     for key, value in SYNTH_CONTEXT.items():
         command += ["-c", f"{key}={value}"]
@@ -208,8 +253,8 @@ def synthesize(out_dir: Path, console: Console) -> None:
     completed = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False)
     if completed.returncode != 0:
         raise DemoError(f"cdk synth failed:\n{completed.stderr[-3000:]}")
+    stamp.write_text(inputs, encoding="utf-8")
     templates = sorted(path.name for path in out_dir.glob("*.template.json"))
-    shown = out_dir.relative_to(REPO_ROOT) if out_dir.is_relative_to(REPO_ROOT) else out_dir
     console.print(f"    synthesized {', '.join(templates)} into {shown}")
 
 
