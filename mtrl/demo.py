@@ -15,6 +15,7 @@ Steps, each shown as it happens:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -52,14 +53,17 @@ POLICY_LINE = (
 # The hand-set heuristic row: one weight by hand, no training — "guess a word still consistent with the clues".
 HAND_SET_WEIGHTS = {"consistent": 1.0}
 PREFIX = "mtrl"
-# The demo's deployment: the emulator variant, polled every few seconds instead of every few minutes.
+# The demo's deployment: the emulator variant, its training polled every second instead of every few minutes (a
+# poll of the local backend trains the next slice, so a longer wait only idles).
 SYNTH_CONTEXT = {
     "emulator": "true",
-    "status_poll_seconds": "3",
+    "status_poll_seconds": "1",
     "slot_poll_seconds": "2",
     "slot_max_wait_minutes": "10",
     "run_timeout_minutes": "30",
 }
+# The demo's watches poll the emulator each second (the CLI's default, 5 s, suits a run of hours).
+WATCH_INTERVAL = "1"
 LANGUAGE_MODEL_LINE = "policy: `{policy}` — a language model trained with TRL GRPO on a LoRA adapter, on the CPU{tiny}"
 TINY_LINE = (
     "; hf:tiny-random is a tiny randomly initialised model built in code (no download): a plumbing check whose "
@@ -174,21 +178,83 @@ def _step(console: Console, number: int, text: str) -> None:
     console.print(f"\n[bold cyan][{number}/5][/] {text}")
 
 
-def synthesize(out_dir: Path, console: Console) -> None:
+# What the CDK CLI would spend on the demo's offline synth for nothing it shows: the notices download and the
+# telemetry upload (both need the network), and aws-cdk-lib's built-in CloudFormation check, whose findings are
+# only ever warnings (~10 s of CPU to start its engine; cdk-nag, the check that fails a synth, still runs).
+SYNTH_ENVIRONMENT = {
+    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    "CDK_DISABLE_CLI_TELEMETRY": "true",
+    "CDK_VALIDATION": "false",
+}
+
+
+def cdk_command() -> list[str]:
+    """The project's CDK CLI (``node_modules/.bin/cdk``, what ``npx cdk`` resolves to, without npx's start-up)."""
+    local = REPO_ROOT / "node_modules" / ".bin" / "cdk"
+    if local.is_file():
+        return [str(local)]
     npx = shutil.which("npx")
     if npx is None:
         raise DemoError("npx not found: install Node.js 20+ and run `make setup`")
-    command = [npx, "cdk", "synth", "--quiet", "-o", str(out_dir)]
+    return [npx, "cdk"]
+
+
+# What the synth reads: a work directory's cdk.out synthesized from the same files, settings and pinned tools is
+# reused (a second `mtrl demo` in the same work directory deploys it again without synthesizing it again).
+SYNTH_INPUTS = (
+    "app.py",
+    "cdk.json",
+    "cdk.context.json",
+    "package-lock.json",
+    "requirements",
+    "stacks",
+    "statemachine",
+    "lambda",
+    "mtrl",
+    "environments",
+    "custom-environments",
+)
+BUILT_INPUTS = (".build/lambda-deps",)  # made by `make setup`; identified by name, size and time (171 MB)
+SYNTH_STAMP = "mtrl-demo-inputs.sha256"
+
+
+def synth_inputs_digest(root: Path = REPO_ROOT) -> str:
+    """A digest of everything the demo's synth depends on: sources, pinned tools, context and the environment."""
+    digest = hashlib.sha256()
+    environment = sorted((k, v) for k, v in os.environ.items() if k.startswith(("CDK_", "MTRL_", "AWS_", "JSII_")))
+    digest.update(json.dumps([SYNTH_CONTEXT, SYNTH_ENVIRONMENT, environment, cdk_command()]).encode())
+    for name in (*SYNTH_INPUTS, *BUILT_INPUTS):
+        top = root / name
+        for path in [top] if top.is_file() else sorted(top.rglob("*")):
+            if not path.is_file() or "__pycache__" in path.parts:
+                continue
+            if name in BUILT_INPUTS:
+                stat = path.stat()
+                content = f"{stat.st_size} {stat.st_mtime_ns}".encode()
+            else:
+                content = path.read_bytes()
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + content + b"\0")
+    return digest.hexdigest()
+
+
+def synthesize(out_dir: Path, console: Console) -> None:
+    shown = out_dir.relative_to(REPO_ROOT) if out_dir.is_relative_to(REPO_ROOT) else out_dir
+    inputs = synth_inputs_digest()
+    stamp = out_dir / SYNTH_STAMP
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == inputs:
+        console.print(f"    {shown} was synthesized from these same sources and settings: deploying it as it is")
+        return
+    command = [*cdk_command(), "synth", "--quiet", "--no-notices", "-o", str(out_dir)]
     for key, value in SYNTH_CONTEXT.items():
         command += ["-c", f"{key}={value}"]
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    env = {**os.environ, **SYNTH_ENVIRONMENT}
     env.pop("CDK_DEFAULT_ACCOUNT", None)
     shutil.rmtree(out_dir, ignore_errors=True)
     completed = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False)
     if completed.returncode != 0:
         raise DemoError(f"cdk synth failed:\n{completed.stderr[-3000:]}")
+    stamp.write_text(inputs, encoding="utf-8")
     templates = sorted(path.name for path in out_dir.glob("*.template.json"))
-    shown = out_dir.relative_to(REPO_ROOT) if out_dir.is_relative_to(REPO_ROOT) else out_dir
     console.print(f"    synthesized {', '.join(templates)} into {shown}")
 
 
@@ -367,6 +433,8 @@ def run_demo(*, work_dir: Path, console: Console | None = None, plan: DemoPlan |
                 "--eval-file",
                 str(plan.eval_path),
                 "--watch",
+                "--interval",
+                WATCH_INTERVAL,
             ],
             emulator,
         )
@@ -477,7 +545,7 @@ def _follow_rejection(
     if run_id is None:
         console.print("    [red]no run started for the malformed upload[/]")
         return None, False
-    watched = _mtrl(["status", run_id, "--watch"], emulator)
+    watched = _mtrl(["status", run_id, "--watch", "--interval", WATCH_INTERVAL], emulator)
     report = _read_json(s3, bucket, f"runs/{run_id}/validation.json")
     console.print()
     table = Table(title="validation.json: errors with line numbers")

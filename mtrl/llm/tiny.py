@@ -81,9 +81,14 @@ def build_tokenizer() -> Any:
 
 
 def build_model(tokenizer: Any, *, seed: int = 0) -> Any:
-    """A two-layer Llama with 32-wide hidden states, randomly initialised from ``seed`` (float32, CPU)."""
+    """A two-layer Llama with 32-wide hidden states, randomly initialised from ``seed`` (float32, CPU).
+
+    Building it sets torch to one intra-op thread: on matrices this small, handing each product to a second thread
+    costs more than the product (3× the CPU time of a plumbing run on two busy cores)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.set_num_threads(1)
 
     config = LlamaConfig(
         vocab_size=len(tokenizer),

@@ -2,7 +2,9 @@
 template (no feature agent: the language-model policy, TRL GRPO + LoRA on hf:tiny-random) and sop_support (its
 feature agent). Each run is the real pipeline in the embedded emulator — synth, deploy, `mtrl submit --watch`,
 Validate → preflight → train → evaluate → teardown → report — and the demo fetches the run's summaries and signal
-rows out of the emulator before it stops, which is what these tests read."""
+rows out of the emulator before it stops, which is what these tests read. Both runs use one work directory, as a
+user running the two demos one after the other would: the first synthesizes, the second deploys the same cdk.out
+(its inputs are unchanged) into its own emulator."""
 
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _demo(clone: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:
-    work = clone / ".build-demo" / args[1]
+    work = clone / ".build-demo"
     environ = {**os.environ, "PYTHONPATH": str(clone), "COLUMNS": "120"}
     environ.pop("MTRL_PROJECT_ROOT", None)
     command = [sys.executable, "-m", "mtrl", "demo", *args, "--work-dir", str(work)]
@@ -45,8 +47,9 @@ def _demo(clone: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Pa
     return completed, work
 
 
-def _outputs(work: Path) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
-    [run_dir] = [path for path in work.iterdir() if (path / "summary.json").is_file()]
+def _outputs(work: Path, env_id: str) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    stem = f"{env_id.replace('_', '-')}-demo-"  # the run id starts with the uploaded sample's name
+    [run_dir] = [path for path in work.glob(f"{stem}*") if (path / "summary.json").is_file()]
     summary = json.loads((run_dir / "summary.json").read_text())
     training = json.loads((run_dir / "local" / "summary.json").read_text())
     signals = [json.loads(line) for line in (run_dir / "signals.jsonl").read_text().splitlines() if line.strip()]
@@ -68,7 +71,7 @@ def test_a_custom_environment_from_the_template_trains_with_the_language_model(c
     assert "demo passed" in output
     assert "hf:tiny-random" in output
     assert "plumbing check" in output
-    summary, training, signals = _outputs(work)
+    summary, training, signals = _outputs(work, CUSTOM)
     _assert_pipeline_run(summary, CUSTOM)
     assert training["config"]["policy"] == "hf:tiny-random"
     assert training["steps"] == 1
@@ -90,7 +93,7 @@ def test_sop_support_trains_with_its_feature_policy(clone: Path) -> None:
     output = completed.stdout + completed.stderr
     assert completed.returncode == 0, output[-5000:]
     assert "not a language model" in output
-    summary, training, signals = _outputs(work)
+    summary, training, signals = _outputs(work, "sop_support")
     _assert_pipeline_run(summary, "sop_support")
     assert training["config"]["policy"] == "features"
     heldout = training["heldout"]
