@@ -134,12 +134,7 @@ class HFPolicy:
     def load(cls, target: str, *, seed: int = 0) -> HFPolicy:
         for module in ("torch", "transformers"):
             require(module)
-        if target == TINY_RANDOM:
-            import torch
-
-            # A 40 k-parameter model's matrices are too small to split across threads: the pool's hand-offs (and its
-            # spin-waits when the cores are busy) cost more than the arithmetic, measured 24x the CPU on 2 busy cores.
-            torch.set_num_threads(1)
+        if target == TINY_RANDOM:  # build_model keeps torch to one thread: the tiny model's matrices are too small
             tokenizer = build_tokenizer()
             return cls(build_model(tokenizer, seed=seed), tokenizer, name=f"hf:{TINY_RANDOM}")
         from transformers import AutoModelForCausalLM, AutoTokenizer
