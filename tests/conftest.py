@@ -145,7 +145,10 @@ def make_app(overrides: Mapping[str, Any] | None = None, *, outdir: Path | None 
     target = outdir if outdir else Path(_temporary_outdir())
     target.mkdir(parents=True, exist_ok=True)
     _link_staged_assets(target)
-    app = cdk.App(context=context, outdir=str(target))
+    # aws-cdk-lib's built-in CloudFormation check only ever warns, and nothing here reads its warnings: starting its
+    # engine cost each synth about 10 CPU-s. cfn-lint checks every template (test_compliance), cdk-nag still runs, and
+    # the CLI synth tests (test_app_entrypoint) keep the check a user's `npx cdk synth` runs.
+    app = cdk.App(context=context, outdir=str(target), builtin_cloud_formation_validation=False)
     settings: DeploySettings = load_settings(app.node.get_all_context(), environ={})
     deployment = build_deployment(app, settings)  # assets are staged as their constructs are created
     _remember_staged_assets(target)
