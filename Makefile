@@ -15,9 +15,13 @@ LAMBDA_PYTHON := 3.14
 LAMBDA_PLATFORMS := --platform manylinux2014_aarch64 --platform manylinux_2_28_aarch64
 LAYER_DIR := .build/lambda-deps/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
-# Nothing run from here writes bytecode: a test importing a staged Lambda asset (.build/lambda-src, the layer) would
-# leave __pycache__ in what the next synth uploads. The environments come compiled instead (UV_INSTALL below).
-export PYTHONDONTWRITEBYTECODE := 1
+# Every interpreter started from here (the suite's workers and what they start, the demo) keeps its bytecode in one
+# cache under .build, so each module of the venvs and the checkout is compiled once, when first imported, and then
+# read by every later process and run. Never beside the sources: a test importing a staged Lambda asset
+# (.build/lambda-src, the layer) would leave __pycache__ in what the next synth uploads. (A .venv-verl process
+# importing torch and verl: 30 CPU-s with nothing compiled, 10 from the cache.)
+unexport PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX := $(CURDIR)/.build/pycache
 
 LINT_PATHS := app.py stacks mtrl lambda environments tests scripts benchmarks
 TYPED_PATHS := app.py stacks mtrl lambda environments
@@ -33,10 +37,9 @@ LAYER_STAMP := .build/.stamp-layer-$(shell cat requirements/lambda.txt requireme
 EMULATOR_VENV := .venv-emulator
 EMULATOR_STAMP := $(EMULATOR_VENV)/.stamp-$(shell sha1sum requirements/emulator.txt 2>/dev/null | cut -c1-12)
 
-# uv with the system's certificate store (where this machine's and CI's extra CA certificates are), compiling what it
-# installs: uv leaves bytecode out by default, and then every interpreter the suite starts compiles torch, verl,
-# boto3, moto, ... from source again (a .venv-verl process importing torch and verl: 30 CPU-s uncompiled, 10 compiled).
-UV_INSTALL = UV_NATIVE_TLS=1 $(BIN)/uv pip install --quiet --compile-bytecode
+# uv with the system's certificate store (where this machine's and CI's extra CA certificates are). Installs compile
+# nothing (pip: --no-compile): the cache above compiles only what is imported.
+UV_INSTALL = UV_NATIVE_TLS=1 $(BIN)/uv pip install --quiet
 
 setup: $(PY_STAMP) $(NODE_STAMP) $(LAYER_STAMP)
 
@@ -48,7 +51,7 @@ $(PY_STAMP): requirements/dev.txt requirements/llm.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$$(grep -E '^uv==' requirements/dev.txt | cut -d' ' -f1)"
 	# The mtrl[llm] extra's torch==2.13.0 is the CPU build on this machine's disk, which pip finds (its configured
 	# find-links) and uv does not look for: pip installs it first, and uv then finds the pin satisfied.
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$$(grep -E '^torch==' requirements/llm.txt | cut -d' ' -f1)"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile "$$(grep -E '^torch==' requirements/llm.txt | cut -d' ' -f1)"
 	$(UV_INSTALL) --python $(BIN)/python -r requirements/dev.txt
 	# The rest of the mtrl[llm] extra (transformers, trl, peft, openai) for the language-model policy tests; never in
 	# the Lambda layer or the worker image.
@@ -129,7 +132,7 @@ verl: $(VERL_STAMP)
 
 $(VERL_STAMP): requirements/verl.txt pyproject.toml $(PY_STAMP)
 	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
-	$(VERL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
+	$(VERL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile "torch==2.13.0"
 	$(UV_INSTALL) --python $(VERL_VENV)/bin/python --no-deps -r requirements/verl.txt
 	$(UV_INSTALL) --python $(VERL_VENV)/bin/python --no-deps -e .
 	rm -f $(VERL_VENV)/.stamp-* && touch $@

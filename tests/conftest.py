@@ -18,6 +18,9 @@ os.environ["COLUMNS"] = "250"
 # Two test workers share two cores: a thread pool per process (torch, numpy's BLAS) can only oversubscribe them, and
 # the tests' models are too small to split. One thread each, for the workers and every interpreter they start.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The interpreters the tests start share one bytecode cache, outside the sources (as `make test` sets it: see the
+# Makefile), so a staged Lambda asset a test imports never gains a __pycache__.
+os.environ.setdefault("PYTHONPYCACHEPREFIX", str(Path(__file__).resolve().parent.parent / ".build" / "pycache"))
 
 import aws_cdk as cdk
 import pytest
