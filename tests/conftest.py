@@ -22,12 +22,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Makefile), so a staged Lambda asset a test imports never gains a __pycache__.
 os.environ.setdefault("PYTHONPYCACHEPREFIX", str(Path(__file__).resolve().parent.parent / ".build" / "pycache"))
 
-import aws_cdk as cdk
-import pytest
-from aws_cdk.assertions import Template
+from typing import TYPE_CHECKING
 
-from mtrl.settings import DeploySettings, load_settings
-from stacks.app_builder import Deployment, build_deployment
+import pytest
+
+# aws-cdk-lib, the settings and the stacks are imported where a fixture first needs them, not here: xdist's controller
+# process loads this file too and runs no test, and importing aws_cdk starts a jsii engine (node loading aws-cdk-lib,
+# about 30 CPU-s with the interpreter's share) that it would only have thrown away.
+if TYPE_CHECKING:
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from stacks.app_builder import Deployment
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
@@ -141,6 +147,11 @@ def make_app(overrides: Mapping[str, Any] | None = None, *, outdir: Path | None 
     """Build the whole app in-process with cdk.json context plus overrides (as `-c` would)."""
     import json
 
+    import aws_cdk as cdk
+
+    from mtrl.settings import DeploySettings, load_settings
+    from stacks.app_builder import build_deployment
+
     file_context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
     context = {**file_context, "account": TEST_ACCOUNT, "region": TEST_REGION, **_CLI_CONTEXT, **(overrides or {})}
     # Without an outdir CDK synthesizes into a fresh /tmp/cdk.out* (about 220 MB of assets) that nothing removes:
@@ -177,10 +188,14 @@ def deployment(synthesized: tuple[Deployment, Any]) -> Deployment:
 
 @pytest.fixture(scope="session")
 def data_template(deployment: Deployment) -> Template:
+    from aws_cdk.assertions import Template
+
     return Template.from_stack(deployment.data)
 
 
 @pytest.fixture(scope="session")
 def network_template(deployment: Deployment) -> Template:
+    from aws_cdk.assertions import Template
+
     assert deployment.network is not None  # only the emulator variant has no network stack
     return Template.from_stack(deployment.network)
