@@ -32,8 +32,11 @@ from rich.table import Table
 
 from mtrl import signal_health
 from mtrl.backends.local import LLM_PYTHON_ENV
+from mtrl.client import runs as client_runs
+from mtrl.client.deployment import Deployment
 from mtrl.emulator import Emulator, deploy_app
 from mtrl.emulator.deploy import session_for
+from mtrl.emulator.process import REGION
 from mtrl.envs.registry import load_spec
 from mtrl.local.agents import agent_for
 from mtrl.local.config import FEATURES, TrainConfig, default_policy
@@ -271,13 +274,21 @@ def _mtrl(args: list[str], emulator: Emulator, *, capture: bool = False) -> subp
     return subprocess.run(command, cwd=REPO_ROOT, env=env, text=True, capture_output=capture, check=False)
 
 
-def _run_ids(emulator: Emulator) -> list[str]:
-    listed = _mtrl(["runs", "--json"], emulator, capture=True)
-    if listed.returncode != 0:
-        raise DemoError(f"mtrl runs failed: {listed.stderr or listed.stdout}")
-    document = json.loads(listed.stdout)
-    rows = document["runs"] if isinstance(document, dict) else document
-    return [str(row["run_id"]) for row in rows]
+def _run_ids(session: Any) -> list[str]:
+    """The deployment's run ids, newest first: what `mtrl runs --json` lists (the same query, in this process; the
+    demo only reads them, so it starts no interpreter for it, once after the run and once a second for the
+    malformed upload's run)."""
+    data, pipeline = _stack_outputs(session, f"{PREFIX}-data"), _stack_outputs(session, f"{PREFIX}-pipeline")
+    deployment = Deployment(
+        prefix=PREFIX,
+        region=REGION,
+        bucket=data["DataBucketName"],
+        run_table=data["RunTableName"],
+        state_machine_arn=pipeline["StateMachineArn"],
+        topic_arn=pipeline["NotificationTopicArn"],
+    )
+    records = client_runs.list_runs(session.client("dynamodb"), deployment)
+    return [str(client_runs.run_view(record)["run_id"]) for record in records]
 
 
 def _read_json(s3: Any, bucket: str, key: str) -> dict[str, Any]:
@@ -439,7 +450,7 @@ def run_demo(*, work_dir: Path, console: Console | None = None, plan: DemoPlan |
             emulator,
         )
         result.timings["run"] = time.perf_counter() - mark
-        runs = _run_ids(emulator)
+        runs = _run_ids(session)
         result.run_id = runs[0] if runs else None
         result.run_succeeded = submitted.returncode == 0
 
@@ -452,7 +463,7 @@ def run_demo(*, work_dir: Path, console: Console | None = None, plan: DemoPlan |
         _step(console, 5, "A malformed dataset, uploaded directly (as `aws s3 cp` would), is rejected")
         s3.put_object(Bucket=bucket, Key="training-data/broken.jsonl", Body=MALFORMED_DATASET.encode())
         result.rejected_run_id, result.rejected_before_provisioning = _follow_rejection(
-            emulator, s3, bucket, known=set(runs), console=console
+            emulator, session, s3, bucket, known=set(runs), console=console
         )
     result.timings["total"] = time.perf_counter() - started
     verdict = "[bold green]demo passed[/]" if result.ok else "[bold red]demo failed[/]"
@@ -517,9 +528,13 @@ def _read_optional_json(s3: Any, bucket: str, key: str) -> dict[str, Any] | None
         return None
 
 
+def _stack_outputs(session: Any, stack_name: str) -> dict[str, str]:
+    outputs = session.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"][0]["Outputs"]
+    return {str(o["OutputKey"]): str(o["OutputValue"]) for o in outputs}
+
+
 def _data_bucket(session: Any) -> str:
-    outputs = session.client("cloudformation").describe_stacks(StackName=f"{PREFIX}-data")["Stacks"][0]["Outputs"]
-    return next(str(o["OutputValue"]) for o in outputs if o["OutputKey"] == "DataBucketName")
+    return _stack_outputs(session, f"{PREFIX}-data")["DataBucketName"]
 
 
 def _fetch_plot(s3: Any, bucket: str, run_id: str, work_dir: Path) -> Path | None:
@@ -533,12 +548,19 @@ def _fetch_plot(s3: Any, bucket: str, run_id: str, work_dir: Path) -> Path | Non
 
 
 def _follow_rejection(
-    emulator: Emulator, s3: Any, bucket: str, *, known: set[str], console: Console, timeout_s: float = 120
+    emulator: Emulator,
+    session: Any,
+    s3: Any,
+    bucket: str,
+    *,
+    known: set[str],
+    console: Console,
+    timeout_s: float = 120,
 ) -> tuple[str | None, bool]:
     deadline = time.monotonic() + timeout_s
     run_id = None
     while run_id is None and time.monotonic() < deadline:
-        fresh = [candidate for candidate in _run_ids(emulator) if candidate not in known]
+        fresh = [candidate for candidate in _run_ids(session) if candidate not in known]
         run_id = fresh[0] if fresh else None
         if run_id is None:
             time.sleep(1)
