@@ -6,9 +6,9 @@ Each command runs the runner's real entry point,
 inside that process (tests/contract/nova/fakeenv: every call recorded, requests and responses validated against the
 service models, state kept between processes) and a fake ``hyperpod`` CLI first on PATH
 (tests/contract/nova/bin/hyperpod, running fake_hyperpod.py: argv recorded, output as the SDK's parsers read it).
-The assertions are on the recorded calls and argv; nothing of the SDK is mocked. Every recorded call must be allowed by the runner role's
-synthesized policy (the IAM contract, tests/contract/iam_contract.py). Names (bucket, roles, ECS cluster, HyperPod
-cluster) come from the synthesized app.
+The assertions are on the recorded calls and argv; nothing of the SDK is mocked. Every recorded call must be allowed
+by the runner role's synthesized policy (the IAM contract, tests/contract/iam_contract.py). Names (bucket, roles, ECS
+cluster, HyperPod cluster) come from the synthesized app.
 
 In CI (CI=true) a missing .venv-nova fails these tests; elsewhere they are skipped with the reason.
 """
