@@ -11,7 +11,7 @@ import pytest
 
 from tests.contract.forked_runs import ForkServer
 from tests.contract.iam_contract import AppModel
-from tests.contract.nova import NOVA_SDK_PRELOAD
+from tests.contract.nova import NOVA_SDK_PRELOAD, bytecode_cache
 
 NOVA_PYTHON = Path(__file__).resolve().parents[2] / ".venv-nova" / "bin" / "python"
 
@@ -24,8 +24,8 @@ def app_model() -> AppModel:
 @pytest.fixture(scope="session")
 def nova_package_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
     """.venv-nova's interpreter started as the package checks start it (only PATH and a HOME of its own, ``-W
-    ignore``); each check is a fork of it with its own environment and folder. A missing .venv-nova fails in CI and
-    skips elsewhere."""
+    ignore``), with the suite's bytecode cache; each check is a fork of it with its own environment and folder. A
+    missing .venv-nova fails in CI and skips elsewhere."""
     if not NOVA_PYTHON.exists():
         if os.environ.get("CI") == "true":
             pytest.fail(".venv-nova is missing; CI never skips the contract tier")
@@ -34,7 +34,7 @@ def nova_package_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fo
     with ForkServer(
         NOVA_PYTHON,
         preload=NOVA_SDK_PRELOAD,
-        env={"PATH": os.environ["PATH"], "HOME": str(home)},
+        env={"PATH": os.environ["PATH"], "HOME": str(home), **bytecode_cache()},
         cwd=home,
         options=("-W", "ignore"),
     ) as server:

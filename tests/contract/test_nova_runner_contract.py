@@ -5,10 +5,10 @@ Each command runs the runner's real entry point,
 ``.venv-nova`` (the image's Python environment, ``make nova``) as a subprocess, with AWS faked at botocore's level
 inside that process (tests/contract/nova/fakeenv: every call recorded, requests and responses validated against the
 service models, state kept between processes) and a fake ``hyperpod`` CLI first on PATH
-(tests/contract/nova/bin/hyperpod: argv recorded, output as the SDK's parsers read it). The assertions are on the
-recorded calls and argv; nothing of the SDK is mocked. Every recorded call must be allowed by the runner role's
-synthesized policy (the IAM contract, tests/contract/iam_contract.py). Names (bucket, roles, ECS cluster, HyperPod
-cluster) come from the synthesized app.
+(tests/contract/nova/bin/hyperpod, running fake_hyperpod.py: argv recorded, output as the SDK's parsers read it).
+The assertions are on the recorded calls and argv; nothing of the SDK is mocked. Every recorded call must be allowed
+by the runner role's synthesized policy (the IAM contract, tests/contract/iam_contract.py). Names (bucket, roles, ECS
+cluster, HyperPod cluster) come from the synthesized app.
 
 In CI (CI=true) a missing .venv-nova fails these tests; elsewhere they are skipped with the reason.
 """
@@ -32,7 +32,7 @@ from mtrl.backends.hyperpod import CAPACITY_KIND, HyperPodAdapter, parse_setting
 from mtrl.envs.nova_package import build_package
 from tests.contract.forked_runs import ForkServer, Run
 from tests.contract.iam_contract import AppModel, AwsCall, assert_calls_allowed
-from tests.contract.nova import NOVA_SDK_PRELOAD
+from tests.contract.nova import NOVA_SDK_PRELOAD, bytecode_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 NOVA_PYTHON = ROOT / ".venv-nova" / "bin" / "python"
@@ -124,7 +124,8 @@ class Sandbox:
             "AWS_DEFAULT_REGION": "us-east-1",
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",  # the fake never checks it
-            "PYTHONDONTWRITEBYTECODE": "1",
+            "FAKE_HYPERPOD_PYTHON": str(NOVA_PYTHON),  # what bin/hyperpod runs the fake CLI with
+            **bytecode_cache(),
             **env,
         }
 
@@ -345,19 +346,18 @@ def test_setup_submit_status_cancel_teardown_with_the_real_sdk(sandbox: Sandbox,
 
     (sandbox.state / "recorded-calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in all_calls))
     assert_calls_allowed([AwsCall.from_record(c) for c in all_calls], RUNNER_ROLE, model=app_model)
-    _record_sdk_version()
+    _record_sdk_version(sandbox)
 
 
-def _record_sdk_version() -> None:
+def _record_sdk_version(sandbox: Sandbox) -> None:
     """The flow passed against this SDK: record its version (tests/unit/backends/hyperpod/test_nova_runner.py
     compares it with the pin, so a pin change without a contract run fails there, and a contract run shows up in the
-    diff)."""
-    version = subprocess.run(
-        [str(NOVA_PYTHON), "-c", "import importlib.metadata as m; print(m.version('amzn-nova-forge'))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    diff), as .venv-nova reports it (a fork of the module's interpreter)."""
+    completed = sandbox.python(
+        "-c", "import importlib.metadata as m; print(m.version('amzn-nova-forge'))", env=sandbox.environ()
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    version = completed.stdout.strip()
     path = NOVA_DIR / "sdk_version.json"
     if json.loads(path.read_text()).get("amzn-nova-forge") != version:
         path.write_text(json.dumps({"amzn-nova-forge": version}) + "\n")

@@ -5,7 +5,9 @@ verl's own constructor — with a scripted server manager and a real byte-level 
 postprocessing (``AgentLoopWorker._agent_loop_postprocess`` and ``_postprocess``). For every registered environment
 the reward verl trains on (``rm_scores``, on the last response token) equals what the same actions score through the
 environment directly; masks separate the model's tokens from the environment's; the turn limit and the response
-length stop an episode. In CI (CI=true) a missing .venv-verl fails these tests; elsewhere they are skipped.
+length stop an episode. verl's own trainer config, validation metrics and rollout dump are checked against mtrl's
+readers, and the verl device check (benchmarks/device/verl_two_steps.py) runs its no-GPU path. In CI (CI=true) a
+missing .venv-verl fails these tests; elsewhere they are skipped.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ SMOKE = ("-m", "mtrl.backends.verl.smoke", "--json")
 EVERY_ENVIRONMENT = (*SMOKE, *(argument for env_id in ENVIRONMENTS for argument in ("--env", env_id)), "--tasks", "2")
 RESPONSE_LENGTH = (*SMOKE, "--env", "wordle", "--tasks", "1", "--response-length", "40")
 COMPOSE = ("-m", "mtrl.backends.verl.train", "--run-config", "{run_config}", "--compose-only")
+DEVICE_CHECK = ("-m", "benchmarks.device.verl_two_steps", "--json", "--work")  # + the check's working directory
 
 
 def _run_in_verl(runs: dict[str, Run]) -> dict[str, subprocess.CompletedProcess[str]]:
@@ -64,8 +67,16 @@ def _run_in_verl(runs: dict[str, Run]) -> dict[str, subprocess.CompletedProcess[
 
 
 @pytest.fixture(scope="module")
-def verl_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
-    """Every .venv-verl run this module asserts on, from one interpreter start (not five torch + verl imports)."""
+def device_check_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The device check's working directory (its model, its local bucket)."""
+    return tmp_path_factory.mktemp("verl-device-check")
+
+
+@pytest.fixture(scope="module")
+def verl_runs(
+    tmp_path_factory: pytest.TempPathFactory, device_check_work: Path
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every .venv-verl run this module asserts on, from one interpreter start (not six torch + verl imports)."""
     run_config = tmp_path_factory.mktemp("verl-compose") / "run.json"
     run_config.write_text(json.dumps(RUN_DOCUMENT))
     return _run_in_verl(
@@ -75,6 +86,11 @@ def verl_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.
             "compose": Run(tuple(arg.format(run_config=run_config) for arg in COMPOSE)),
             "validation": Run(("-c", VALIDATION_SCRIPT)),
             "dump": Run(("-c", DUMP_SCRIPT)),
+            # No CUDA device, as on this machine and in CI (the CPU torch has none anyway).
+            "device_check": Run(
+                (*DEVICE_CHECK, str(device_check_work)),
+                env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""},
+            ),
         }
     )
 
@@ -240,3 +256,31 @@ def test_verls_own_rollout_dump_becomes_the_environment_side_of_a_health_row(
     assert fields["cap_hit_share"] == 0.75
     assert fields["truncation_share"] == 0.25
     assert fields["mean_turns"] == pytest.approx(21 / 4)
+
+
+def test_the_device_check_without_a_gpu_runs_up_to_the_trainer_start_and_says_it_needs_one(
+    verl_runs: dict[str, subprocess.CompletedProcess[str]], device_check_work: Path
+) -> None:
+    """It must run everything up to the trainer's start for real — the tiny model made from a config and loaded back
+    from its checksummed copy, the wordle rows converted, verl's trainer config composed with the run's real
+    overrides, the agent loop loaded from the registry file as verl loads it — then say plainly that it needs a GPU,
+    with exit code 3 (``python -m benchmarks.device.verl_two_steps --json --work <dir>``)."""
+    tmp_path = device_check_work
+    completed = verl_runs["device_check"]
+    assert completed.returncode == 3, completed.stdout[-2000:] + completed.stderr[-3000:]
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert report["gpu"] is False
+    assert "need one GPU" in report["needs_gpu"]
+    assert "error" not in report
+    before = report["before_trainer_start"]
+    assert (before["train_rows"], before["eval_rows"]) == (8, 2)
+    assert before["agent_loop"] == "mtrl.backends.verl.agent_loop.MtrlAgentLoop"
+    assert (before["rollout_engine"], before["batch_prompts"], before["group_size"]) == ("vllm", 2, 4)
+    assert before["val_before_train"] is True
+    # The model verl would load is the verified copy, and it runs (its logits cover the tokenizer's vocabulary).
+    assert Path(before["model_path"]).is_relative_to(tmp_path)
+    assert (Path(before["model_path"]) / "model.safetensors").is_file()
+    assert before["logits_shape"][::2] == [1, 261]
+    assert report["model_parameters"] > 100_000
+    # Nothing was trained: no progress file in the run's (local) bucket.
+    assert not list((tmp_path / "bucket").rglob("progress.json"))

@@ -1,62 +1,19 @@
-"""The verl device check's path on a machine without a GPU (benchmarks/device/verl_two_steps.py), in .venv-verl.
+"""The verl device check (benchmarks/device/verl_two_steps.py): the checks before the trainer, in-process.
 
-It must run everything up to the trainer's start for real — the tiny model made from a config and loaded back from
-its checksummed copy, the wordle rows converted, verl's trainer config composed with the run's real overrides, the
-agent loop loaded from the registry file as verl loads it — then say plainly that it needs a GPU, with exit code 3.
-In CI (CI=true) a missing .venv-verl fails this test; elsewhere it is skipped.
+Its path on a machine without a GPU, in .venv-verl (everything up to the trainer's start for real, then exit code 3),
+is tests/contract/test_verl_agent_loop.py's
+``test_the_device_check_without_a_gpu_runs_up_to_the_trainer_start_and_says_it_needs_one``: a fork of the .venv-verl
+interpreter that module's runs share, so torch, transformers and verl are imported once for all of them.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from benchmarks.device import verl_two_steps as check
 from mtrl.backends.verl import train
-
-ROOT = Path(__file__).resolve().parents[3]
-VERL_PYTHON = ROOT / ".venv-verl" / "bin" / "python"
-
-
-def run_check(*args: str) -> subprocess.CompletedProcess[str]:
-    if not VERL_PYTHON.exists():
-        if os.environ.get("CI"):
-            pytest.fail(".venv-verl is missing; CI never skips it (make verl)")
-        pytest.skip(".venv-verl is missing: make verl")
-    return subprocess.run(
-        [str(VERL_PYTHON), "-m", "benchmarks.device.verl_two_steps", *args],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-
-
-def test_without_a_gpu_it_runs_up_to_the_trainer_start_and_says_it_needs_one(tmp_path: Path) -> None:
-    completed = run_check("--work", str(tmp_path), "--json")
-    assert completed.returncode == 3, completed.stdout[-2000:] + completed.stderr[-3000:]
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
-    assert report["gpu"] is False
-    assert "need one GPU" in report["needs_gpu"]
-    assert "error" not in report
-    before = report["before_trainer_start"]
-    assert (before["train_rows"], before["eval_rows"]) == (8, 2)
-    assert before["agent_loop"] == "mtrl.backends.verl.agent_loop.MtrlAgentLoop"
-    assert (before["rollout_engine"], before["batch_prompts"], before["group_size"]) == ("vllm", 2, 4)
-    assert before["val_before_train"] is True
-    # The model verl would load is the verified copy, and it runs (its logits cover the tokenizer's vocabulary).
-    assert Path(before["model_path"]).is_relative_to(tmp_path)
-    assert (Path(before["model_path"]) / "model.safetensors").is_file()
-    assert before["logits_shape"][::2] == [1, 261]
-    assert report["model_parameters"] > 100_000
-    # Nothing was trained: no progress file in the run's (local) bucket.
-    assert not list((tmp_path / "bucket").rglob("progress.json"))
 
 
 def test_a_tampered_model_copy_stops_it_before_the_trainer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
