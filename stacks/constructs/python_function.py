@@ -19,6 +19,7 @@ import os
 import shutil
 import tempfile
 import time
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -26,7 +27,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
 
@@ -142,6 +143,19 @@ def _layer_hash() -> str:
     return _content_hash(_tree_files(LAYER_DIR, skip_caches=False))
 
 
+# The layer's hash for each app (weakly held), with the folder it hashed: the pipeline and backends stacks each create
+# the layer, and a hash walks and stats its thousands of files (about 0.2 CPU-s even with every digest known).
+_APP_LAYER_HASHES: weakref.WeakKeyDictionary[IConstruct, tuple[Path, str]] = weakref.WeakKeyDictionary()
+
+
+def _app_layer_hash(scope: Construct) -> str:
+    root = scope.node.root
+    known = _APP_LAYER_HASHES.get(root)
+    if known is None or known[0] != LAYER_DIR:
+        known = _APP_LAYER_HASHES[root] = (LAYER_DIR, _layer_hash())
+    return known[1]
+
+
 def dependencies_layer(scope: Construct) -> lambda_.ILayerVersion:
     """The stack's one shared dependency layer (created on first use)."""
     stack = cdk.Stack.of(scope)
@@ -158,7 +172,7 @@ def dependencies_layer(scope: Construct) -> lambda_.ILayerVersion:
         _LAYER_ID,
         # Hashed here (each file read once per process) rather than by CDK, which reads all of the layer's
         # thousands of files (about 170 MB) again for every stack and every synth.
-        code=lambda_.Code.from_asset(str(LAYER_DIR), asset_hash=_layer_hash()),
+        code=lambda_.Code.from_asset(str(LAYER_DIR), asset_hash=_app_layer_hash(stack)),
         compatible_runtimes=[RUNTIME],
         compatible_architectures=[ARCHITECTURE],
         description="mtrl Lambda dependencies (aws-lambda-powertools, pydantic) from requirements/lambda.txt",

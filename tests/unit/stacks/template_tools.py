@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Mapping
+from functools import cache
 from typing import Any
+
+from cfnlint.api import ManualArgs
+from cfnlint.config import ConfigMixIn
+from cfnlint.decode.decode import decode_str
+from cfnlint.rules import Match
+from cfnlint.runner import Runner
 
 # Actions with no resource-level permissions: the only ones allowed on Resource "*".
 NO_RESOURCE_LEVEL_ACTIONS = frozenset(
@@ -69,3 +77,35 @@ def only(template: dict[str, Any], resource_type: str) -> tuple[str, dict[str, A
 
 def of_type(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
+
+
+# cfn-lint's configuration for every synthesized template here. W3005 (redundant DependsOn) is emitted by CDK itself
+# for every Lambda/role pair.
+CFN_LINT_CONFIG = ManualArgs(regions=["us-east-1"], ignore_checks=["W3005"])
+
+
+@cache
+def _cfn_lint_runner() -> Runner:
+    # What cfnlint.api.lint builds on every call (about a second of loading its rules): one per process, as
+    # cfn-lint's own CLI lints all the templates it is given with one runner.
+    return Runner(ConfigMixIn(**CFN_LINT_CONFIG))
+
+
+@cache
+def _cfn_lint_text(text: str) -> tuple[Match, ...]:
+    # cfnlint.api.lint(text, config=CFN_LINT_CONFIG), with the runner shared.
+    template, errors = decode_str(text)
+    if errors:
+        return tuple(errors)
+    if template is None:
+        return ()
+    return tuple(_cfn_lint_runner().validate_template(template))
+
+
+def cfn_lint(template: Mapping[str, Any] | str) -> list[Match]:
+    """cfn-lint's findings for a template (a dict, or a template file's text), with CFN_LINT_CONFIG.
+
+    A template is linted once per process: the same default-app template is checked by test_compliance (every
+    stack) and again by its stack's own tests (cluster, pipeline, reward workers)."""
+    parsed = json.loads(template) if isinstance(template, str) else template
+    return list(_cfn_lint_text(json.dumps(parsed)))

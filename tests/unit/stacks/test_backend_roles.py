@@ -39,7 +39,8 @@ def _add(app: cdk.App, name: str, **props: Any) -> tuple[BackendRoles, cdk.Stack
 @pytest.fixture(scope="module")
 def apps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[BackendRoles, Template]]:
     """Default and opted-in variants in two bare stacks of one app: one synth (jsii and cdk-nag are slow)."""
-    app = cdk.App(outdir=str(tmp_path_factory.mktemp("roles")))
+    # Without aws-cdk-lib's CloudFormation check (it only warns; about 10 CPU-s to start): tests/conftest.py make_app.
+    app = cdk.App(outdir=str(tmp_path_factory.mktemp("roles")), builtin_cloud_formation_validation=False)
     enable_checks(app)  # synth fails on any unacknowledged cdk-nag finding
     built = {"default": _add(app, "Roles"), "sam": _add(app, "RolesWithSam", allow_sam_role_creation=True)}
     app.synth()

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aws_calls import SERVERLESS_ADAPTER_ACTIONS
 from aws_cdk.assertions import Match, Template
 
 from mtrl.backends.hyperpod import HyperPodSettings
@@ -19,6 +18,7 @@ from mtrl.backends.verl.config import VerlRunConfig
 from mtrl.envs.registry import list_environments
 from mtrl.settings import SettingsError
 from stacks.app_builder import Deployment
+from tests.unit.backends.aws_calls import SERVERLESS_ADAPTER_ACTIONS
 
 REPO = Path(__file__).resolve().parents[3]
 # Settings each adapter takes from the run itself (manifest / run defaults), not from the deployment.

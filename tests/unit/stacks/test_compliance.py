@@ -9,10 +9,10 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_s3 as s3
-from cfnlint.api import ManualArgs, lint
 
 from stacks.app_builder import Deployment
 from stacks.nag import acknowledge, enable_checks
+from tests.unit.stacks.template_tools import cfn_lint
 
 ACKNOWLEDGED = "aws:cdk:acknowledged-rules"
 
@@ -56,7 +56,9 @@ def test_acknowledge_refuses_stacks() -> None:
 
 def test_nag_plugin_is_active_and_fails_synth_on_a_finding(tmp_path: Path) -> None:
     # Guards against the checks silently not running (e.g. a cdk-nag API change).
-    app = cdk.App(outdir=str(tmp_path))
+    # aws-cdk-lib's own CloudFormation check only warns, and this is about cdk-nag: starting its engine would cost
+    # about 10 CPU-s (tests/conftest.py make_app).
+    app = cdk.App(outdir=str(tmp_path), builtin_cloud_formation_validation=False)
     stack = cdk.Stack(app, "Insecure")
     s3.Bucket(stack, "NoTls")
     enable_checks(app)
@@ -69,11 +71,9 @@ def test_nag_plugin_is_active_and_fails_synth_on_a_finding(tmp_path: Path) -> No
 
 def test_cfn_lint_reports_no_errors_or_warnings(synthesized: tuple[Deployment, Any]) -> None:
     _, assembly = synthesized
-    # W3005 (redundant DependsOn) is emitted by CDK itself for every Lambda/role pair.
-    config = ManualArgs(regions=["us-east-1"], ignore_checks=["W3005"])
     problems: list[str] = []
     for name, template in _templates(assembly).items():
-        for match in lint(json.dumps(template), config=config):
+        for match in cfn_lint(template):  # W3005 ignored (template_tools.CFN_LINT_CONFIG)
             problems.append(f"{name}: {match.rule.id} {match.message} at {'/'.join(map(str, match.path))}")
     assert problems == []
 

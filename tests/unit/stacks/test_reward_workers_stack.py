@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Match, Template
-from cfnlint.api import ManualArgs, lint
 
 from mtrl.settings import SettingsError, load_settings
 from stacks.app_builder import Deployment
 from stacks.constructs.reward_workers import DOCKERFILE
-from tests.unit.stacks.template_tools import as_list, least_privilege_violations, of_type, only
+from tests.unit.stacks.template_tools import as_list, cfn_lint, least_privilege_violations, of_type, only
 
 
 def _lid(deployment: Deployment, construct: Any) -> str:
@@ -169,7 +168,7 @@ def test_outputs(workers_json: dict[str, Any]) -> None:
 
 
 def test_cfn_lint_finds_nothing(workers_json: dict[str, Any]) -> None:
-    matches = lint(json.dumps(workers_json), config=ManualArgs(regions=["us-east-1"], ignore_checks=["W3005"]))
+    matches = cfn_lint(workers_json)
     assert [f"{m.rule.id} {m.message}" for m in matches] == []
 
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
-from aws_calls import AGENT_ACTIONS, SERVERLESS_ADAPTER_ACTIONS
 from aws_cdk.assertions import Template
 from test_backend_roles import _add, actions, role, statements_of
 
 from stacks.constructs.backend_roles import BackendRoles
 from stacks.nag import enable_checks
+from tests.unit.backends.aws_calls import AGENT_ACTIONS, SERVERLESS_ADAPTER_ACTIONS
 
 DOCUMENTED = json.loads(
     (Path(__file__).resolve().parents[3] / "stacks" / "constructs" / "serverless_job_policy.json").read_text()
@@ -28,7 +28,7 @@ RUNTIME = "arn:aws:bedrock-agentcore:us-east-1:123456789012:runtime/wordle_agent
 @pytest.fixture(scope="module")
 def built_both(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[BackendRoles, Template]]:
     """With an AgentCore runtime listed (every documented statement) and without one, in one synth."""
-    app = cdk.App(outdir=str(tmp_path_factory.mktemp("job-role")))
+    app = cdk.App(outdir=str(tmp_path_factory.mktemp("job-role")), builtin_cloud_formation_validation=False)
     enable_checks(app)  # synth fails on any unacknowledged cdk-nag finding
     variants = {"listed": _add(app, "Roles", agent_runtime_arns=[RUNTIME]), "none": _add(app, "RolesNoRuntime")}
     app.synth()
