@@ -537,6 +537,20 @@ def _empty_zip() -> bytes:
     return buffer.getvalue()
 
 
+_SESSIONS: list[boto3.Session] = []
+
+
+def _shared_session() -> boto3.Session:
+    """One boto3 session for the process, made on first use: the harness's clients and, as each pipeline's default
+    session, the functions' (``boto3.client`` in ``mtrl.runs.runtime``). mock_aws starts every test with no default
+    session, so each test's functions made theirs anew and parsed the service models and endpoint tables again
+    (~0.5 s of CPU a test, and garbage for the collector); a Lambda container parses them once, as this does. The
+    session holds no AWS state (credentials and region come from the environment each pipeline sets)."""
+    if not _SESSIONS:
+        _SESSIONS.append(boto3.Session())
+    return _SESSIONS[0]
+
+
 _HARNESS_CLIENTS: dict[str, Any] = {}
 
 
@@ -544,7 +558,7 @@ def _harness_client(service: str) -> Any:
     # Made once per process and kept across tests (~40 ms each, eight per test): a client holds no AWS state, and
     # moto answers every client made after it was imported; each test's mock_aws still starts from an empty world.
     if service not in _HARNESS_CLIENTS:
-        _HARNESS_CLIENTS[service] = boto3.Session(region_name=REGION).client(service)
+        _HARNESS_CLIENTS[service] = _shared_session().client(service, region_name=REGION)
     return _HARNESS_CLIENTS[service]
 
 
@@ -637,6 +651,7 @@ def running_pipeline(
         adapters.register_adapter(backend_name, lambda: fake)
     try:
         with _patched_moto(), mock_aws(config=MOTO_CONFIG):
+            boto3.DEFAULT_SESSION = _shared_session()  # mock_aws put None there, and puts the old one back after
             yield _setup(fake, settings, backend_settings() if backend_settings else None)
     finally:
         if backend_name is not None:
