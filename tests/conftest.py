@@ -19,6 +19,9 @@ os.environ["COLUMNS"] = "250"
 # Two test workers share two cores: a thread pool per process (torch, numpy's BLAS) can only oversubscribe them, and
 # the tests' models are too small to split. One thread each, for the workers and every interpreter they start.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# An interpreter a test starts that crashes (a signal in a native library) prints its Python stack to stderr, which
+# the tests include in their failure messages: an exit code of -11 alone says nothing about where.
+os.environ.setdefault("PYTHONFAULTHANDLER", "1")
 # The interpreters the tests start share one bytecode cache, outside the sources (as `make test` sets it: see the
 # Makefile), so a staged Lambda asset a test imports never gains a __pycache__.
 os.environ.setdefault("PYTHONPYCACHEPREFIX", str(Path(__file__).resolve().parent.parent / ".build" / "pycache"))
