@@ -6,6 +6,7 @@ locking), so two concurrent updates can never silently overwrite each other; a t
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 from collections.abc import Callable, Mapping
@@ -118,6 +119,10 @@ class RunRegistry:
         self._db = dynamodb
         self._table = table_name
         self._now = clock
+        # The last version of each record this registry read or wrote: an update first tries its write against it
+        # (the version condition refuses it if the record moved), saving the read a phase's consecutive updates
+        # would otherwise each make. Copies, never objects handed to a caller.
+        self._known: dict[str, dict[str, Any]] = {}
 
     # -- reads ---------------------------------------------------------------------------------------
     def get(self, run_id: str) -> dict[str, Any]:
@@ -126,8 +131,11 @@ class RunRegistry:
         except ClientError as error:
             raise_for_client_error(error, f"run {run_id}: reading the run record")
         if "Item" not in response:
+            self._known.pop(run_id, None)
             raise RunNotFound(f"run {run_id} is not registered")
-        return decode_item(response["Item"])
+        record = decode_item(response["Item"])
+        self._known[run_id] = copy.deepcopy(record)
+        return record
 
     def find(self, run_id: str) -> dict[str, Any] | None:
         try:
@@ -162,17 +170,32 @@ class RunRegistry:
             if is_conditional_failure(error):
                 return self.get(run_id), False
             raise_for_client_error(error, f"run {run_id}: registering the run")
+        self._known[run_id] = copy.deepcopy(record)
         return record, True
 
     def update(self, run_id: str, change: Callable[[dict[str, Any]], bool | None]) -> dict[str, Any]:
         """Apply ``change`` to a fresh copy and write it back if the record did not move meanwhile.
 
-        ``change`` mutates the record in place; returning False means "nothing to write".
+        ``change`` mutates the record in place; returning False means "nothing to write". That is decided on a
+        consistent read only; a write may first be tried against the version this registry last saw, which the
+        version condition refuses if the record has moved since (then it is read again, as on any conflict).
         """
-        for _attempt in range(_MAX_CONFLICT_RETRIES):
-            record = self.get(run_id)
+        known = self._known.pop(run_id, None)
+        attempts = 0
+        while attempts < _MAX_CONFLICT_RETRIES:
+            if known is not None:
+                record, known = known, None
+                fresh = False
+            else:
+                record = self.get(run_id)
+                self._known.pop(run_id, None)
+                attempts += 1
+                fresh = True
             version = int(record["version"])
             if change(record) is False:
+                if not fresh:
+                    continue
+                self._known[run_id] = copy.deepcopy(record)
                 return record
             record["version"] = version + 1
             record["updated_at"] = self._now()
@@ -183,10 +206,12 @@ class RunRegistry:
                     ConditionExpression="version = :version",
                     ExpressionAttributeValues={":version": {"N": str(version)}},
                 )
-                return record
             except ClientError as error:
                 if not is_conditional_failure(error):
                     raise_for_client_error(error, f"run {run_id}: updating the run record")
+                continue
+            self._known[run_id] = copy.deepcopy(record)
+            return record
         raise TransientError(f"run {run_id}: the run record kept changing while being updated")
 
     def set_status(self, run_id: str, status: RunStatus, *, phase: str | None = None) -> dict[str, Any]:
@@ -267,6 +292,7 @@ class RunRegistry:
 
     def claim_notification(self, run_id: str) -> bool:
         """True exactly once per run: the caller may then publish the run's one notification."""
+        self._known.pop(run_id, None)  # the version moves below
         try:
             self._db.update_item(
                 TableName=self._table,

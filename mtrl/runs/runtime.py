@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
 import time
@@ -41,8 +43,9 @@ class Runtime:
     backend_settings: Mapping[str, Any] = field(default_factory=dict)
     clock: Callable[[], float] = time.time
 
-    @property
+    @functools.cached_property
     def registry(self) -> RunRegistry:
+        """One registry per runtime, so a phase's consecutive updates skip re-reading what it just wrote."""
         return RunRegistry(self.dynamodb, self.table)
 
     @property
@@ -62,7 +65,9 @@ _cache: dict[tuple[str, ...], Runtime] = {}
 
 
 def runtime_from_env(environ: Mapping[str, str] | None = None) -> Runtime:
-    """Build (once per distinct configuration) the runtime a Lambda function was deployed with."""
+    """The runtime a Lambda function was deployed with: its clients and settings are built once per distinct
+    configuration; each call (one per invocation) gets its own registry, so what one invocation learnt of a record
+    is not carried into the next (a warm function would otherwise keep every run it ever served)."""
     env = os.environ if environ is None else environ
     missing = [name for name in (ENV_TABLE, ENV_BUCKET, PIPELINE_SETTINGS_ENV) if not env.get(name)]
     if missing:
@@ -82,7 +87,7 @@ def runtime_from_env(environ: Mapping[str, str] | None = None) -> Runtime:
     )
     cached = _cache.get(cache_key)
     if cached is not None:
-        return cached
+        return dataclasses.replace(cached)
     runtime = Runtime(
         dynamodb=boto3.client("dynamodb"),
         s3=boto3.client("s3"),
@@ -100,4 +105,4 @@ def runtime_from_env(environ: Mapping[str, str] | None = None) -> Runtime:
     )
     _cache.clear()  # one configuration per process in Lambda; tests switch between several
     _cache[cache_key] = runtime
-    return runtime
+    return dataclasses.replace(runtime)

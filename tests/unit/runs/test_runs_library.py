@@ -154,6 +154,67 @@ def test_concurrent_updates_are_never_lost(dynamodb: Any) -> None:
     assert sorted(r["identifier"] for r in registry.get("r1")["resources"]) == [f"t{i}" for i in range(6)]
 
 
+class CountingClient:
+    """The DynamoDB client, counting the calls made through it."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+
+        def counted(**kwargs: Any) -> Any:
+            self.calls.append(name)
+            return method(**kwargs)
+
+        return counted
+
+
+def test_a_phases_consecutive_updates_read_the_record_only_when_it_moved(dynamodb: Any) -> None:
+    counting = CountingClient(dynamodb)
+    registry = RunRegistry(counting, "runs")
+    registry.create("r1", {})
+    registry.set_status("r1", RunStatus.VALIDATING, phase="validate")
+    registry.set_fields("r1", rows=3)
+    registry.end_phase("r1", "validate")
+    assert counting.calls == ["put_item"] * 4  # each update wrote against the version the last one wrote
+    stored = RunRegistry(dynamodb, "runs").get("r1")
+    assert stored["version"] == 4
+    assert stored["rows"] == 3
+    assert stored["status"] == "VALIDATING"
+    assert "ended_at" in stored["phases"]["validate"]
+
+
+def test_an_update_over_another_writers_change_keeps_both(dynamodb: Any) -> None:
+    counting = CountingClient(dynamodb)
+    mine, theirs = RunRegistry(counting, "runs"), RunRegistry(dynamodb, "runs")
+    mine.create("r1", {})
+    mine.set_fields("r1", mine_first=1)
+    theirs.set_fields("r1", theirs_between=2)  # the version mine last wrote is now stale
+    counting.calls.clear()
+    record = mine.set_fields("r1", mine_after=3)
+    assert counting.calls == ["put_item", "get_item", "put_item"]  # refused by the version condition, read, written
+    assert (record["mine_first"], record["theirs_between"], record["mine_after"]) == (1, 2, 3)
+    assert RunRegistry(dynamodb, "runs").get("r1") == record
+
+
+def test_nothing_to_write_is_only_ever_decided_on_a_fresh_read(dynamodb: Any) -> None:
+    mine, theirs = RunRegistry(dynamodb, "runs"), RunRegistry(dynamodb, "runs")
+    mine.create("r1", {})
+    mine.set_fields("r1", blocked=True)
+    theirs.set_fields("r1", blocked=False)
+
+    def unless_blocked(record: dict[str, Any]) -> bool:
+        if record["blocked"]:
+            return False  # what mine last saw, but no longer true
+        record["done"] = True
+        return True
+
+    assert mine.update("r1", unless_blocked)["done"] is True
+    assert RunRegistry(dynamodb, "runs").get("r1")["done"] is True
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1_000_000.0
