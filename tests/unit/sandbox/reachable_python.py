@@ -13,6 +13,9 @@ a copy next to it.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
+import functools
 import os
 import pwd
 import shutil
@@ -21,7 +24,9 @@ import struct
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,11 +50,37 @@ def ci_user_exists() -> bool:
 
 
 # Skipped without the user, saying how to create it; in CI (CI set) its absence fails the test instead.
-needs_ci_user = pytest.mark.skipif(
+_skip_without_ci_user = pytest.mark.skipif(
     not ci_user_exists() and not os.environ.get("CI"),
     reason=f"needs the unprivileged user {CI_USER}: create it with `useradd --system --no-create-home --shell "
     f"/usr/sbin/nologin {CI_USER}` (as .ci/run does; in CI its absence fails the test)",
 )
+# RLIMIT_NPROC counts every process of a uid, and the lambda tier sets it on top of the uid's count at the start of a
+# run: mtrl-ci processes of another test process ending mid-run would hand this run's code their slots (seen: a
+# hostile program forking 11 under a limit of 8 while the other pytest worker's mtrl-ci probe wound down). So the
+# tests that run code as mtrl-ci hold the uid one at a time, across test processes, as one worker holds its own.
+CI_USER_LOCK = Path(tempfile.gettempdir()) / f"{CI_USER}-uid.lock"
+
+
+@contextlib.contextmanager
+def ci_user_to_itself() -> Iterator[None]:
+    with CI_USER_LOCK.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def needs_ci_user(test: Callable[..., None]) -> Callable[..., None]:
+    """A test that runs code as mtrl-ci: skipped (or failed in CI) without the user, and the uid's only user."""
+
+    @functools.wraps(test)
+    def alone(*args: Any, **kwargs: Any) -> None:
+        with ci_user_to_itself():
+            test(*args, **kwargs)
+
+    return _skip_without_ci_user(alone)
 
 
 class CopyError(RuntimeError):
