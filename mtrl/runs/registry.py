@@ -126,16 +126,20 @@ class RunRegistry:
 
     # -- reads ---------------------------------------------------------------------------------------
     def get(self, run_id: str) -> dict[str, Any]:
+        record = self._read(run_id)
+        self._known[run_id] = copy.deepcopy(record)
+        return record
+
+    def _read(self, run_id: str) -> dict[str, Any]:
+        """A consistent read of the record."""
+        self._known.pop(run_id, None)
         try:
             response = self._db.get_item(TableName=self._table, Key=run_key(run_id), ConsistentRead=True)
         except ClientError as error:
             raise_for_client_error(error, f"run {run_id}: reading the run record")
         if "Item" not in response:
-            self._known.pop(run_id, None)
             raise RunNotFound(f"run {run_id} is not registered")
-        record = decode_item(response["Item"])
-        self._known[run_id] = copy.deepcopy(record)
-        return record
+        return decode_item(response["Item"])
 
     def find(self, run_id: str) -> dict[str, Any] | None:
         try:
@@ -181,16 +185,13 @@ class RunRegistry:
         version condition refuses if the record has moved since (then it is read again, as on any conflict).
         """
         known = self._known.pop(run_id, None)
-        attempts = 0
-        while attempts < _MAX_CONFLICT_RETRIES:
-            if known is not None:
-                record, known = known, None
-                fresh = False
+        reads = 0
+        while known is not None or reads < _MAX_CONFLICT_RETRIES:
+            if known is None:
+                record, fresh = self._read(run_id), True
+                reads += 1
             else:
-                record = self.get(run_id)
-                self._known.pop(run_id, None)
-                attempts += 1
-                fresh = True
+                record, known, fresh = known, None, False
             version = int(record["version"])
             if change(record) is False:
                 if not fresh:

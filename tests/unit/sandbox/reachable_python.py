@@ -64,12 +64,9 @@ CI_USER_LOCK = Path(tempfile.gettempdir()) / f"{CI_USER}-uid.lock"
 
 @contextlib.contextmanager
 def ci_user_to_itself() -> Iterator[None]:
-    with CI_USER_LOCK.open("a") as handle:
+    with CI_USER_LOCK.open("a") as handle:  # closing it releases the lock
         fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
 
 
 def needs_ci_user(test: Callable[..., None]) -> Callable[..., None]:
