@@ -30,7 +30,6 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from mtrl import signal_health
 from mtrl.backends.local import LLM_PYTHON_ENV
 from mtrl.client import runs as client_runs
 from mtrl.client.deployment import Deployment
@@ -38,6 +37,7 @@ from mtrl.emulator import Emulator, deploy_app
 from mtrl.emulator.deploy import session_for
 from mtrl.emulator.process import REGION
 from mtrl.envs.registry import load_spec
+from mtrl.health import signal_health
 from mtrl.local.agents import agent_for
 from mtrl.local.config import FEATURES, TrainConfig, default_policy
 from mtrl.local.policy import LogLinearPolicy

@@ -1,7 +1,7 @@
 """Template reward environment: copy this directory to ``custom-environments/<your_env_id>/``.
 
 The task: the policy must reply with a secret word it can discover by asking for hints. It shows every
-part of the contract in ``mtrl.envs.contract`` with no dependencies: a multi-turn ``step``, an
+part of the contract in ``mtrl.contracts.environment`` with no dependencies: a multi-turn ``step``, an
 aggregate reward with named components, metrics, a dataset row check and the verifiers entry point.
 After copying, change ``ENV_ID`` to the new directory name. ``sample/train.jsonl`` and ``sample/eval.jsonl`` are a
 small dataset so ``mtrl env try`` runs on the copy at once; ``eval.jsonl`` is the held-out set it reports success on.
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mtrl.envs.contract import MALFORMED_ACTIONS, EpisodeResult, StepResult, TaskError
+from mtrl.contracts.environment import MALFORMED_ACTIONS, EpisodeResult, StepResult, TaskError
 from mtrl.envs.verifiers_adapter import to_verifiers_environment
 
 ENV_ID = "template"
@@ -26,7 +26,7 @@ EXAMPLE_TASK: dict[str, Any] = {"prompt": "Say the secret word. Reply 'hint' for
 EXAMPLE_ACTIONS = ["hint", "otter"]
 
 # The most turns an episode takes: every driver (training, `mtrl env try`, the reward workers) stops here. Without it
-# the default is mtrl.envs.contract.DEFAULT_MAX_TURNS. SYSTEM_PROMPT, if set, is the system message every policy gets.
+# the default is mtrl.contracts.environment.DEFAULT_MAX_TURNS. SYSTEM_PROMPT, if set, is the system message every policy gets.
 MAX_TURNS = 4
 HINT_COST = 0.1
 CLOSENESS_WEIGHT = 0.3

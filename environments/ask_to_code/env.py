@@ -23,7 +23,7 @@ from typing import Any
 
 from environments.ask_to_code import user
 from environments.ask_to_code.tasks import TASKS, Task
-from mtrl.envs.contract import MALFORMED_ACTIONS, EpisodeResult, StepResult, TaskError
+from mtrl.contracts.environment import MALFORMED_ACTIONS, EpisodeResult, StepResult, TaskError
 from mtrl.sandbox import Limits, SandboxResult, run_cases
 
 WEIGHTS = {"correctness": 1.0, "asked_before_coding": 0.6, "guessed_immediately": 0.4, "loop_penalty": 0.2}

@@ -28,7 +28,7 @@ from typing import Any
 
 from environments.sop_support import data, sop
 from environments.sop_support.desk import READ_ONLY, Desk, Records
-from mtrl.envs.contract import MALFORMED_ACTIONS, EpisodeResult, StepResult, TaskError
+from mtrl.contracts.environment import MALFORMED_ACTIONS, EpisodeResult, StepResult, TaskError
 from mtrl.envs.normalise import canonical_key
 from mtrl.envs.scoring import extract_final_output, field_fraction
 

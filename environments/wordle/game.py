@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from environments.wordle.words import ALPHABET, WORD_LENGTH, WordData, default_words
-from mtrl.envs.contract import MALFORMED_ACTIONS, EpisodeResult, StepResult, TaskError
+from mtrl.contracts.environment import MALFORMED_ACTIONS, EpisodeResult, StepResult, TaskError
 
 MAX_GUESSES = 6
 MAX_ACTIONS = 12  # valid or not; stops a policy that never produces a usable guess

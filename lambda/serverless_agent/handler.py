@@ -13,7 +13,8 @@ never an error status: the service fails the whole job on a returned error. The 
 (``Could not find job`` from the service) is recognised and returned as a diagnosis.
 
 In an evaluation job (``AgentRFTEvaluation`` in the job ARN) the score reported is the environment's external evaluation
-(``mtrl.evaluation.score``: its ``EVALUATION``, or success 1/0 when it declares none), not the training reward: the
+(``mtrl.health.evaluation.score``: its ``EVALUATION``, or success 1/0 when it declares none), not the training
+reward: the
 service's pass@k then measures what the task owner accepts as solved (the SageMaker AI multi-turn RL best-practices
 post: evaluate separately from the reward). Training jobs get the reward.
 
@@ -46,12 +47,12 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mtrl.envs.contract import Environment, EpisodeResult
+from mtrl.contracts.environment import Environment, EpisodeResult
 from mtrl.envs.registry import EnvironmentSpec, load_spec
 from mtrl.envs.rollout import EpisodeRules, Rollout
 from mtrl.envs.rollout import play as play_episode
-from mtrl.evaluation import score as evaluation_score
 from mtrl.health.emf import JOB_DIMENSION, EpisodeMetrics
+from mtrl.health.evaluation import score as evaluation_score
 
 log = logging.getLogger("mtrl.serverless_agent")
 log.setLevel(logging.INFO)

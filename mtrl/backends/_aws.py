@@ -12,7 +12,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mtrl.backends.base import BackendError
+from mtrl.contracts.backend import BackendError
 
 # Error codes that mean "try again later", never "your request is wrong".
 _TRANSIENT_CODES = {

@@ -30,6 +30,8 @@ from botocore.exceptions import ClientError
 
 from mtrl.backends._aws import S3Uri, error_code
 from mtrl.health.emf import EPISODE_METRICS, EPISODES_NAMESPACE
+from mtrl.health.signal_health import AGGREGATE
+from mtrl.health.signal_health import EMF_NAMESPACE as SPREAD_NAMESPACE
 from mtrl.health.signals import (
     SIGNALS_FILE,
     SignalHeader,
@@ -40,8 +42,6 @@ from mtrl.health.signals import (
     parse_time,
     render_signals,
 )
-from mtrl.signal_health import AGGREGATE
-from mtrl.signal_health import EMF_NAMESPACE as SPREAD_NAMESPACE
 
 EMF_LAG_SECONDS = 120
 WINDOW_START_KEY = "episodes_since"  # row extras: the window its episode figures cover

@@ -37,7 +37,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from mtrl.backends._aws import AwsClients, S3Uri, backend_error
-from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
+from mtrl.contracts.backend import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
 from mtrl.health.emf import EpisodeMetrics
 from mtrl.health.signals import SIGNALS_FILE, iso_time, render_signals

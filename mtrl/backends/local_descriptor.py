@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from mtrl.backends.descriptor import BackendDescriptor, BaselineSupport
+from mtrl.contracts.descriptor import BackendDescriptor, BaselineSupport
 
 if TYPE_CHECKING:
     from mtrl.cost.calculator import CostEstimate, PriceBook

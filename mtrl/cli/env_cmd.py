@@ -17,7 +17,7 @@ import typer
 from rich.table import Table
 
 from mtrl.cli.output import EXIT_INVALID, console, fail, print_json
-from mtrl.envs.contract import EpisodeResult, TaskError
+from mtrl.contracts.environment import EpisodeResult, TaskError
 from mtrl.envs.registry import (
     EnvironmentNotFoundError,
     EnvironmentSpec,

@@ -8,9 +8,10 @@ Two kinds of policy:
   environment through its contract alone (``mtrl.llm``), groups of rollouts per task, optionally
   ``--train-steps N`` of GRPO with TRL + LoRA.
 
-Both report the held-out external evaluation (``mtrl.evaluation``: the environment's EVALUATION, or its success as
+Both report the held-out external evaluation (``mtrl.health.evaluation``: the environment's EVALUATION, or its
+success as
 the labelled fallback) and success on the evaluation set — never the training reward, reported beside them — and
-per-component signal health with the one verdict rule of ``mtrl.signal_health``. A flat reward is a finding,
+per-component signal health with the one verdict rule of ``mtrl.health.signal_health``. A flat reward is a finding,
 reported, not a failure: exit code 0 unless ``--strict`` (then 1 when the reward is flat); 1 when training failed,
 2 for usage errors, 130 when interrupted (the episodes played so far are kept).
 """
@@ -25,10 +26,10 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mtrl import signal_health
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, fail, print_json
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
-from mtrl.evaluation import label as evaluation_label
+from mtrl.health import signal_health
+from mtrl.health.evaluation import label as evaluation_label
 
 if TYPE_CHECKING:
     from mtrl.local.config import TrainConfig

@@ -12,11 +12,11 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mtrl import signal_health
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, error_console, fail, print_json
-from mtrl.envs.contract import TaskError
+from mtrl.contracts.environment import TaskError
 from mtrl.envs.registry import EnvironmentNotFoundError, EnvironmentSpec, InvalidEnvironmentError, load_spec
-from mtrl.evaluation import label as evaluation_label
+from mtrl.health import signal_health
+from mtrl.health.evaluation import label as evaluation_label
 from mtrl.llm import LLMUnavailableError
 from mtrl.llm.policies import PolicyError, Sampling, parse_policy
 from mtrl.llm.rollout import Episode

@@ -6,7 +6,7 @@ starting point and the ceiling. Each policy plays one episode of each task of a 
 ``sample/eval.jsonl`` by default, its ``sample/train.jsonl`` or any dataset file — through the same episode loop
 and scoring as ``mtrl env try`` (``mtrl.llm.tryout.play_heldout`` for language models, the local trainer's
 held-out rollouts for the untrained ``features`` policy), from the same seed. Reported per policy: the external
-evaluation mean (``mtrl.evaluation``: the environment's EVALUATION, or success as the labelled fallback), the
+evaluation mean (``mtrl.health.evaluation``: the environment's EVALUATION, or success as the labelled fallback), the
 reward mean (the training signal, not the score), the success rate and the mean turns; ``--per-task FILE``
 writes one JSON line per policy and task.
 
@@ -26,10 +26,10 @@ import typer
 from rich.table import Table
 
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, fail, print_json
-from mtrl.envs.contract import EpisodeResult, TaskError
+from mtrl.contracts.environment import EpisodeResult, TaskError
 from mtrl.envs.registry import EnvironmentNotFoundError, EnvironmentSpec, InvalidEnvironmentError, load_spec
-from mtrl.evaluation import describe, label
-from mtrl.evaluation import score as evaluation_score
+from mtrl.health.evaluation import describe, label
+from mtrl.health.evaluation import score as evaluation_score
 from mtrl.llm import LLMUnavailableError
 from mtrl.llm.policies import PolicyError, PolicySpec, Sampling, parse_policy
 

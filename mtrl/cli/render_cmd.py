@@ -32,9 +32,9 @@ def render(
 ) -> None:
     """Print, offline, the Kubernetes objects a run of MANIFEST would submit (as `helm template` does)."""
     # Imported here: the command line starts fast for every other command.
-    from mtrl.backends.base import BackendError, RunContext  # noqa: PLC0415
+    from mtrl.contracts.backend import BackendError, RunContext  # noqa: PLC0415
+    from mtrl.contracts.errors import ConfigurationError  # noqa: PLC0415
     from mtrl.runs.adapters import renderer_for  # noqa: PLC0415
-    from mtrl.runs.errors import ConfigurationError  # noqa: PLC0415
     from mtrl.runs.ids import RUN_ID_PATTERN, derive_run_id  # noqa: PLC0415
     from mtrl.runs.manifest import parse_manifest, resolve_run_settings  # noqa: PLC0415
     from mtrl.settings import SettingsError, load_settings, parse_overrides, read_cdk_json_context  # noqa: PLC0415

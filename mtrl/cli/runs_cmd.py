@@ -24,7 +24,7 @@ from mtrl.cli.remote import (
     remote_errors,
 )
 from mtrl.client import runs as client_runs
-from mtrl.evaluation import label as evaluation_label
+from mtrl.health.evaluation import label as evaluation_label
 from mtrl.runs.registry import RunStatus
 
 GENERIC_ERROR_NAMES = {"Runtime.HandlerError", "Runtime.UnhandledError", "Lambda.Unknown", "States.TaskFailed"}

@@ -236,8 +236,8 @@ def run_cost(record: Mapping[str, Any], *, region: str, now: datetime | None = N
     modules load only for a run of it, so `mtrl status` starts without every backend.
     """
     # The price book's models load only for a cost: `mtrl status` and `--help` start without pydantic.
-    from mtrl.backends.descriptor import resolve  # noqa: PLC0415
-    from mtrl.backends.registry import UnknownBackendError, descriptor_for  # noqa: PLC0415
+    from mtrl.contracts.descriptor import resolve  # noqa: PLC0415
+    from mtrl.contracts.registry import UnknownBackendError, descriptor_for  # noqa: PLC0415
     from mtrl.cost import cost_for_run  # noqa: PLC0415
 
     settings = record.get("settings") or {}

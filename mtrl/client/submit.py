@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from mtrl.client.deployment import Deployment, error_code
-from mtrl.runs.errors import ConfigurationError
+from mtrl.contracts.errors import ConfigurationError
 from mtrl.runs.ids import DATASET_SUFFIX, derive_run_id, manifest_key_for
 from mtrl.runs.manifest import RunSettings, parse_manifest, resolve_run_settings
 from mtrl.runs.trigger import TRAINING_DATA_PREFIX

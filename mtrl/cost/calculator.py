@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, ValidationError
 
-from mtrl.backends.descriptor import resolve
-from mtrl.backends.registry import UnknownBackendError, descriptor_for
+from mtrl.contracts.descriptor import resolve
+from mtrl.contracts.registry import UnknownBackendError, descriptor_for
 
 PRICES_FILE = Path(__file__).with_name("prices.json")
 _MILLION = Decimal(1_000_000)

@@ -7,7 +7,7 @@ it loads ``mtrl.sandbox``), ``scoring`` (final answer, exact match, partial cred
 ``normalise`` (the one normalisation of tool inputs and answer fields).
 """
 
-from mtrl.envs.contract import (
+from mtrl.contracts.environment import (
     Environment,
     EpisodeResult,
     StepResult,

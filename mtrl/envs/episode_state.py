@@ -11,7 +11,7 @@ on max turns, on a crash, on a timeout. ``EpisodeState`` is that sandbox:
   process, a file) with the function that removes it;
 - ``close()``: runs the cleanups in reverse order (each one even if another fails), closes the database;
   idempotent. The environment's own ``close()`` calls it and the drivers call that in ``finally``
-  (``mtrl.envs.contract.closing``).
+  (``mtrl.contracts.environment.closing``).
 
 ``open_states()`` lists the states not yet closed in this process: tests use it to prove nothing leaked.
 """

@@ -6,7 +6,7 @@ wants a ``pyproject.toml`` there and a ``def load_environment`` in a root-level 
 ``<env_id with - → _>/``; ``CommonInfraCommands._build_setup_commands`` then runs
 ``pip install -e ./<env_id>`` and ``import <env_id with - → _>``.
 
-Our environments live in the ``environments`` package and import ``mtrl.envs.contract``,
+Our environments live in the ``environments`` package and import ``mtrl.contracts.environment``,
 ``mtrl.envs.verifiers_adapter`` and ``mtrl.sandbox``, so the package carries those modules and a top-level module
 ``<module>`` whose ``load_environment`` is the environment's. ``verifiers`` itself is not a dependency: the SDK's
 environment venv has the starter kit's fork (``amzn-agi-verifiers``). The archive is deterministic (sorted entries,
@@ -29,7 +29,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # blocks (tools, episode state, execution, scoring, normalise; scoring reuses signal_health, which writes with emf).
 # The package's mtrl/envs/__init__.py is a stub, so environments import the blocks from their modules (mtrl.envs.tools).
 MTRL_MODULES = (
-    "mtrl/envs/contract.py",
+    "mtrl/contracts/__init__.py",
+    "mtrl/contracts/environment.py",
     "mtrl/envs/rollout.py",
     "mtrl/envs/verifiers_adapter.py",
     "mtrl/envs/tools.py",
@@ -37,8 +38,9 @@ MTRL_MODULES = (
     "mtrl/envs/execution.py",
     "mtrl/envs/scoring.py",
     "mtrl/envs/normalise.py",
-    "mtrl/signal_health.py",
-    "mtrl/emf.py",
+    "mtrl/health/__init__.py",
+    "mtrl/health/signal_health.py",
+    "mtrl/health/emf_document.py",
     "mtrl/sandbox",
 )
 S3_PREFIX = "nova-envs"

@@ -1,6 +1,6 @@
 """Find and load reward environments: built-ins in ``environments/``, custom ones in ``custom-environments/``.
 
-Both kinds have the same package shape (see ``mtrl.envs.contract``). Built-ins import as
+Both kinds have the same package shape (see ``mtrl.contracts.environment``). Built-ins import as
 ``environments.<env_id>``; a custom environment's directory name contains a dash, so it is loaded from
 its path under the private module name ``mtrl_custom_env_<env_id>`` (relative imports inside it work).
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from mtrl.envs.contract import (
+from mtrl.contracts.environment import (
     DEFAULT_MAX_TURNS,
     DEFAULT_SYSTEM_PROMPT,
     MAX_TURNS_CEILING,

@@ -4,7 +4,8 @@ The reward workers, the serverless agent, the local trainer, ``mtrl env try``/``
 adapter and the verl agent loop all play episodes here, so a dry run plays exactly the game training plays:
 
 - the **rules** come from the environment (``EnvironmentSpec.rules()``): its ``MAX_TURNS`` and ``SYSTEM_PROMPT``
-  (one documented default each, in ``mtrl.envs.contract``), plus the caller's deadline. A caller may only *lower*
+  (one documented default each, in ``mtrl.contracts.environment``), plus the caller's deadline. A caller may only
+  *lower*
   the turn limit (a quick dry run), never raise it;
 - the **conversation** uses chat roles: the system prompt, then ``reset(task)`` as the first ``user`` message, each
   action as an ``assistant`` message and each observation as the next ``user`` message;
@@ -32,7 +33,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from mtrl.envs.contract import (
+from mtrl.contracts.environment import (
     DEFAULT_MAX_TURNS,
     DEFAULT_SYSTEM_PROMPT,
     Environment,

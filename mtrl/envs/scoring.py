@@ -14,7 +14,7 @@ GRPO no signal: when every rollout of a task gets the same score, the group's ad
   are ignored; a missing field is wrong;
 - ``field_fraction(expected, actual)``: the share of expected fields that are right (partial credit);
 - ``zero_spread_share(groups)`` and ``densify_verdict(binary, partial)``: the zero-spread share of a score
-  over groups of rollouts (``mtrl.signal_health``), and the rule "densify only when the binary score
+  over groups of rollouts (``mtrl.health.signal_health``), and the rule "densify only when the binary score
   starves GRPO — it is constant in at least half the groups (``STARVED_SHARE``) — and the partial score is
   constant in fewer".
 
@@ -33,8 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mtrl import signal_health
 from mtrl.envs.normalise import normalise, normalise_text
+from mtrl.health import signal_health
 
 MAX_ANSWER_CHARS = 64 * 1024
 # The binary score starves GRPO when it is constant in at least this share of groups (see the module docstring).

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mtrl.envs.contract import (
+from mtrl.contracts.environment import (
     DEFAULT_MAX_TURNS,
     DEFAULT_SYSTEM_PROMPT,
     Environment,

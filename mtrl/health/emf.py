@@ -2,7 +2,8 @@
 
 The reward workers, the serverless agent, the local backend and the verl agent loop publish what their episodes
 showed through ``EpisodeMetrics.publish``: the within-group spread per component (``mtrl/RewardSignal``,
-``mtrl.signal_health``), the external evaluation beside the reward (``mtrl/Evaluation``, ``mtrl.evaluation``) and
+``mtrl.health.signal_health``), the external evaluation beside the reward (``mtrl/Evaluation``,
+``mtrl.health.evaluation``) and
 the episode figures a training-health row holds (``mtrl/Episodes``: reward mean, malformed actions, turn-limit hits,
 mean turns, errors, timeouts; ``mtrl.health.episodes``), all with the same dimensions. A group of one episode (the
 serverless agent plays one per invocation) has no spread; its other figures are still published (the serverless
@@ -16,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from mtrl import emf, evaluation, signal_health
+from mtrl.health import emf_document as emf
+from mtrl.health import evaluation, signal_health
 from mtrl.health.episodes import ScoredEpisode, episode_fields
 
 EPISODES_NAMESPACE = "mtrl/Episodes"

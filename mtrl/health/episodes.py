@@ -2,7 +2,7 @@
 
 Whoever scores episodes (the local trainer, the episode driver, the reward workers) passes each episode as an
 object satisfying ``ScoredEpisode``; ``episode_fields`` turns one step's groups into the row fields it can know.
-The within-group spread is ``mtrl.signal_health``'s, so the row and the ``mtrl/RewardSignal`` metrics agree.
+The within-group spread is ``mtrl.health.signal_health``'s, so the row and the ``mtrl/RewardSignal`` metrics agree.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-from mtrl.envs.contract import MALFORMED_ACTIONS, EpisodeResult
-from mtrl.evaluation import score as evaluation_score
-from mtrl.signal_health import compute as compute_signal_health
+from mtrl.contracts.environment import MALFORMED_ACTIONS, EpisodeResult
+from mtrl.health.evaluation import score as evaluation_score
+from mtrl.health.signal_health import compute as compute_signal_health
 
 MALFORMED_METRIC = MALFORMED_ACTIONS  # EpisodeResult.metrics convention: unparsable actions or answers
 EpisodeStatus = Literal["completed", "timeout", "error"]

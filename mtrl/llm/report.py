@@ -1,7 +1,8 @@
 """What a chat policy's rollouts say about a reward: per-group and overall figures, a PNG, and the learning curve.
 
-Signal health comes from ``mtrl.signal_health`` (the same threshold and verdict as everywhere else). Held-out figures
-are the external evaluation (``mtrl.evaluation``) and the environment's own ``success`` on the evaluation tasks,
+Signal health comes from ``mtrl.health.signal_health`` (the same threshold and verdict as everywhere else). Held-out
+figures
+are the external evaluation (``mtrl.health.evaluation``) and the environment's own ``success`` on the evaluation tasks,
 reported apart from the training reward.
 """
 
@@ -12,8 +13,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mtrl import signal_health
-from mtrl.evaluation import figures as evaluation_figures
+from mtrl.health import signal_health
+from mtrl.health.evaluation import figures as evaluation_figures
 from mtrl.llm.rollout import Episode
 from mtrl.local.run import task_key
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mtrl.envs.contract import Environment, EpisodeResult, close_environment
+from mtrl.contracts.environment import Environment, EpisodeResult, close_environment
 from mtrl.envs.registry import EnvironmentSpec
 from mtrl.envs.rollout import ActionRequest, Rollout, play_batch
 from mtrl.llm.policies import ChatPolicy, Context, Reply, Sampling

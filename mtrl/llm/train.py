@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mtrl import signal_health
 from mtrl.envs.registry import EnvironmentSpec
+from mtrl.health import signal_health
 from mtrl.health.episodes import episode_fields
 from mtrl.llm import require
 from mtrl.llm.policies import HFPolicy, PolicyError, Sampling

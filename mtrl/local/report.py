@@ -23,7 +23,7 @@ def pyplot() -> Any:
 def summarize(state: TrainingState, *, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Before/after held-out evaluation and success (the environment's own criteria), signal health and weights.
 
-    ``evaluation_before``/``evaluation_after`` are the external evaluation (``mtrl.evaluation``; its
+    ``evaluation_before``/``evaluation_after`` are the external evaluation (``mtrl.health.evaluation``; its
     ``evaluation_measure`` says whether it is the declared EVALUATION or the success fallback), reported apart
     from ``reward_before``/``reward_after``. The before figure is the untrained policy: the run's baseline.
     """

@@ -15,17 +15,17 @@ from typing import Any, Literal
 
 import numpy as np
 
-from mtrl.envs.contract import EpisodeResult
+from mtrl.contracts.environment import EpisodeResult
 from mtrl.envs.registry import EnvironmentSpec
 from mtrl.envs.rollout import Message, play
 from mtrl.envs.rollout import Rollout as Played
-from mtrl.evaluation import figures as evaluation_figures
 from mtrl.health.emf import EpisodeMetrics
 from mtrl.health.episodes import episode_fields
+from mtrl.health.evaluation import figures as evaluation_figures
+from mtrl.health.signal_health import compute as compute_signal_health
 from mtrl.local.agents import Agent, EpisodeAgent
 from mtrl.local.config import TrainConfig
 from mtrl.local.policy import Adam, FloatArray, LogLinearPolicy
-from mtrl.signal_health import compute as compute_signal_health
 
 Task = Mapping[str, Any]  # one dataset row's ``metadata``
 
@@ -189,7 +189,7 @@ class Trainer:
         return [self.rollout(policy, task, rng, greedy=config.greedy_eval) for task in tasks]
 
     def evaluate(self, policy: LogLinearPolicy, *, step: int, config: TrainConfig) -> dict[str, Any]:
-        """Held-out external evaluation (``mtrl.evaluation``), success, reward and component means at ``step``.
+        """Held-out external evaluation (``mtrl.health.evaluation``), success, reward and component means at ``step``.
 
         The evaluation is reported next to the reward, never mixed into it. The evaluation generator is
         re-seeded identically every time, so before/after differ only by policy.

@@ -1,7 +1,7 @@
-"""Backend selection: backend name → adapter (the descriptor's factory, ``mtrl.backends.registry``).
+"""Backend selection: backend name → adapter (the descriptor's factory, ``mtrl.contracts.registry``).
 
 Adapters live in ``mtrl.backends.<name>`` and are imported lazily, so a Lambda only loads the backend it
-uses. A new backend is registered with ``mtrl.backends.registry.register_backend``; tests may also replace one
+uses. A new backend is registered with ``mtrl.contracts.registry.register_backend``; tests may also replace one
 backend's adapter factory under its name (``register_adapter``) and keep everything else its descriptor says.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from mtrl.backends.base import BackendAdapter
-from mtrl.backends.descriptor import BackendDescriptor, resolve
-from mtrl.backends.registry import UnknownBackendError, descriptor_for
-from mtrl.runs.errors import ConfigurationError
+from mtrl.contracts.backend import BackendAdapter
+from mtrl.contracts.descriptor import BackendDescriptor, resolve
+from mtrl.contracts.errors import ConfigurationError
+from mtrl.contracts.registry import UnknownBackendError, descriptor_for
 
 AdapterFactory = Callable[[], BackendAdapter]
 

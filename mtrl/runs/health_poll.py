@@ -18,7 +18,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mtrl.backends.base import BackendError, RunContext
+from mtrl.contracts.backend import BackendError, RunContext
 from mtrl.health.rules import STOP, WARN, evaluate, health_level
 from mtrl.health.signals import HEALTH_FILE, SIGNALS_FILE, SignalsError, parse_signals
 from mtrl.runs.report import notification_choice

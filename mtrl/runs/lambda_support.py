@@ -14,7 +14,7 @@ from typing import Any, cast
 from aws_lambda_powertools import Logger, Tracer
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mtrl.runs.errors import InternalError, PipelineError, TransientError
+from mtrl.contracts.errors import InternalError, PipelineError, TransientError
 from mtrl.runs.registry import raise_for_client_error
 from mtrl.runs.runtime import Runtime, runtime_from_env
 

@@ -13,12 +13,12 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from mtrl.backends.descriptor import resolve
-from mtrl.backends.registry import descriptor_for
+from mtrl.contracts.descriptor import resolve
+from mtrl.contracts.errors import ConfigurationError
+from mtrl.contracts.problems import problems_from_validation_error
+from mtrl.contracts.registry import descriptor_for
+from mtrl.contracts.run_options import baseline_problem, validate_backend_options
 from mtrl.health.rules import STOP_RULES
-from mtrl.runs.backend_options import baseline_problem, validate_backend_options
-from mtrl.runs.errors import ConfigurationError
-from mtrl.settings.base import problems_from_validation_error
 from mtrl.settings.deploy import DeploySettings
 from mtrl.settings.pipeline import (
     MAX_RUN_INSTANCES,
@@ -92,7 +92,7 @@ class RunSettings(BaseModel):
     )
     backend_options: dict[str, Any] = Field(
         default_factory=dict,
-        description="The backend's per-run options (mtrl.runs.backend_options: one strict model per backend).",
+        description="The backend's per-run options (mtrl.contracts.run_options: one strict model per backend).",
     )
 
     @field_validator("hyperparameters")

@@ -17,8 +17,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from mtrl.backends.base import CreatedResource
-from mtrl.runs.errors import InternalError, TransientError
+from mtrl.contracts.backend import CreatedResource
+from mtrl.contracts.errors import InternalError, TransientError
 
 
 @functools.cache

@@ -8,7 +8,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from mtrl.runs.errors import in_plain_words
+from mtrl.contracts.errors import in_plain_words
 
 MAX_CAUSE_CHARS = 1500
 
@@ -60,7 +60,7 @@ def baseline_comparison(record: Mapping[str, Any]) -> dict[str, Any] | None:
         before = {name.removesuffix("_before"): v for name, v in evaluation.items() if name.endswith("_before")}
         after = {name.removesuffix("_after"): v for name, v in evaluation.items() if name.endswith("_after")}
     # Loaded here, so `mtrl status --help` starts without the backends.
-    from mtrl.backends.registry import UnknownBackendError, descriptor_for  # noqa: PLC0415
+    from mtrl.contracts.registry import UnknownBackendError, descriptor_for  # noqa: PLC0415
 
     try:
         support = descriptor_for(str(settings.get("backend"))).baseline

@@ -9,7 +9,7 @@ from urllib.parse import unquote_plus
 
 from botocore.exceptions import ClientError
 
-from mtrl.runs.errors import ConfigurationError, InternalError
+from mtrl.contracts.errors import ConfigurationError, InternalError
 from mtrl.runs.ids import DATASET_SUFFIX, derive_run_id, manifest_key_for
 from mtrl.runs.manifest import MAX_MANIFEST_BYTES, parse_manifest
 from mtrl.runs.registry import raise_for_client_error

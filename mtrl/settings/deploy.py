@@ -17,11 +17,12 @@ from typing import Any, Self
 
 from pydantic import ValidationError, model_validator
 
-from mtrl.backends.descriptor import resolve
-from mtrl.backends.registry import descriptor_for
 from mtrl.backends.verl.settings import VerlSettings
+from mtrl.contracts.descriptor import resolve
+from mtrl.contracts.problems import problems_from_validation_error
+from mtrl.contracts.registry import descriptor_for
 from mtrl.settings.backends import BackendSettings
-from mtrl.settings.base import SettingsError, SettingsGroup, problems_from_validation_error
+from mtrl.settings.base import SettingsError, SettingsGroup
 from mtrl.settings.cluster import ClusterSettings
 from mtrl.settings.core import CoreSettings
 from mtrl.settings.data import DataSettings

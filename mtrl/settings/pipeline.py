@@ -13,7 +13,7 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from mtrl.backends.registry import UnknownBackendError, check_backend_name, descriptor_for
+from mtrl.contracts.registry import UnknownBackendError, check_backend_name, descriptor_for
 from mtrl.settings.backends import AGENT_RUNTIME_ARN
 from mtrl.settings.base import SettingsGroup
 from mtrl.settings.dataset_limits import (
@@ -23,7 +23,7 @@ from mtrl.settings.dataset_limits import (
     DATASET_MIN_ROWS,
 )
 
-# A backend registered in mtrl.backends.registry (the built-ins, and any a platform team registers).
+# A backend registered in mtrl.contracts.registry (the built-ins, and any a platform team registers).
 Backend = Annotated[str, AfterValidator(check_backend_name)]
 MAX_RUN_INSTANCES = 64
 MAX_RUN_WORKERS = 256
@@ -99,7 +99,7 @@ class PipelineSettings(SettingsGroup):
     )
     run_backend: Backend = Field(
         "verl",
-        description="Default training backend of a run, a backend registered in mtrl.backends.registry (built in: "
+        description="Default training backend of a run, a backend registered in mtrl.contracts.registry (built in: "
         "'verl', 'hyperpod', 'serverless', 'local'): 'verl' (open-weight GRPO on the training group), or "
         "'hyperpod' (Nova Forge, the default when hyperpod_restricted_instance_group is set, which it needs).",
         json_schema_extra=_per_run("backend"),

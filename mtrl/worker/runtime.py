@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, Literal, Protocol, TextIO
 
-from mtrl.envs.contract import EpisodeResult
+from mtrl.contracts.environment import EpisodeResult
 from mtrl.envs.registry import EnvironmentSpec
 from mtrl.envs.rollout import play
 from mtrl.health.emf import EpisodeMetrics

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mtrl.backends.base import RunContext
+from mtrl.contracts.backend import RunContext
 from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder
 from tests.unit.backends.aws_fakes import FakeAws, FakeCluster, Recorder
 

@@ -18,9 +18,9 @@ import pytest
 from moto import mock_aws
 
 from mtrl.backends._aws import AwsClients
-from mtrl.backends.base import JobState
 from mtrl.backends.hyperpod.common import ProvisioningInProgress
 from mtrl.backends.verl.adapter import VerlAdapter
+from mtrl.contracts.backend import JobState
 from tests.contract.iam.model import ACCOUNT
 from tests.contract.iam_contract import AppModel, AwsCall, assert_calls_allowed
 from tests.contract.recorded_runs import (

@@ -71,7 +71,7 @@ PLAY_ALL = """
 import sys
 sys.path.insert(0, ".")
 from environments.sop_support import make_env, solve, tickets
-from mtrl.envs.contract import closing
+from mtrl.contracts.environment import closing
 from mtrl.envs.rollout import run_episode
 for ticket_id in tickets():
     with closing(make_env()) as env:

@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from mtrl.backends.base import CreatedResource, RunContext
 from mtrl.backends.hyperpod import CAPACITY_KIND, HyperPodAdapter, parse_settings, run_name_pattern, sdk_stack_name
+from mtrl.contracts.backend import CreatedResource, RunContext
 from mtrl.envs.nova_package import build_package
 from tests.contract.forked_runs import ForkServer, Run
 from tests.contract.iam_contract import AppModel, AwsCall, assert_calls_allowed

@@ -37,7 +37,7 @@ from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguagePa
 from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
-from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
+from mtrl.contracts.backend import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.runs import adapters, runtime
 from mtrl.runs.runtime import (
     ENV_BACKEND_FUNCTION,
@@ -620,7 +620,7 @@ def running_pipeline(
     """Generator for a pytest fixture: moto up, pipeline deployed, adapter registered as ``backend_name`` (with
     the deploy-time settings ``backend_settings()`` returns once moto is up — it may create the backend's world —
     as PipelineStack.add_backend_setting passes them); all undone after. ``backend_name`` None: no adapter is
-    registered, each backend's descriptor builds its own (``mtrl.backends.registry``)."""
+    registered, each backend's descriptor builds its own (``mtrl.contracts.registry``)."""
     values = {
         "run_backend": "local",
         "slot_poll_seconds": 0,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from mtrl.backends.base import RunContext
+from mtrl.contracts.backend import RunContext
 from tests.integration.pipeline_support import (
     FakeAdapter,
     assert_cleanly_finished,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from mtrl.backends.base import JobState
+from mtrl.contracts.backend import JobState
 from tests.integration.pipeline_support import (
     FakeAdapter,
     Harness,

@@ -13,11 +13,11 @@ from rich.console import Console
 
 from environments.wordle.game import WordleEnv
 from mtrl.backends._aws import AwsClients, S3Uri
-from mtrl.backends.base import RunContext
 from mtrl.backends.local import LocalAdapter
 from mtrl.cli.runs_cmd import status_renderable
 from mtrl.client.runs import run_view
-from mtrl.envs.contract import EpisodeResult
+from mtrl.contracts.backend import RunContext
+from mtrl.contracts.environment import EpisodeResult
 from mtrl.health.signals import SignalHeader, render_signals
 from tests.integration.pipeline_support import (
     BUCKET,

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from mtrl.backends._aws import AwsClients, S3Uri
-from mtrl.backends.base import RunContext
 from mtrl.backends.hyperpod import CAPACITY_KIND, STACK_KIND, TASKS_KIND, HyperPodAdapter, HyperPodSettings, nova_runner
+from mtrl.contracts.backend import RunContext
 from mtrl.envs.nova_package import build_package
 from tests.integration.pipeline_support import Harness, jsonl, pipeline_context, wordle_rows
 from tests.unit.backends.aws_fakes import (

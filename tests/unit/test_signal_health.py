@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from environments.wordle.game import WordleEnv
-from mtrl import signal_health
 from mtrl.envs import EpisodeResult
+from mtrl.health import signal_health
 
 
 def ep(reward: float, **components: float) -> EpisodeResult:

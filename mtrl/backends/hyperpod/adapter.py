@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from botocore.exceptions import BotoCoreError, ClientError
 
 from mtrl.backends._aws import error_message
-from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.backends.episode_rows import update_signals
 from mtrl.backends.hyperpod.capacity import (
     GpuCapacity,
@@ -32,6 +31,7 @@ from mtrl.backends.hyperpod.common import (
 from mtrl.backends.hyperpod.reward_workers import RewardWorkers
 from mtrl.backends.hyperpod.runner_tasks import RunnerTasks
 from mtrl.backends.hyperpod.signals import estimated_progress
+from mtrl.contracts.backend import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.cost import CostError, cost_for_run
 from mtrl.cost.calculator import load_price_book
 from mtrl.health.signals import SignalsError

@@ -9,8 +9,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from mtrl.backends._aws import AwsClients, S3Uri, backend_error, short_token
-from mtrl.backends.base import BackendError, CreatedResource, RunContext
 from mtrl.backends.hyperpod.common import HyperPodSettings
+from mtrl.contracts.backend import BackendError, CreatedResource, RunContext
 
 
 class AdapterBase:

@@ -11,8 +11,8 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from mtrl.backends._aws import backend_error, error_code, error_message
-from mtrl.backends.base import BackendError, CreatedResource, RunContext
 from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress, now_iso
+from mtrl.contracts.backend import BackendError, CreatedResource, RunContext
 
 _BUSY_CLUSTER = {"Creating", "Updating", "SystemUpdating", "RollingBack"}
 _BUSY_GROUP = {"Creating", "Updating", "SystemUpdating"}

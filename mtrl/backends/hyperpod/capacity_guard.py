@@ -26,9 +26,9 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from mtrl.backends.base import BackendError
 from mtrl.backends.hyperpod import CAPACITY_KIND, GpuCapacity, HyperPodSettings, ProvisioningInProgress, find_group
-from mtrl.runs.errors import InternalError, TransientError
+from mtrl.contracts.backend import BackendError
+from mtrl.contracts.errors import InternalError, TransientError
 from mtrl.runs.registry import TERMINAL_STATUSES, decode_item, raise_for_client_error, run_key
 from mtrl.runs.runtime import Runtime
 

@@ -9,7 +9,6 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from mtrl.backends._aws import backend_error, error_code, error_message
-from mtrl.backends.base import BackendError, CreatedResource, RunContext
 from mtrl.backends.hyperpod.capacity import release_capacity
 from mtrl.backends.hyperpod.common import (
     CAPACITY_KIND,
@@ -23,6 +22,7 @@ from mtrl.backends.hyperpod.common import (
 )
 from mtrl.backends.hyperpod.naming import sdk_log_group_name
 from mtrl.backends.hyperpod.worker_role import WorkerRole
+from mtrl.contracts.backend import BackendError, CreatedResource, RunContext
 
 
 class Cleanup(WorkerRole):

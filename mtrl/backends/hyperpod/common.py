@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mtrl.backends.base import BackendError
+from mtrl.contracts.backend import BackendError
 
 CAPACITY_KIND = "hyperpod-capacity"
 TASKS_KIND = "ecs-tasks"

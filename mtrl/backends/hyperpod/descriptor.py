@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mtrl.backends.descriptor import BackendDescriptor
+from mtrl.contracts.descriptor import BackendDescriptor
 
 
 def restricted_group_problem(settings: Any) -> str | None:

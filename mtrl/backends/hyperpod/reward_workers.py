@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mtrl.backends.base import BackendError, CreatedResource, RunContext
 from mtrl.backends.hyperpod.base import AdapterBase
 from mtrl.backends.hyperpod.common import TASKS_KIND, HyperPodSettings
+from mtrl.contracts.backend import BackendError, CreatedResource, RunContext
 from mtrl.worker.contract import worker_environment
 
 

@@ -8,7 +8,6 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from mtrl.backends._aws import S3Uri, backend_error, error_code
-from mtrl.backends.base import BackendError, CreatedResource, RunContext
 from mtrl.backends.hyperpod.base import AdapterBase
 from mtrl.backends.hyperpod.common import (
     CAPACITY_KIND,
@@ -19,6 +18,7 @@ from mtrl.backends.hyperpod.common import (
     RunnerCommand,
 )
 from mtrl.backends.hyperpod.naming import SDK_STACK_SUFFIX, sdk_stack_name
+from mtrl.contracts.backend import BackendError, CreatedResource, RunContext
 
 
 class RunnerTasks(AdapterBase):

@@ -25,10 +25,10 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from mtrl.backends._aws import backend_error, error_code
-from mtrl.backends.base import CreatedResource, RunContext
 from mtrl.backends.hyperpod.base import AdapterBase
 from mtrl.backends.hyperpod.common import WORKER_ROLE_KIND, HyperPodSettings
 from mtrl.backends.hyperpod.naming import SDK_STACK_SUFFIX, WORKER_QUEUE_ACTIONS, run_stack_base, worker_role_name
+from mtrl.contracts.backend import CreatedResource, RunContext
 
 RUN_POLICY_NAME = "run-queues-and-proxy"
 

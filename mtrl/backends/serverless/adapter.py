@@ -32,7 +32,6 @@ from mtrl.backends._aws import (
     iter_s3_lines,
     short_token,
 )
-from mtrl.backends.base import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.backends.episode_rows import update_signals
 from mtrl.backends.serverless.documents import (
     agent_options,
@@ -62,10 +61,11 @@ from mtrl.backends.serverless.status import (
     job_status_from_description,
     usage_for_cost,
 )
+from mtrl.contracts.backend import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.cost import CostError, cost_for_run
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
-from mtrl.evaluation import describe
 from mtrl.health.emf import JOB_DIMENSION
+from mtrl.health.evaluation import describe
 from mtrl.health.signals import SignalsError
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mtrl.backends.descriptor import BackendDescriptor, BaselineSupport
+from mtrl.contracts.descriptor import BackendDescriptor, BaselineSupport
 
 DESCRIPTOR = BackendDescriptor(
     name="serverless",

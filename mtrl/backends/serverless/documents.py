@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from mtrl.backends._aws import S3Uri, iter_s3_lines, safe_name
-from mtrl.backends.base import BackendError, RunContext
 from mtrl.backends.serverless.options import TRAINING_HYPERPARAMETERS
 from mtrl.backends.serverless.settings import HyperValue, ServerlessSettings
+from mtrl.contracts.backend import BackendError, RunContext
 
 AGENT_OPTIONS_KEY = "mtrl_agent"
 # What an evaluation job samples with, and what the service uses when the run sets nothing (the MTRL hyperparameters

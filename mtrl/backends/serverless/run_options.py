@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import model_validator
 
 from mtrl.backends.serverless.options import option_problems
-from mtrl.runs.backend_options import HyperValue, RunOptions
+from mtrl.contracts.run_options import HyperValue, RunOptions
 
 
 class ServerlessRunOptions(RunOptions):

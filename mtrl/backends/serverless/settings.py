@@ -20,13 +20,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from mtrl.backends._aws import Arn
-from mtrl.backends.base import BackendError
 from mtrl.backends.serverless.options import (
     EVALUATION_HYPERPARAMETERS,
     TRAINING_HYPERPARAMETERS,
     hyperparameter_problems,
     model_region_problem,
 )
+from mtrl.contracts.backend import BackendError
 
 SCHEMA_VERSION = "1.0.0"
 TRAINING_CATEGORY = "AgentRFT"

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
-from mtrl.backends.base import BackendError, Finding, JobState, JobStatus
 from mtrl.backends.serverless.settings import JOB_TRUST_PRINCIPAL
+from mtrl.contracts.backend import BackendError, Finding, JobState, JobStatus
 
 # Our name → the spellings the service output may use (the botocore shape's member first).
 TOKEN_COUNTERS: dict[str, tuple[str, ...]] = {

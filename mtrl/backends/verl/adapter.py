@@ -18,7 +18,6 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from mtrl.backends._aws import AwsClients, S3Uri, backend_error, error_code
-from mtrl.backends.base import BackendError, CreatedResource, Finding, JobStatus, RunContext
 from mtrl.backends.hyperpod.capacity import GpuCapacity, GroupTarget, find_group, hold_capacity, release_capacity
 from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress, now_iso
 from mtrl.backends.verl.access import access_checks
@@ -27,6 +26,7 @@ from mtrl.backends.verl.evaluation import pipeline_figures
 from mtrl.backends.verl.rayjob import evaluation_uri, progress_uri, rayjob_name, render
 from mtrl.backends.verl.settings import ECR_IMAGE, model_sums_object
 from mtrl.backends.verl.status import job_status
+from mtrl.contracts.backend import BackendError, CreatedResource, Finding, JobStatus, RunContext
 from mtrl.kube.client import KubeClient, KubeError
 from mtrl.kube.token import eks_token
 

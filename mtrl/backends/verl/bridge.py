@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mtrl.envs.contract import MALFORMED_ACTIONS
+from mtrl.contracts.environment import MALFORMED_ACTIONS
 from mtrl.envs.rollout import ActionRequest, Rollout, StopEpisode
 
 NAN = float("nan")

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mtrl.backends.base import BackendError
 from mtrl.backends.verl.settings import VerlModelSettings
+from mtrl.contracts.backend import BackendError
 
 if TYPE_CHECKING:
     from mtrl.settings.deploy import DeploySettings

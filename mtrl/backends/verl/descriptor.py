@@ -5,7 +5,7 @@ verl runs are not priced by ``mtrl.cost`` (no ``cost`` hook): the GPU group's in
 
 from __future__ import annotations
 
-from mtrl.backends.descriptor import BackendDescriptor, BaselineSupport
+from mtrl.contracts.descriptor import BackendDescriptor, BaselineSupport
 
 DESCRIPTOR = BackendDescriptor(
     name="verl",

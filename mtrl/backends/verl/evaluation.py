@@ -9,7 +9,7 @@ and ``evaluation`` from ``reward_extra_info``) as ``val-core/…/reward/mean@N``
 The trainer (``mtrl.backends.verl.train``) writes what it saw to ``<run output>/evaluation.json``; the adapter's
 ``evaluate`` reads it back as the figures the local backend reports (``heldout_*_before`` / ``heldout_*_after``), so
 the run summary shows the environment's evaluation next to the reward, with the same fallback to success
-(``mtrl.evaluation``) for an environment that declares no ``EVALUATION``.
+(``mtrl.health.evaluation``) for an environment that declares no ``EVALUATION``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from mtrl.evaluation import EVALUATION, SUCCESS
+from mtrl.health.evaluation import EVALUATION, SUCCESS
 
 EVALUATION_FILE = "evaluation.json"
 FIELDS = ("reward", "success", "evaluation")

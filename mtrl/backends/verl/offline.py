@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from mtrl.backends.base import RunContext
 from mtrl.backends.verl.config import plan_for, verl_backend_values
 from mtrl.backends.verl.rayjob import render
-from mtrl.runs.backend_options import effective_settings
+from mtrl.contracts.backend import RunContext
+from mtrl.contracts.run_options import effective_settings
 from mtrl.runs.manifest import RunSettings
 from mtrl.settings.deploy import DeploySettings
 

@@ -15,7 +15,7 @@ from mtrl.backends.verl.settings import (
     MAX_STEPS,
     MIN_SEQUENCE_LENGTH,
 )
-from mtrl.runs.backend_options import RunOptions
+from mtrl.contracts.run_options import RunOptions
 
 
 class VerlRunOptions(RunOptions):

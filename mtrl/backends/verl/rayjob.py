@@ -21,11 +21,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from mtrl.backends.base import BackendError, RunContext
 from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
 from mtrl.backends.verl.config import VerlPlan
 from mtrl.backends.verl.evaluation import EVALUATION_FILE
 from mtrl.backends.verl.instances import instance_facts
+from mtrl.contracts.backend import BackendError, RunContext
 
 API_VERSION = "ray.io/v1"
 KIND = "RayJob"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mtrl.envs.contract import MALFORMED_ACTIONS, EpisodeResult
+from mtrl.contracts.environment import MALFORMED_ACTIONS, EpisodeResult
 from mtrl.health.episodes import EpisodeStatus, episode_fields
 
 ROLLOUT_DIR = "rollouts"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mtrl.backends.base import JobState, JobStatus
+from mtrl.contracts.backend import JobState, JobStatus
 
 PENDING_DEPLOYMENTS = {"", "New", "Initializing", "Waiting", "Suspending", "Suspended"}
 RUNNING_DEPLOYMENTS = {"Running", "Retrying"}

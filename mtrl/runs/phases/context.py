@@ -9,9 +9,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from mtrl.backends.base import BackendAdapter, BackendError
+from mtrl.contracts.backend import BackendAdapter, BackendError
+from mtrl.contracts.errors import BackendFailed, ConfigurationError, InternalError, PipelineError, TransientError
 from mtrl.runs.adapters import adapter_for
-from mtrl.runs.errors import BackendFailed, ConfigurationError, InternalError, PipelineError, TransientError
 from mtrl.runs.manifest import RunSettings
 from mtrl.runs.registry import raise_for_client_error
 from mtrl.runs.runtime import Runtime

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mtrl.backends.base import BackendAdapter, BackendError
-from mtrl.runs.errors import BackendFailed, ConfigurationError, PipelineError
+from mtrl.contracts.backend import BackendAdapter, BackendError
+from mtrl.contracts.errors import BackendFailed, ConfigurationError, PipelineError
 from mtrl.runs.phases.context import Event, adapter_of, backend_call, parse_time, run_id_of
 from mtrl.runs.phases.inputs import run_context
 from mtrl.runs.registry import RunStatus

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mtrl.backends.base import CreatedResource, RunContext
-from mtrl.runs.backend_options import effective_settings
-from mtrl.runs.errors import ConfigurationError, InternalError
+from mtrl.contracts.backend import CreatedResource, RunContext
+from mtrl.contracts.errors import ConfigurationError, InternalError
+from mtrl.contracts.run_options import effective_settings
 from mtrl.runs.manifest import RunSettings
 from mtrl.runs.phases.context import run_settings
 from mtrl.runs.runtime import Runtime
@@ -82,7 +82,7 @@ def data_inputs(
 
 def adapter_settings(runtime: Runtime, record: Mapping[str, Any]) -> dict[str, Any]:
     """The effective settings (Preflight): deploy-time backend settings, the run's own settings and its per-run backend
-    options, which can never replace a deploy-time value (mtrl.runs.backend_options)."""
+    options, which can never replace a deploy-time value (mtrl.contracts.run_options)."""
     run_id = record["run_id"]
     settings = run_settings(record)
     try:

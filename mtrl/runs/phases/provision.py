@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mtrl.backends.base import BackendError
-from mtrl.runs.errors import BackendFailed, InternalError, PipelineError, PreflightFailed
+from mtrl.contracts.backend import BackendError
+from mtrl.contracts.errors import BackendFailed, InternalError, PipelineError, PreflightFailed
 from mtrl.runs.phases.context import Event, adapter_of, backend_call, parse_time, run_id_of, run_settings
 from mtrl.runs.phases.inputs import run_context, store_inputs
 from mtrl.runs.registry import RunStatus

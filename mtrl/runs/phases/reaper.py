@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mtrl.runs.errors import PipelineError, TeardownIncomplete
+from mtrl.contracts.errors import PipelineError, TeardownIncomplete
 from mtrl.runs.phases.context import Event
 from mtrl.runs.phases.report import report
 from mtrl.runs.phases.teardown import teardown

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mtrl.runs.backend_options import baseline_support
-from mtrl.runs.errors import ConfigurationError
+from mtrl.contracts.errors import ConfigurationError
+from mtrl.contracts.run_options import baseline_support
 from mtrl.runs.manifest import RunSettings, parse_manifest, resolve_run_settings
 from mtrl.runs.phases.context import Event, run_id_of, state_of
 from mtrl.runs.registry import RunStatus

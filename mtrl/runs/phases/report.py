@@ -7,7 +7,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from mtrl.runs.errors import EarlyStopped, TransientError, in_plain_words
+from mtrl.contracts.errors import EarlyStopped, TransientError, in_plain_words
 from mtrl.runs.phases.context import Event, put_json, run_id_of, state_of
 from mtrl.runs.registry import RunStatus
 from mtrl.runs.report import build_summary, cause_text, notification, notification_choice

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mtrl.runs.errors import SlotWaitTimedOut
+from mtrl.contracts.errors import SlotWaitTimedOut
 from mtrl.runs.phases.context import Event, parse_time, run_id_of
 from mtrl.runs.runtime import Runtime
 

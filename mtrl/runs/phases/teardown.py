@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mtrl.backends.base import JobState
-from mtrl.runs.errors import ConfigurationError, TeardownIncomplete
+from mtrl.contracts.backend import JobState
+from mtrl.contracts.errors import ConfigurationError, TeardownIncomplete
 from mtrl.runs.phases.context import Event, adapter_of, run_id_of
 from mtrl.runs.phases.inputs import run_context
 from mtrl.runs.registry import RunStatus

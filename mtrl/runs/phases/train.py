@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from mtrl.backends.base import BackendAdapter, JobState
+from mtrl.contracts.backend import BackendAdapter, JobState
+from mtrl.contracts.errors import BudgetExceeded, EarlyStopped, InternalError, JobFailed, RunTimedOut
 from mtrl.health.rules import INCOMPLETE, STOP, stop_rules
-from mtrl.runs.errors import BudgetExceeded, EarlyStopped, InternalError, JobFailed, RunTimedOut
 from mtrl.runs.health_poll import kept_checkpoints, poll_health
 from mtrl.runs.phases.context import Event, adapter_of, backend_call, parse_time, run_id_of, run_settings
 from mtrl.runs.phases.inputs import run_context

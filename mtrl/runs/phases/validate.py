@@ -8,7 +8,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from mtrl.runs.errors import ConfigurationError, DatasetInvalid, InternalError
+from mtrl.contracts.errors import ConfigurationError, DatasetInvalid, InternalError
 from mtrl.runs.manifest import RunSettings
 from mtrl.runs.phases.context import Event, put_json, run_id_of, run_settings
 from mtrl.runs.phases.inputs import INPUTS_FIELD, data_inputs

@@ -24,7 +24,7 @@ from botocore.validate import ParamValidator
 from moto.ec2.models.elastic_network_interfaces import NetworkInterface
 from moto.moto_api import state_manager
 
-from mtrl.backends.base import CreatedResource
+from mtrl.contracts.backend import CreatedResource
 
 REGION = "us-east-1"
 # One model loader for every test session: parsing the SageMaker service model takes about a second, so a fresh

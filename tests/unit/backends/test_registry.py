@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from mtrl.backends.descriptor import BackendDescriptor, resolve
-from mtrl.backends.registry import (
+from mtrl.contracts.descriptor import BackendDescriptor, resolve
+from mtrl.contracts.errors import ConfigurationError
+from mtrl.contracts.registry import (
     BUILTIN_BACKENDS,
     UnknownBackendError,
     backend_names,
@@ -21,9 +22,8 @@ from mtrl.backends.registry import (
     register_backend,
     unregister_backend,
 )
+from mtrl.contracts.run_options import RunOptions, run_options_model
 from mtrl.runs.adapters import adapter_for
-from mtrl.runs.backend_options import RunOptions, run_options_model
-from mtrl.runs.errors import ConfigurationError
 from mtrl.settings.pipeline import PipelineSettings
 
 REPO = Path(__file__).resolve().parents[3]
@@ -105,7 +105,7 @@ def test_only_a_descriptor_can_be_registered() -> None:
 def test_reading_a_descriptor_loads_no_sdk_no_models_and_no_other_backend() -> None:
     code = (
         "import json, sys\n"
-        "from mtrl.backends.registry import backend_names, descriptor_for\n"
+        "from mtrl.contracts.registry import backend_names, descriptor_for\n"
         "[descriptor_for(n) for n in ('verl', 'serverless', 'local')]\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )

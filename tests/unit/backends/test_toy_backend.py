@@ -11,8 +11,8 @@ from decimal import Decimal
 
 import pytest
 
-from mtrl.backends.registry import backend_names, register_backend, unregister_backend
 from mtrl.client.runs import run_cost
+from mtrl.contracts.registry import backend_names, register_backend, unregister_backend
 from tests.integration.pipeline_support import BUCKET, REGION, Harness, jsonl, pipeline_context, wordle_rows
 from tests.unit.backends.toy.descriptor import DESCRIPTOR
 

@@ -14,8 +14,8 @@ import boto3
 import pytest
 
 from mtrl.backends._aws import AwsClients
-from mtrl.backends.base import JobState, RunContext
 from mtrl.backends.local import LocalAdapter
+from mtrl.contracts.backend import JobState, RunContext
 from mtrl.emulator import Emulator, deploy_app, find_emulator
 from mtrl.emulator.deploy import session_for, stack_order
 from mtrl.envs.registry import load_spec

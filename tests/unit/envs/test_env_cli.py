@@ -150,7 +150,7 @@ def test_play_without_a_task_draws_a_random_sample_word_and_reveals_it() -> None
 
 
 BROKEN_IN_FOUR_WAYS = """
-from mtrl.envs.contract import EpisodeResult, StepResult
+from mtrl.contracts.environment import EpisodeResult, StepResult
 
 ENV_ID = "four_faults"
 EXAMPLE_TASK = {"prompt": "say hi"}

@@ -29,7 +29,7 @@ def _write_custom(root: Path, env_id: str, body: str) -> Path:
 
 
 GOOD_ENV = """
-    from mtrl.envs.contract import EpisodeResult, StepResult
+    from mtrl.contracts.environment import EpisodeResult, StepResult
 
     ENV_ID = "{env_id}"
     DESCRIPTION = "echo"

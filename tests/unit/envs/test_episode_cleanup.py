@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mtrl.envs.contract import EpisodeResult, StepResult, close_environment, closing
+from mtrl.contracts.environment import EpisodeResult, StepResult, close_environment, closing
 from mtrl.envs.episode_state import EpisodeState, StateError, open_states
 from mtrl.envs.registry import EnvironmentSpec
 from mtrl.envs.rollout import run_episode

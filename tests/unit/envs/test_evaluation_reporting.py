@@ -1,4 +1,4 @@
-"""mtrl.evaluation: the one rule every report uses — the declared external evaluation, or success as the labelled
+"""mtrl.health.evaluation: the one rule every report uses — the declared external evaluation, or success as the labelled
 fallback — and the EMF line the reward workers publish beside the signal health."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from mtrl import evaluation
-from mtrl.envs.contract import EpisodeResult
+from mtrl.contracts.environment import EpisodeResult
 from mtrl.envs.registry import load_spec
+from mtrl.health import evaluation
 
 
 def test_the_declared_evaluation_is_the_score_not_the_reward_nor_success() -> None:

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mtrl.contracts.environment import close_environment
 from mtrl.envs import load_spec
-from mtrl.envs.contract import close_environment
 from mtrl.sandbox import Limits
 
 ENVIRONMENTS = ("wordle", "ask_to_code", "sop_support")

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from mtrl.envs.contract import MALFORMED_ACTIONS
+from mtrl.contracts.environment import MALFORMED_ACTIONS
 from mtrl.envs.registry import list_environments, load_spec
 from mtrl.envs.rollout import Policy, Rollout, StopEpisode, play
 from mtrl.health.episodes import episode_fields

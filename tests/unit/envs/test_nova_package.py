@@ -25,7 +25,7 @@ import importlib, sys
 sys.path.insert(0, ".")
 env_id = sys.argv[1]
 module = importlib.import_module("environments." + env_id)
-from mtrl.envs.contract import run_episode
+from mtrl.envs.rollout import run_episode
 transcript, result = run_episode(module.make_env(), module.EXAMPLE_TASK, list(module.EXAMPLE_ACTIONS))
 assert not result.problems(), result.problems()
 leaked = [name for name in sys.modules if name.split(".")[0] not in sys.stdlib_module_names
@@ -42,7 +42,7 @@ BUILTINS = [env_id for env_id, source in list_environments() if source == "built
 def test_the_blocks_are_in_the_package() -> None:
     for block in ("tools", "episode_state", "execution", "scoring", "normalise"):
         assert f"mtrl/envs/{block}.py" in MTRL_MODULES
-    assert "mtrl/signal_health.py" in MTRL_MODULES  # scoring reuses it
+    assert "mtrl/health/signal_health.py" in MTRL_MODULES  # scoring reuses it
 
 
 @pytest.mark.parametrize("env_id", BUILTINS)

@@ -23,7 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mtrl.cli import app
-from mtrl.envs.contract import DEFAULT_MAX_TURNS, DEFAULT_SYSTEM_PROMPT, EpisodeResult, StepResult
+from mtrl.contracts.environment import DEFAULT_MAX_TURNS, DEFAULT_SYSTEM_PROMPT, EpisodeResult, StepResult
 from mtrl.envs.registry import EnvironmentSpec, list_environments, load_spec
 from mtrl.envs.rollout import (
     ActionRequest,

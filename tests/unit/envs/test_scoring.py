@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mtrl import signal_health
 from mtrl.envs.scoring import (
     STARVED_SHARE,
     densify_verdict,
@@ -18,6 +17,7 @@ from mtrl.envs.scoring import (
     field_matches,
     zero_spread_share,
 )
+from mtrl.health import signal_health
 
 EXPECTED = {"decision": "refund", "refund_amount": 49.99, "reason_code": "DEFECTIVE", "reference": "RF-1A2B3C4D"}
 

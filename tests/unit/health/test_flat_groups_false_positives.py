@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from mtrl.envs.contract import EpisodeResult
+from mtrl.contracts.environment import EpisodeResult
 from mtrl.health.episodes import EpisodeStatus, episode_fields
 from mtrl.health.rules import FLAT_GROUPS, evaluate
 from mtrl.health.signals import SignalHeader, SignalRow, Signals

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from mtrl.envs.contract import EpisodeResult
+from mtrl.contracts.environment import EpisodeResult
 from mtrl.health.episodes import EpisodeStatus, episode_fields
 from mtrl.health.signals import SignalHeader, SignalRow, SignalsError, parse_signals, render_signals
 

@@ -12,8 +12,8 @@ import pytest
 from moto import mock_aws
 
 from mtrl.backends._aws import AwsClients
-from mtrl.backends.base import BackendError, JobState, RunContext
 from mtrl.backends.local import LocalAdapter
+from mtrl.contracts.backend import BackendError, JobState, RunContext
 from mtrl.runs.report import baseline_comparison
 from tests.unit.local.conftest import FAST_ENV_ARGS, SMALL, sample_path
 

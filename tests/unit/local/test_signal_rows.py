@@ -7,8 +7,8 @@ from typing import Any
 import boto3
 
 from mtrl.backends._aws import AwsClients
-from mtrl.backends.base import JobState
 from mtrl.backends.local import LocalAdapter
+from mtrl.contracts.backend import JobState
 from mtrl.health.rules import evaluate
 from mtrl.health.signals import parse_signals, parse_time
 from tests.unit.local.test_adapter import BUCKET, REGION, _run, s3  # noqa: F401 - the moto fixture

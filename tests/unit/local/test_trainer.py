@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mtrl.envs.contract import EpisodeResult, StepResult
+from mtrl.contracts.environment import EpisodeResult, StepResult
 from mtrl.envs.registry import EnvironmentSpec, load_spec
 from mtrl.local.agents import NoAgentError, agent_for
 from mtrl.local.config import ConfigError, TrainConfig

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mtrl.runs.errors import ConfigurationError
+from mtrl.contracts.errors import ConfigurationError
 from mtrl.runs.manifest import EARLY_STOP_RULES, EarlyStop, parse_manifest, resolve_run_settings
 from mtrl.settings.pipeline import PipelineSettings
 

@@ -12,7 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from mtrl.backends.base import BackendError
+from mtrl.contracts.backend import BackendError
 from mtrl.health.signals import SignalHeader, SignalRow, render_signals
 from mtrl.runs.health_poll import health_key, kept_checkpoints, poll_health, signals_key
 from mtrl.runs.report import checkpoint_lines

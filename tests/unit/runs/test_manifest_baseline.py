@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from mtrl.runs.errors import ConfigurationError
+from mtrl.contracts.errors import ConfigurationError
 from mtrl.runs.manifest import RunSettings, resolve_run_settings
 from mtrl.runs.pipeline import _baseline_phase_wanted
 from mtrl.runs.report import baseline_comparison, baseline_lines

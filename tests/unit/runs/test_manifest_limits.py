@@ -18,7 +18,7 @@ import pytest
 from mtrl.backends.hyperpod import HyperPodSettings
 from mtrl.backends.hyperpod import parse_settings as parse_hyperpod_settings
 from mtrl.backends.serverless.adapter import ServerlessSettings
-from mtrl.runs.errors import ConfigurationError
+from mtrl.contracts.errors import ConfigurationError
 from mtrl.runs.manifest import RunSettings, resolve_run_settings
 from mtrl.runs.pipeline import run_context
 from mtrl.runs.runtime import Runtime
@@ -125,7 +125,7 @@ ADAPTER_FIELDS = {"hyperpod": HyperPodSettings.model_fields, "serverless": Serve
 
 
 def _per_run_options(backend: str) -> set[str]:
-    from mtrl.runs.backend_options import per_run_option_names
+    from mtrl.contracts.run_options import per_run_option_names
 
     return set(per_run_option_names(backend))
 

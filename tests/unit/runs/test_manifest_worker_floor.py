@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from mtrl.runs.errors import ConfigurationError
+from mtrl.contracts.errors import ConfigurationError
 from mtrl.runs.manifest import resolve_run_settings
 from mtrl.settings import SettingsError, load_settings
 from mtrl.settings.pipeline import PipelineSettings

@@ -11,8 +11,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from mtrl.backends.base import CreatedResource
-from mtrl.runs.errors import ConfigurationError, in_plain_words
+from mtrl.contracts.backend import CreatedResource
+from mtrl.contracts.errors import ConfigurationError, in_plain_words
 from mtrl.runs.ids import RUN_ID_PATTERN, dataset_stem, derive_run_id, manifest_key_for
 from mtrl.runs.manifest import parse_manifest, resolve_run_settings
 from mtrl.runs.registry import RunRegistry, RunStatus
@@ -334,7 +334,7 @@ def test_adapter_factory() -> None:
 
 
 def test_a_retried_submit_never_submits_twice(dynamodb: Any) -> None:
-    from mtrl.backends.base import JobStatus
+    from mtrl.contracts.backend import JobStatus
     from mtrl.runs import adapters, pipeline
     from mtrl.runs.runtime import Runtime
 

@@ -11,8 +11,8 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from mtrl.contracts.errors import InternalError, TransientError
 from mtrl.runs import lambda_support
-from mtrl.runs.errors import InternalError, TransientError
 from mtrl.runs.manifest import MAX_MANIFEST_BYTES
 from mtrl.runs.runtime import Runtime
 from mtrl.runs.trigger import handle_upload
@@ -211,7 +211,7 @@ def test_malformed_events_are_named_errors_not_tracebacks(runtime: Runtime, bad_
 def test_register_answers_a_non_finite_budget_with_a_line_numbered_error() -> None:
     # Before: Infinity became float('inf'), passed gt=0, and the run record write failed with DynamoDB's
     # "Float types are not supported" (a TypeError, i.e. an internal error without the manifest's line).
-    from mtrl.runs.errors import ConfigurationError
+    from mtrl.contracts.errors import ConfigurationError
     from mtrl.runs.pipeline import register
 
     with mock_aws():

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from mtrl.runs.errors import ConfigurationError
+from mtrl.contracts.errors import ConfigurationError
 from mtrl.runs.manifest import MAX_MANIFEST_BYTES, parse_manifest
 from mtrl.runs.phases import register as register_phase
 from mtrl.runs.runtime import Runtime

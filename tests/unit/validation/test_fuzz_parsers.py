@@ -12,7 +12,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mtrl.runs.errors import ConfigurationError
+from mtrl.contracts.errors import ConfigurationError
 from mtrl.runs.manifest import parse_manifest, resolve_run_settings
 from mtrl.runs.registry import encode_item
 from mtrl.settings.pipeline import PipelineSettings

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mtrl.cli import app
-from mtrl.runs.errors import ConfigurationError
+from mtrl.contracts.errors import ConfigurationError
 from mtrl.runs.manifest import parse_manifest
 from mtrl.validation import DatasetValidator, ValidationReport
 from mtrl.validation.strict_json import MAX_MANIFEST_DEPTH, MAX_ROW_DEPTH

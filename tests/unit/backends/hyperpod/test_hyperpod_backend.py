@@ -26,7 +26,6 @@ from aws_fakes import (
 from moto import mock_aws
 
 from mtrl.backends._aws import AwsClients
-from mtrl.backends.base import BackendError, CreatedResource, JobState, RunContext
 from mtrl.backends.hyperpod import (
     CAPACITY_KIND,
     STACK_KIND,
@@ -43,6 +42,7 @@ from mtrl.backends.hyperpod import (
     sdk_stack_name,
     worker_role_name,
 )
+from mtrl.contracts.backend import BackendError, CreatedResource, JobState, RunContext
 from mtrl.cost import cost_for_run, load_price_book
 from mtrl.worker import contract
 from mtrl.worker.__main__ import config_from_env

@@ -14,8 +14,8 @@ import test_hyperpod_backend as hyperpod_tests
 from aws_fakes import ingest_emf
 from test_hyperpod_backend import BUCKET, World
 
-from mtrl.backends.base import BackendError
 from mtrl.backends.hyperpod.signals import ESTIMATE_NOTE
+from mtrl.contracts.backend import BackendError
 from mtrl.envs.registry import load_spec
 from mtrl.health.rules import evaluate
 from mtrl.health.signals import parse_signals

@@ -25,7 +25,6 @@ from botocore.exceptions import ParamValidationError, ReadTimeoutError
 from botocore.response import StreamingBody
 
 from mtrl.backends._aws import AwsClients, S3Uri
-from mtrl.backends.base import BackendError, CreatedResource, JobState, RunContext
 from mtrl.backends.serverless import adapter as serverless
 from mtrl.backends.serverless.adapter import (
     ServerlessAdapter,
@@ -37,6 +36,7 @@ from mtrl.backends.serverless.adapter import (
     to_service_row,
 )
 from mtrl.backends.serverless.settings import DEFAULT_BASE_MODEL
+from mtrl.contracts.backend import BackendError, CreatedResource, JobState, RunContext
 from mtrl.cost import cost_for_run
 
 SCHEMA = json.loads((Path(serverless.__file__).parent / "agent_rft_job_config.schema.json").read_text())

@@ -14,7 +14,7 @@ from mtrl.backends.serverless.options import (
     manifest_problems,
     model_region_problem,
 )
-from mtrl.runs.errors import ConfigurationError
+from mtrl.contracts.errors import ConfigurationError
 from mtrl.runs.manifest import resolve_run_settings
 from mtrl.settings.pipeline import PipelineSettings
 

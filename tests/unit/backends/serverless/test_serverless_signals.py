@@ -19,9 +19,9 @@ import pytest
 from aws_fakes import ACCOUNT, REGION, FakeAws, ingest_emf
 
 from mtrl.backends._aws import AwsClients
-from mtrl.backends.base import RunContext
 from mtrl.backends.episode_rows import EMF_LAG_SECONDS, WINDOW_END_KEY
 from mtrl.backends.serverless.adapter import ServerlessAdapter
+from mtrl.contracts.backend import RunContext
 from mtrl.envs.registry import load_spec
 from mtrl.envs.rollout import Rollout, StopEpisode, play
 from mtrl.health.emf import JOB_DIMENSION, EpisodeMetrics

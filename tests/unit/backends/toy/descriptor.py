@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mtrl.backends.descriptor import BackendDescriptor
+from mtrl.contracts.descriptor import BackendDescriptor
 
 DESCRIPTOR = BackendDescriptor(
     name="toy",

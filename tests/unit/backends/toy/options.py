@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from mtrl.runs.backend_options import RunOptions
+from mtrl.contracts.run_options import RunOptions
 
 MAX_STEPS = 5
 

@@ -17,12 +17,12 @@ import pytest
 from moto import mock_aws
 
 from mtrl.backends._aws import AwsClients
-from mtrl.backends.base import BackendError, JobState, RunContext
 from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress
 from mtrl.backends.verl.access import namespace_manifests
 from mtrl.backends.verl.adapter import RAYJOB_KIND, REQUIRED_ACCESS, VerlAdapter
 from mtrl.backends.verl.config import parse_config
 from mtrl.backends.verl.rayjob import rayjob_name
+from mtrl.contracts.backend import BackendError, JobState, RunContext
 from mtrl.kube.client import KubeClient
 from tests.unit.backends.aws_fakes import FakeAws, FakeCluster, Recorder, new_session
 from tests.unit.backends.verl.fake_kube import RAY, FakeKube, serve

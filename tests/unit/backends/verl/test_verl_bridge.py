@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from mtrl.backends.verl.bridge import reward_extra_info
-from mtrl.envs.contract import MALFORMED_ACTIONS
+from mtrl.contracts.environment import MALFORMED_ACTIONS
 from mtrl.envs.registry import list_environments, load_spec
 from mtrl.envs.rollout import Rollout, play, scripted
 

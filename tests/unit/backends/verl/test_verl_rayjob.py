@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mtrl.backends.base import BackendError
 from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
 from mtrl.backends.verl.config import plan_for
 from mtrl.backends.verl.rayjob import controller_problems, rayjob_name, render
+from mtrl.contracts.backend import BackendError
 from tests.unit.backends.verl.verl_support import IMAGE, RUN_ID, run_context, run_settings
 
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from mtrl.backends.registry import backend_names, descriptor_for
 from mtrl.cli import app as cli
-from mtrl.runs.backend_options import run_options_model
-from mtrl.runs.errors import ConfigurationError
+from mtrl.contracts.errors import ConfigurationError
+from mtrl.contracts.registry import backend_names, descriptor_for
+from mtrl.contracts.run_options import run_options_model
 from mtrl.runs.manifest import resolve_run_settings
 from mtrl.settings import SettingsError, load_settings
 from mtrl.settings.pipeline import PipelineSettings

@@ -17,14 +17,14 @@ import pytest
 from moto import mock_aws
 
 from mtrl.backends._aws import AwsClients
-from mtrl.backends.base import BackendError, RunContext
 from mtrl.backends.verl import train
 from mtrl.backends.verl.adapter import VerlAdapter
 from mtrl.backends.verl.config import plan_for
 from mtrl.backends.verl.evaluation import evaluation_document, pipeline_figures, validation_figures
 from mtrl.backends.verl.rayjob import render
+from mtrl.contracts.backend import BackendError, RunContext
+from mtrl.contracts.errors import ConfigurationError
 from mtrl.health.signals import parse_signals
-from mtrl.runs.errors import ConfigurationError
 from mtrl.runs.report import baseline_comparison
 from tests.unit.backends.verl.verl_support import run_context, run_settings
 

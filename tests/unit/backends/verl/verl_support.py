@@ -6,8 +6,8 @@ import hashlib
 import json
 from typing import Any
 
-from mtrl.backends.base import CreatedResource, RunContext
 from mtrl.backends.verl.offline import offline_run_settings
+from mtrl.contracts.backend import CreatedResource, RunContext
 from mtrl.runs.manifest import resolve_run_settings
 from mtrl.settings import load_settings
 

@@ -16,9 +16,9 @@ from environments.sop_support.data import FIXTURES, orders
 from environments.sop_support.desk import record_id
 from environments.sop_support.make_sample import sample_files, split_of
 from environments.sop_support.sop import REASON_CODES, final_answer
-from mtrl.envs.contract import run_episode
 from mtrl.envs.episode_state import open_states
 from mtrl.envs.registry import load_spec
+from mtrl.envs.rollout import run_episode
 from mtrl.envs.tools import format_tool_call
 
 SPEC = load_spec("sop_support")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mtrl.envs.contract import closing
+from mtrl.contracts.environment import closing
 from mtrl.envs.registry import load_spec
 from mtrl.envs.scoring import STARVED_SHARE, densify_verdict, zero_spread_share
 from mtrl.local.agents import agent_for

@@ -16,9 +16,10 @@ from environments.sop_support.data import orders
 from environments.sop_support.desk import CASE_REASONS, REFUND_REASONS
 from environments.sop_support.env import EXCESS_CAP, MAX_TURNS, WEIGHTS
 from environments.sop_support.sop import REASON_CODES, final_answer
-from mtrl.envs.contract import EpisodeResult, closing, run_episode
+from mtrl.contracts.environment import EpisodeResult, closing
 from mtrl.envs.normalise import canonical_key
 from mtrl.envs.registry import load_spec
+from mtrl.envs.rollout import run_episode
 from mtrl.envs.tools import ToolCall, format_tool_call, parse_tool_call
 from mtrl.local.agents import agent_for
 from mtrl.local.policy import LogLinearPolicy

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from environments.sop_support import solve, tickets
-from mtrl.envs.contract import close_environment
+from mtrl.contracts.environment import close_environment
 from mtrl.envs.registry import load_spec
 from mtrl.local.agents import agent_for
 from mtrl.local.agents.sop_support import FEATURES, SopSupportEpisode, possible_codes

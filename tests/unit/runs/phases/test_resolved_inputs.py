@@ -12,9 +12,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from mtrl.backends.base import Finding, JobState, JobStatus, RunContext
+from mtrl.contracts.backend import Finding, JobState, JobStatus, RunContext
+from mtrl.contracts.errors import ConfigurationError, InternalError
 from mtrl.runs import adapters
-from mtrl.runs.errors import ConfigurationError, InternalError
 from mtrl.runs.phases.inputs import INPUTS_FIELD, run_context, stored_inputs
 from mtrl.runs.phases.provision import preflight, provision
 from mtrl.runs.phases.register import register

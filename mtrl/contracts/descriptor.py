@@ -36,7 +36,7 @@ class BackendDescriptor:
     """One backend, as the platform sees it. Only ``name`` and ``adapter`` are required.
 
     - ``adapter``: a zero-argument factory of the ``BackendAdapter`` (usually the adapter class).
-    - ``run_options``: the per-run options model (a ``mtrl.runs.backend_options.RunOptions`` subclass); its fields
+    - ``run_options``: the per-run options model (a ``mtrl.contracts.run_options.RunOptions`` subclass); its fields
       are what a manifest's ``backend_options`` may set and its ``Field`` constraints their ceilings. None: none.
     - ``baseline``: how ``baseline_evaluation`` is measured; None with ``no_baseline`` saying why it cannot be.
     - ``needs_reward_workers``: every rollout is scored on the run's reward workers (``worker_count`` ≥ 1).

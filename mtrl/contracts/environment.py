@@ -159,12 +159,3 @@ def closing(env: Environment) -> Iterator[Environment]:
         yield env
     finally:
         close_environment(env)
-
-
-def run_episode(
-    env: Environment, task: Mapping[str, Any], actions: list[str]
-) -> tuple[list[dict[str, str]], EpisodeResult]:
-    """Play scripted ``actions`` through the one episode driver (``mtrl.envs.rollout.run_episode``)."""
-    from mtrl.envs.rollout import run_episode as play_scripted  # noqa: PLC0415 - the driver builds on this module
-
-    return play_scripted(env, task, actions)

@@ -13,10 +13,10 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from mtrl import emf
+from mtrl.health import emf_document as emf
 
 if TYPE_CHECKING:  # (types only: `mtrl status` labels the evaluation without loading the environments)
-    from mtrl.envs.contract import EpisodeResult
+    from mtrl.contracts.environment import EpisodeResult
     from mtrl.envs.registry import EnvironmentSpec
 
 EVALUATION = "evaluation"

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
-from mtrl import emf
+from mtrl.health import emf_document as emf
 
 AGGREGATE = "reward"
 ZERO_SPREAD_EPSILON = 1e-9

@@ -1,4 +1,4 @@
-"""The one place backends are registered: name → descriptor (``mtrl.backends.descriptor``).
+"""The one place backends are registered: name → descriptor (``mtrl.contracts.descriptor``).
 
 The built-ins are listed by where their descriptor lives, and a descriptor module is imported only when that backend
 is asked about, so a Lambda or a CLI command loads only the backend it uses. A platform team adds its own backend with
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from mtrl.backends.descriptor import BackendDescriptor
+from mtrl.contracts.descriptor import BackendDescriptor
 
 BUILTIN_BACKENDS: dict[str, str] = {
     "verl": "mtrl.backends.verl.descriptor:DESCRIPTOR",

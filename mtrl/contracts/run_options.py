@@ -8,7 +8,7 @@ per-run options as a strict pydantic model (unknown keys refused, ``"8"`` is not
 resolution validates ``backend_options`` against the run's backend's model, and ``effective_settings`` (the
 dict the adapter receives) refuses any option that would replace a deploy-time value, whatever the record says.
 
-A backend's options model is its descriptor's ``run_options`` (``mtrl.backends.registry``): a ``RunOptions``
+A backend's options model is its descriptor's ``run_options`` (``mtrl.contracts.registry``): a ``RunOptions``
 subclass whose fields are its per-run options, bounded by their ``Field`` constraints, and whose ``supersedes``
 names the deploy-time settings an option replaces when given (an AgentCore runtime instead of the deployed agent
 Lambda). A backend that declares none takes none.
@@ -21,10 +21,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from mtrl.backends.descriptor import BackendDescriptor, BaselineSupport, resolve
-from mtrl.backends.registry import UnknownBackendError, descriptor_for
-from mtrl.runs.errors import ConfigurationError
-from mtrl.settings.base import problems_from_validation_error
+from mtrl.contracts.descriptor import BackendDescriptor, BaselineSupport, resolve
+from mtrl.contracts.errors import ConfigurationError
+from mtrl.contracts.problems import problems_from_validation_error
+from mtrl.contracts.registry import UnknownBackendError, descriptor_for
 
 HyperValue = int | float | str | bool
 

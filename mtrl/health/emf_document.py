@@ -1,7 +1,7 @@
 """CloudWatch embedded metric format (EMF): the one document shape and line writer behind every metric line of mtrl.
 
 A document names its namespace, its dimensions (every dimension key as one dimension set) and its metrics, each with
-a unit; CloudWatch Logs turns such a line into metrics. ``mtrl.evaluation``, ``mtrl.signal_health`` and
+a unit; CloudWatch Logs turns such a line into metrics. ``mtrl.health.evaluation``, ``mtrl.health.signal_health`` and
 ``mtrl.health.emf`` build their documents here.
 """
 
