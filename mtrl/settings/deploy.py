@@ -17,7 +17,6 @@ from typing import Any, Self
 
 from pydantic import ValidationError, model_validator
 
-from mtrl.backends.verl.settings import VerlSettings
 from mtrl.contracts.descriptor import resolve
 from mtrl.contracts.problems import problems_from_validation_error
 from mtrl.contracts.registry import descriptor_for
@@ -31,6 +30,7 @@ from mtrl.settings.environments import ENV_ID_PATTERN, EnvironmentSettings
 from mtrl.settings.network import NetworkSettings
 from mtrl.settings.pipeline import MAX_RUN_INSTANCES, PipelineSettings
 from mtrl.settings.reward_workers import RewardWorkerSettings
+from mtrl.settings.verl import VerlSettings
 
 # Context keys that belong to CDK itself (feature flags, lookups, CLI switches), never to mtrl.
 _OUR_KEY = re.compile(r"^[a-z][a-z0-9_]*$")

@@ -17,7 +17,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from mtrl.backends.hyperpod.naming import run_name_pattern, worker_role_pattern
-from mtrl.backends.verl.settings import ECR_IMAGE, VerlModelSettings, model_sums_object
+from mtrl.settings.verl import ECR_IMAGE, VerlModelSettings, model_sums_object
 from stacks.nag import acknowledge, nag_resource
 
 ECS_TASKS = "ecs-tasks.amazonaws.com"

@@ -19,7 +19,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
-from mtrl.backends.verl.settings import VerlModelSettings
+from mtrl.settings.verl import VerlModelSettings
 from stacks.nag import acknowledge, nag_resource
 
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"

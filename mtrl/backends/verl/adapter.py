@@ -24,11 +24,11 @@ from mtrl.backends.verl.access import access_checks
 from mtrl.backends.verl.config import VerlPlan, VerlRunConfig, parse_config, plan_for
 from mtrl.backends.verl.evaluation import pipeline_figures
 from mtrl.backends.verl.rayjob import evaluation_uri, progress_uri, rayjob_name, render
-from mtrl.backends.verl.settings import ECR_IMAGE, model_sums_object
 from mtrl.backends.verl.status import job_status
 from mtrl.contracts.backend import BackendError, CreatedResource, Finding, JobStatus, RunContext
 from mtrl.kube.client import KubeClient, KubeError
 from mtrl.kube.token import eks_token
+from mtrl.settings.verl import ECR_IMAGE, model_sums_object
 
 RAYJOB_KIND = "kuberay-rayjob"
 MAX_SUMS_BYTES = 1024 * 1024  # a SHA256SUMS of a model's files is a few KB; refuse to read a huge object

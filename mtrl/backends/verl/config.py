@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from mtrl.backends.verl.settings import VerlModelSettings
 from mtrl.contracts.backend import BackendError
+from mtrl.settings.verl import VerlModelSettings
 
 if TYPE_CHECKING:
     from mtrl.settings.deploy import DeploySettings

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from mtrl.backends.verl.settings import (
+from mtrl.contracts.run_options import RunOptions
+from mtrl.settings.verl import (
     MAX_GROUP_SIZE,
     MAX_LORA_RANK,
     MAX_SEQUENCE_LENGTH,
     MAX_STEPS,
     MIN_SEQUENCE_LENGTH,
 )
-from mtrl.contracts.run_options import RunOptions
 
 
 class VerlRunOptions(RunOptions):

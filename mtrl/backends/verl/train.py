@@ -43,8 +43,8 @@ from mtrl.backends.verl.evaluation import (
     validation_figures,
 )
 from mtrl.backends.verl.rollout_rows import ROLLOUT_DIR, read_step
-from mtrl.backends.verl.settings import MODEL_SUMS_FILE, model_sums_object
 from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
+from mtrl.settings.verl import MODEL_SUMS_FILE, model_sums_object
 
 MERGED_DIR = "huggingface"  # output/huggingface/: the merged model (and lora_adapter/) a run delivers
 AGENT_NAME = "mtrl"

@@ -17,7 +17,7 @@ import pytest
 
 from mtrl.backends.verl import rayjob, train
 from mtrl.backends.verl.config import plan_for
-from mtrl.backends.verl.settings import VerlSettings
+from mtrl.settings.verl import VerlSettings
 from tests.unit.backends.hyperpod.test_nova_runner_image import build_args, dockerfile_instructions, shell_commands
 from tests.unit.backends.verl.verl_support import run_context, run_settings
 
