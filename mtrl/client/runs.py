@@ -230,26 +230,14 @@ def _filter(logs: Any, group: str, run_id: str, start_ms: int | None) -> Iterato
 
 # -- cost -------------------------------------------------------------------------------------------------
 def run_cost(record: Mapping[str, Any], *, region: str, now: datetime | None = None) -> CostEstimate:
-    """The run's cost from its record, priced by ``mtrl.cost.cost_for_run`` (raises CostError).
+    """The run's cost from its record, priced by its backend (``mtrl.backends.pricing``; raises CostError).
 
-    The backend's descriptor says which usage its price needs (``cost_usage``: read from the record here); its
-    modules load only for a run of it, so `mtrl status` starts without every backend.
+    The backend's modules load only for a run of it, so `mtrl status` starts without every backend.
     """
     # The price book's models load only for a cost: `mtrl status` and `--help` start without pydantic.
-    from mtrl.contracts.descriptor import resolve  # noqa: PLC0415
-    from mtrl.contracts.registry import UnknownBackendError, descriptor_for  # noqa: PLC0415
-    from mtrl.cost import cost_for_run  # noqa: PLC0415
+    from mtrl.backends.pricing import cost_of_record  # noqa: PLC0415
 
-    settings = record.get("settings") or {}
-    backend = settings.get("backend")
-    usage: dict[str, Any] = {"backend": backend, "region": region}
-    try:
-        descriptor = descriptor_for(str(backend))
-    except UnknownBackendError:
-        descriptor = None  # cost_for_run says so
-    if descriptor is not None and descriptor.cost_usage is not None:
-        usage.update(resolve(descriptor.cost_usage)(record, now))
-    return cost_for_run(usage)
+    return cost_of_record(record, region=region, now=now)
 
 
 # -- which execution did an upload start? -------------------------------------------------------------------

@@ -40,8 +40,8 @@ class BackendDescriptor:
       are what a manifest's ``backend_options`` may set and its ``Field`` constraints their ceilings. None: none.
     - ``baseline``: how ``baseline_evaluation`` is measured; None with ``no_baseline`` saying why it cannot be.
     - ``needs_reward_workers``: every rollout is scored on the run's reward workers (``worker_count`` ≥ 1).
-    - ``cost``: ``(usage, book) -> CostEstimate``, pricing the usage dict ``mtrl.cost.cost_for_run`` receives; None:
-      the backend's runs cannot be priced (a ``CostError`` says so).
+    - ``cost``: ``(usage, book) -> CostEstimate``, pricing the usage dict ``mtrl.backends.pricing.cost_for_run``
+      receives; None: the backend's runs cannot be priced (a ``CostError`` says so).
     - ``cost_usage``: ``(record, now) -> dict``, the usage fields ``cost`` reads, taken from a stored run record
       (``mtrl cost RUN``); None: the record's backend and region are all it needs.
     - ``manifest_check``: ``(RunSettings) -> [problem, ...]``, backend rules on a resolved manifest (Register).

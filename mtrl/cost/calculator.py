@@ -1,7 +1,7 @@
 """Run cost from usage: serverless runs from ``BillableTokenUsage``, HyperPod runs from GPU instance-hours held.
 
-Each backend's cost hook (``mtrl.backends.<name>``, named by its descriptor) reads its usage and calls the pricing
-here; ``cost_for_run`` dispatches to it.
+Pure pricing: this package knows prices and usage, never backends. Each backend prices its own run with these
+functions (its descriptor's ``cost`` hook); ``mtrl.backends.pricing`` picks the hook of a run's backend.
 
 Prices come only from ``prices.json`` (docs/operations.md, "Costs"). A missing price is an error, never a silent zero,
 and a price marked as an assumption is carried into the estimate so every report can say so.
@@ -18,9 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, ValidationError
-
-from mtrl.contracts.descriptor import resolve
-from mtrl.contracts.registry import UnknownBackendError, descriptor_for
 
 PRICES_FILE = Path(__file__).with_name("prices.json")
 _MILLION = Decimal(1_000_000)
@@ -265,24 +262,6 @@ def hyperpod_cost_for_hours(
         region=region,
         holds=[GpuHold(instance_type, instances, start, start + timedelta(hours=hours))],
     )
-
-
-def cost_for_run(record: Mapping[str, Any], book: PriceBook | None = None) -> CostEstimate:
-    """Price a run's usage with its backend's cost hook (``BackendDescriptor.cost``).
-
-    Expected keys: ``backend`` (a registered backend) and what that backend prices, for example ``region`` with, for
-    serverless, ``model`` and ``billable_token_usage`` (DescribeJob's ``BillableTokenUsage``) or, for hyperpod,
-    ``gpu_holds``. A local run costs nothing; a backend without a cost hook cannot be priced (CostError).
-    """
-    backend = record.get("backend")
-    try:
-        descriptor = descriptor_for(str(backend))
-    except UnknownBackendError as error:
-        raise CostError(f"{error} in run record") from None
-    if descriptor.cost is None:
-        raise CostError(f"backend '{backend}' declares no cost estimate, so its runs cannot be priced")
-    estimate: CostEstimate = resolve(descriptor.cost)(record, book or load_price_book())
-    return estimate
 
 
 def record_region(record: Mapping[str, Any]) -> str:

@@ -28,12 +28,12 @@ from mtrl.backends.hyperpod.common import (
     now_iso,
     parse_settings,
 )
+from mtrl.backends.hyperpod.cost import estimate
 from mtrl.backends.hyperpod.reward_workers import RewardWorkers
 from mtrl.backends.hyperpod.runner_tasks import RunnerTasks
 from mtrl.backends.hyperpod.signals import estimated_progress
 from mtrl.contracts.backend import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
-from mtrl.cost import CostError, cost_for_run
-from mtrl.cost.calculator import load_price_book
+from mtrl.cost import CostError, load_price_book
 from mtrl.health.signals import SignalsError
 from mtrl.worker.contract import RUN_DIMENSION as WORKER_RUN_DIMENSION
 
@@ -261,9 +261,7 @@ class HyperPodAdapter(RunnerTasks, RewardWorkers, Cleanup):
             return None
         held = replace(capacity, details={**capacity.details, "released_at": now_iso(self._clock)})
         try:
-            return float(
-                cost_for_run({"backend": "hyperpod", "region": settings.region, "gpu_holds": gpu_holds([held])}).total
-            )
+            return float(estimate({"region": settings.region, "gpu_holds": gpu_holds([held])}, load_price_book()).total)
         except CostError:
             return None
 

@@ -33,6 +33,7 @@ from mtrl.backends._aws import (
     short_token,
 )
 from mtrl.backends.episode_rows import update_signals
+from mtrl.backends.serverless.cost import estimate as price_run
 from mtrl.backends.serverless.documents import (
     agent_options,
     build_evaluation_config,
@@ -62,7 +63,7 @@ from mtrl.backends.serverless.status import (
     usage_for_cost,
 )
 from mtrl.contracts.backend import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
-from mtrl.cost import CostError, cost_for_run
+from mtrl.cost import CostError, load_price_book
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
 from mtrl.health.emf import JOB_DIMENSION
 from mtrl.health.evaluation import describe
@@ -479,13 +480,12 @@ class ServerlessAdapter:
 def _with_cost(status: JobStatus, run: RunContext, usage: Mapping[str, Any]) -> JobStatus:
     """Add ``cost_usd`` (the pipeline's budget guard reads it) when prices.json knows the model and region."""
     record = {
-        "backend": "serverless",
         "region": run.settings.get("region"),
         "model": run.settings.get("serverless_base_model") or DEFAULT_BASE_MODEL,
         "billable_token_usage": usage_for_cost(usage),
     }
     try:
-        estimate = cost_for_run(record)
+        estimate = price_run(record, load_price_book())
     except CostError:
         return status  # no price for this model/region: report usage, not a made-up cost
     return replace(status, metrics={**status.metrics, "cost_usd": float(estimate.total)})

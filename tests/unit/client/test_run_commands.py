@@ -13,9 +13,9 @@ from botocore.exceptions import ClientError
 from typer.testing import CliRunner
 
 from mtrl.backends.hyperpod import CAPACITY_KIND
+from mtrl.backends.pricing import cost_for_run
 from mtrl.cli import app
 from mtrl.client.deployment import Aws, CredentialsMissing, Target, execution_arn, translated_errors
-from mtrl.cost import cost_for_run
 from mtrl.runs import pipeline
 from mtrl.runs.registry import RunStatus
 from mtrl.runs.slots import SlotPool

@@ -13,7 +13,6 @@ from mtrl.cli import app
 from mtrl.cost import (
     CostError,
     TokenUsage,
-    cost_for_run,
     hyperpod_cost_for_hours,
     load_price_book,
     serverless_cost,
@@ -75,46 +74,6 @@ def test_hyperpod_instance_hours() -> None:
     assert estimate.assumptions  # the instance prices are marked as assumptions in the file
     with pytest.raises(CostError, match=r"no hourly price for instance type 'ml\.x\.large'"):
         hyperpod_cost_for_hours(load_price_book(), region="us-east-1", instance_type="ml.x.large", instances=1, hours=1)
-
-
-def test_cost_for_run_records() -> None:
-    serverless = cost_for_run(
-        {"backend": "serverless", "region": "us-east-1", "model": "gpt-oss-20b", "billable_token_usage": WORDLE_USAGE}
-    )
-    assert serverless.total == Decimal("338.50")
-    hyperpod = cost_for_run(
-        {
-            "backend": "hyperpod",
-            "region": "us-east-1",
-            "gpu_holds": [
-                {
-                    "instance_type": "ml.g5.12xlarge",
-                    "count": 2,
-                    "start": "2026-11-29T10:00:00+00:00",
-                    "end": "2026-11-29T10:30:00+00:00",
-                },
-            ],
-        }
-    )
-    assert hyperpod.lines[0].quantity == Decimal(1)
-    assert cost_for_run({"backend": "local"}).total == Decimal(0)
-    with pytest.raises(CostError, match="ends before it starts"):
-        cost_for_run(
-            {
-                "backend": "hyperpod",
-                "region": "us-east-1",
-                "gpu_holds": [
-                    {
-                        "instance_type": "ml.g5.12xlarge",
-                        "count": 1,
-                        "start": "2026-11-29T11:00:00",
-                        "end": "2026-11-29T10:00:00",
-                    }
-                ],
-            }
-        )
-    with pytest.raises(CostError, match="unknown backend"):
-        cost_for_run({"backend": "ec2", "region": "us-east-1"})
 
 
 def test_price_file_marks_every_figure_with_a_source() -> None:

@@ -42,8 +42,9 @@ from mtrl.backends.hyperpod import (
     sdk_stack_name,
     worker_role_name,
 )
+from mtrl.backends.pricing import cost_for_run
 from mtrl.contracts.backend import BackendError, CreatedResource, JobState, RunContext
-from mtrl.cost import cost_for_run, load_price_book
+from mtrl.cost import load_price_book
 from mtrl.worker import contract
 from mtrl.worker.__main__ import config_from_env
 

@@ -25,6 +25,7 @@ from botocore.exceptions import ParamValidationError, ReadTimeoutError
 from botocore.response import StreamingBody
 
 from mtrl.backends._aws import AwsClients, S3Uri
+from mtrl.backends.pricing import cost_for_run
 from mtrl.backends.serverless import adapter as serverless
 from mtrl.backends.serverless.adapter import (
     ServerlessAdapter,
@@ -37,7 +38,6 @@ from mtrl.backends.serverless.adapter import (
 )
 from mtrl.backends.serverless.settings import DEFAULT_BASE_MODEL
 from mtrl.contracts.backend import BackendError, CreatedResource, JobState, RunContext
-from mtrl.cost import cost_for_run
 
 SCHEMA = json.loads((Path(serverless.__file__).parent / "agent_rft_job_config.schema.json").read_text())
 BUCKET = "mtrl-data-123456789012"

@@ -12,10 +12,10 @@ from aws_fakes import ACCOUNT, REGION, FakeAws, new_session
 from botocore.validate import ParamValidator
 
 from mtrl.backends._aws import AwsClients
+from mtrl.backends.pricing import cost_for_run
 from mtrl.backends.serverless.adapter import ServerlessAdapter
 from mtrl.backends.serverless.status import TOKEN_COUNTERS, billable_token_usage, job_status_from_description
 from mtrl.contracts.backend import JobState, RunContext
-from mtrl.cost import cost_for_run
 
 MODEL = botocore.session.get_session().get_service_model("sagemaker")
 JOB = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:job/AgentRFT/mtrl-x"

@@ -9,8 +9,8 @@ import boto3
 from botocore.exceptions import ClientError
 
 from mtrl.backends._aws import S3Uri
+from mtrl.backends.pricing import cost_for_run
 from mtrl.contracts.backend import CreatedResource, Finding, JobState, JobStatus, RunContext
-from mtrl.cost import cost_for_run
 
 WORLD_KIND = "toy-world"
 
