@@ -137,9 +137,11 @@ $(VERL_STAMP): requirements/verl.txt pyproject.toml $(PY_STAMP)
 	$(UV_INSTALL) --python $(VERL_VENV)/bin/python --no-deps -e .
 	rm -f $(VERL_VENV)/.stamp-* && touch $@
 
+# The import layers (pyproject.toml [tool.importlinter]): an upward import or a circle fails the gate.
 lint: setup
 	$(BIN)/ruff check $(wildcard $(LINT_PATHS))
 	$(BIN)/ruff format --check $(wildcard $(LINT_PATHS))
+	$(BIN)/lint-imports --no-logo --cache-dir .build/import-linter
 
 fmt: setup
 	$(BIN)/ruff check --fix $(wildcard $(LINT_PATHS))

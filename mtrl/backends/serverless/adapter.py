@@ -47,6 +47,7 @@ from mtrl.backends.serverless.documents import (
 from mtrl.backends.serverless.settings import (
     DEFAULT_BASE_MODEL,
     EVALUATION_CATEGORY,
+    JOB_KIND,
     JOB_TRUST_PRINCIPAL,
     SCHEMA_VERSION,
     TRAINING_CATEGORY,
@@ -95,7 +96,6 @@ __all__ = [
     "to_service_row",
 ]
 
-JOB_KIND = "sagemaker-job"
 BASELINE_PURPOSE = "baseline"  # a CreatedResource detail: the evaluation job of the base model, before training
 
 

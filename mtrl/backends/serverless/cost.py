@@ -33,8 +33,7 @@ def base_model(record: Mapping[str, Any]) -> str:
     The model is a deploy-time setting (never in the manifest), so the run record's job resource is the only
     place that says which one this run used; guessing the default would misprice a deployment that changed it.
     """
-    from mtrl.backends.serverless.adapter import JOB_KIND  # noqa: PLC0415  (the SDK clients only for a priced run)
-    from mtrl.backends.serverless.settings import TRAINING_CATEGORY  # noqa: PLC0415
+    from mtrl.backends.serverless.settings import JOB_KIND, TRAINING_CATEGORY  # noqa: PLC0415
 
     for resource in record.get("resources") or []:
         details = resource.get("details") or {}

@@ -30,6 +30,7 @@ from mtrl.contracts.backend import BackendError
 
 SCHEMA_VERSION = "1.0.0"
 TRAINING_CATEGORY = "AgentRFT"
+JOB_KIND = "sagemaker-job"  # the CreatedResource kind of a run's SageMaker jobs
 EVALUATION_CATEGORY = "AgentRFTEvaluation"
 DEFAULT_BASE_MODEL = "openai-reasoning-gpt-oss-20b"
 JOB_TRUST_PRINCIPAL = "job.sagemaker.amazonaws.com"
