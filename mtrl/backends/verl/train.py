@@ -42,6 +42,7 @@ from mtrl.backends.verl.evaluation import (
     is_validation_only,
     validation_figures,
 )
+from mtrl.backends.verl.model_copy import parse_sums
 from mtrl.backends.verl.rollout_rows import ROLLOUT_DIR, read_step
 from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
 from mtrl.settings.verl import MODEL_SUMS_FILE, model_sums_object
@@ -131,16 +132,16 @@ def _verified_copy(s3: Any, prefix_uri: str, sums_sha256: str, into: Path, *, ru
     sums = s3.get_object(Bucket=bucket, Key=sums_key)["Body"].read()
     if hashlib.sha256(sums).hexdigest() != sums_sha256:
         raise TrainError(f"run {run_id}: {prefix_uri}SHA256SUMS does not match the deployment's sha256")
-    expected: dict[str, str] = {}
-    for line in sums.decode("utf-8").splitlines():
-        if line.strip():
-            digest, _, name = line.strip().partition("  ")
-            if not name or ".." in Path(name).parts or name.startswith("/"):
-                raise TrainError(f"run {run_id}: {prefix_uri}SHA256SUMS has a bad line {line!r}")
-            expected[name.removeprefix("*")] = digest.lower()
+    try:
+        expected = parse_sums(sums.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise TrainError(f"run {run_id}: {prefix_uri}SHA256SUMS: {error}") from None
     into.mkdir(parents=True, exist_ok=True)
+    root = into.resolve()
     for name, digest in sorted(expected.items()):
         target = into / name
+        if not target.resolve().is_relative_to(root):  # a symlink planted under the model directory
+            raise TrainError(f"run {run_id}: {prefix_uri}SHA256SUMS names {name!r}, outside the model directory")
         target.parent.mkdir(parents=True, exist_ok=True)
         s3.download_file(bucket, prefix + name, str(target))
         if _file_sha256(target) != digest:
