@@ -17,5 +17,6 @@ DESCRIPTOR = BackendDescriptor(
         "through the same mtrl agent loop as training, and again after the last step",
         needs_held_out_rows=True,
     ),
+    manifest_check="mtrl.backends.verl.hyperparameters:run_hyperparameter_problems",
     renderer="mtrl.backends.verl.offline:render_run",
 )

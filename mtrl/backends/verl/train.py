@@ -42,6 +42,8 @@ from mtrl.backends.verl.evaluation import (
     is_validation_only,
     validation_figures,
 )
+from mtrl.backends.verl.hydra import hydra_value
+from mtrl.backends.verl.hyperparameters import VERL_HYPERPARAMETERS, hyperparameter_problems
 from mtrl.backends.verl.model_copy import parse_sums
 from mtrl.backends.verl.rollout_rows import ROLLOUT_DIR, read_step
 from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
@@ -216,7 +218,7 @@ def overrides(
         "trainer.save_freq": steps,
         # The console log is what follow() reads; with the deployment's MLflow app, verl's MLflow logger sends the
         # same metrics there (experiment "mtrl", one MLflow run per mtrl run, named by its id).
-        "trainer.logger": "[console,mlflow]" if document.get("mlflow_tracking_uri") else "[console]",
+        "trainer.logger": ["console", "mlflow"] if document.get("mlflow_tracking_uri") else ["console"],
         "trainer.project_name": "mtrl",
         "trainer.experiment_name": str(document["run_id"]),
     }
@@ -226,21 +228,18 @@ def overrides(
         values["actor_rollout_ref.model.lora_alpha"] = 2 * lora_rank
         values["actor_rollout_ref.model.target_modules"] = "all-linear"
         values["actor_rollout_ref.rollout.load_format"] = "safetensors"
-    hyper = {str(k): v for k, v in (document.get("hyperparameters") or {}).items()}
-    if "learning_rate" in hyper:
-        values["actor_rollout_ref.actor.optim.lr"] = hyper["learning_rate"]
-    found = [f"{key}={_hydra_value(value)}" for key, value in values.items()]
+    hyper = dict(document.get("hyperparameters") or {})
+    problems = hyperparameter_problems(hyper)  # Register refused these; a record edited since is refused again
+    if problems:
+        raise TrainError(f"run {document.get('run_id')}: " + "; ".join(problems))
+    for name, value in hyper.items():
+        values[VERL_HYPERPARAMETERS[name].override] = value
+    found = [f"{key}={hydra_value(value)}" for key, value in values.items()]
     # The agent loop's own settings live under a key verl does not define (added with '+').
-    found.append(f"+mtrl.run_id={document['run_id']}")
+    found.append(f"+mtrl.run_id={hydra_value(str(document['run_id']))}")
     if document.get("episode_timeout_s"):
-        found.append(f"+mtrl.episode_timeout_s={float(document['episode_timeout_s'])}")
+        found.append(f"+mtrl.episode_timeout_s={hydra_value(float(document['episode_timeout_s']))}")
     return found
-
-
-def _hydra_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
