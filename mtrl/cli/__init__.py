@@ -63,7 +63,7 @@ def _commands() -> list[LazyCommand]:
         ),
         LazyCommand(
             "demo",
-            "mtrl.cli.demo_cmd:demo",
+            "mtrl.cli.demo.command:demo",
             "Deploy the real pipeline into an embedded AWS emulator, train on the sample dataset, reject a bad one.",
         ),
         LazyCommand(

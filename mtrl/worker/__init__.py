@@ -1,4 +1,5 @@
-"""The reward-worker runtime (ECS tasks of the hyperpod backend): episodes in, scored rollouts out."""
+"""The worker runtimes: episodes in, scored rollouts out. ``runtime`` is the reward workers' (ECS tasks of the hyperpod
+backend); ``serverless_agent`` is the serverless backend's agent Lambda's (one episode per rollout request)."""
 
 from mtrl.worker.runtime import (
     Policy,

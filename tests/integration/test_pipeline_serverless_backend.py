@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from io import BytesIO
 from pathlib import Path
 from typing import Any, Literal
+from unittest import mock
 
 import pytest
 from botocore.exceptions import ReadTimeoutError
@@ -31,6 +32,7 @@ from botocore.response import StreamingBody
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.serverless.adapter import ServerlessAdapter
 from mtrl.validation import eval_split_of
+from mtrl.worker import serverless_agent
 from tests.integration.pipeline_support import BUCKET, Harness, _handler_module, jsonl, pipeline_context, wordle_rows
 from tests.unit.backends.aws_calls import AGENT_ACTIONS, SERVERLESS_ADAPTER_ACTIONS, AwsCallRecorder
 from tests.unit.backends.aws_fakes import (
@@ -123,13 +125,12 @@ class ServerlessWorld:
         with _ENV_LOCK:
             saved = os.environ.get("MTRL_ENV_ID")
             os.environ["MTRL_ENV_ID"] = env_id
-            original_client = handler._client
-            handler._client = lambda region: self.runtime.session.client("sagemakerjobruntime", region_name=REGION)
+            client = self.runtime.session.client("sagemakerjobruntime", region_name=REGION)
             try:
-                payload = {key: value for key, value in params.items() if not key.startswith("__")}
-                result = handler.handler(payload, None)
+                with mock.patch.object(serverless_agent, "job_runtime_client", return_value=client):
+                    payload = {key: value for key, value in params.items() if not key.startswith("__")}
+                    result = handler.handler(payload, None)
             finally:
-                handler._client = original_client
                 if saved is None:
                     os.environ.pop("MTRL_ENV_ID", None)
                 else:

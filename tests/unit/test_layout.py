@@ -43,7 +43,7 @@ def test_the_rule_refuses_a_folder_named_after_a_feature() -> None:
     assert not _mirrors_code(Path("pipeline"))  # the old home of the runs tests: there is no mtrl/pipeline
     assert _mirrors_code(Path("backends/verl"))
     assert _mirrors_code(Path("lambda/serverless_agent"))
-    assert _mirrors_code(Path("demo"))  # mtrl/demo.py
+    assert _mirrors_code(Path("cli/demo"))  # mtrl/cli/demo/
 
 
 # Tests of runtime code that also read the synthesized template the code runs under (not stack tests).

@@ -1,6 +1,7 @@
 """Install one pinned Helm release into the EKS cluster, idempotently: the Helm installer Lambda's code
 (``lambda/hyperpod_helm/handler.py`` is its CloudFormation entry point).
 
+- ``custom_resource``: the CloudFormation protocol: exactly one response per event (``handler``).
 - ``release``: what a Create, Update or Delete does (``apply``).
 - ``chart_source``: where the chart comes from (a pinned commit, verified, or objects rendered at synth).
 - ``commands``: helm and kubectl against the cluster's endpoint with a short-lived token, and the commands run.

@@ -3,7 +3,7 @@ template" and "3. Try it locally", parsed from the document, one after the other
 checkout, with the clone's `.venv` activated (what the document tells the reader to do first).
 
 Three lines are not run, each for the reason in ``NOT_RUNNABLE`` (they name a model or a server the reader brings).
-`mtrl demo --env my_env`, described in the same section, is run the same way by tests/unit/demo.
+`mtrl demo --env my_env`, described in the same section, is run the same way by tests/unit/cli/demo.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ directory the agent wrote to is gone.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import sys
 import time
 import types
@@ -25,6 +24,7 @@ from mtrl.envs.episode_state import EpisodeState, StateError, open_states
 from mtrl.envs.registry import EnvironmentSpec
 from mtrl.envs.rollout import run_episode
 from mtrl.envs.tools import FunctionTool, ToolBox, format_tool_call
+from mtrl.worker import serverless_agent
 from mtrl.worker.runtime import RolloutRequest, WorkerConfig, play_episode
 
 CREATE = format_tool_call("create_case", {"note": "refund"})
@@ -451,16 +451,6 @@ def test_verifiers_adapter_invalid_task_completes_without_scoring_an_unstarted_e
 # --- the serverless agent (Lambda) ---------------------------------------------------------------------------
 
 
-def serverless_handler() -> types.ModuleType:
-    path = Path(__file__).resolve().parents[3] / "lambda" / "serverless_agent" / "handler.py"
-    loaded = importlib.util.spec_from_file_location("serverless_agent_handler_blocks", path)
-    assert loaded is not None
-    assert loaded.loader is not None
-    module = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize(
     ("actions", "max_turns", "ended"),
     [([CREATE, FINISH], "8", "done"), ([CREATE], "2", "turn limit reached"), ([CREATE, EXPLODE], "8", "raised")],
@@ -468,20 +458,19 @@ def serverless_handler() -> types.ModuleType:
 def test_serverless_agent(
     spec: EnvironmentSpec, monkeypatch: pytest.MonkeyPatch, actions: list[str], max_turns: str, ended: str
 ) -> None:
-    handler = serverless_handler()
     script = list(actions)
     reported: list[float] = []
     monkeypatch.setenv("MTRL_MAX_TURNS", max_turns)
-    monkeypatch.setattr(handler, "_spec", lambda env_id: spec)
-    monkeypatch.setattr(handler, "_client", lambda region: object())
-    monkeypatch.setattr(handler, "sample", lambda *args: script.pop(0) if len(script) > 1 else script[0])
-    monkeypatch.setattr(handler, "report", lambda client, job, trajectory, reward: reported.append(reward))
+    monkeypatch.setattr(serverless_agent, "environment_spec", lambda env_id: spec)
+    monkeypatch.setattr(serverless_agent, "job_runtime_client", lambda region: object())
+    monkeypatch.setattr(serverless_agent, "sample", lambda *args: script.pop(0) if len(script) > 1 else script[0])
+    monkeypatch.setattr(serverless_agent, "report", lambda client, job, trajectory, reward: reported.append(reward))
     payload = {"prompt": '{"prompt": "probe"}', "metadata": {"jobArn": "arn:job", "rolloutId": "r1"}}
     if ended == "raised":
         with pytest.raises(RuntimeError, match="the tool crashed"):
-            handler.handle(payload)
+            serverless_agent.handle(payload)
         return
-    outcome = handler.handle(payload)
+    outcome = serverless_agent.handle(payload)
     assert outcome["ended"] == ended
     assert reported == [outcome["reward"]]
 

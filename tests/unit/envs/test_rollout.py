@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import importlib.util
 import json
 import sys
 import types
@@ -35,6 +34,7 @@ from mtrl.envs.rollout import (
     play_batch,
     scripted,
 )
+from mtrl.worker import serverless_agent
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -274,12 +274,6 @@ def via_worker(spec: EnvironmentSpec, actions: list[str]) -> Observed:
 
 
 def via_serverless_agent(spec: EnvironmentSpec, actions: list[str], monkeypatch: pytest.MonkeyPatch) -> Observed:
-    path = ROOT / "lambda" / "serverless_agent" / "handler.py"
-    loaded = importlib.util.spec_from_file_location("serverless_agent_handler_parity", path)
-    assert loaded is not None
-    assert loaded.loader is not None
-    handler = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(handler)
     script = list(actions)
     seen: list[list[dict[str, str]]] = []
     reported: list[float] = []
@@ -289,15 +283,15 @@ def via_serverless_agent(spec: EnvironmentSpec, actions: list[str], monkeypatch:
         return script.pop(0)
 
     monkeypatch.delenv("MTRL_MAX_TURNS", raising=False)
-    monkeypatch.setattr(handler, "_spec", lambda env_id: spec)
-    monkeypatch.setattr(handler, "_client", lambda region: object())
-    monkeypatch.setattr(handler, "sample", sample)
-    monkeypatch.setattr(handler, "report", lambda client, job, trajectory, reward: reported.append(reward))
+    monkeypatch.setattr(serverless_agent, "environment_spec", lambda env_id: spec)
+    monkeypatch.setattr(serverless_agent, "job_runtime_client", lambda region: object())
+    monkeypatch.setattr(serverless_agent, "sample", sample)
+    monkeypatch.setattr(serverless_agent, "report", lambda client, job, trajectory, reward: reported.append(reward))
     payload = {
         "prompt": json.dumps(spec.example_task),
         "metadata": {"jobArn": "arn:aws:sagemaker:us-west-2:111122223333:job/AgentRFT/x", "rolloutId": "r1"},
     }
-    outcome = handler.handle(payload, remaining_ms=600_000)
+    outcome = serverless_agent.handle(payload, remaining_ms=600_000)
     assert outcome["reported"] is True
     assert outcome["ended"] in {"done", "turn limit reached"}
     assert seen[0][0] == {"role": "system", "content": spec.system_prompt}

@@ -3,7 +3,7 @@
 What Lambda runs: the staged code asset (``stage_function_code("serverless_agent")``) with the dependency layer
 (``.build/lambda-deps``, built by ``make setup``) on the path before the runtime's own boto3. A fresh interpreter is
 started with exactly that order (layer's ``python/`` first, then the code), so the botocore it imports is the layer's,
-and the handler's own ``_client`` must build a job-runtime client with it.
+and the handler's runtime (``mtrl.worker.serverless_agent``, staged with it) must build a job-runtime client with it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ layer, code = sys.argv[1], sys.argv[2]
 sys.path[:0] = [layer, code]
 import botocore, boto3
 import handler
-client = handler._client("us-east-1")
+from mtrl.worker.serverless_agent import job_runtime_client
+assert handler.handler.__module__ == "mtrl.worker.serverless_agent"
+client = job_runtime_client("us-east-1")
 print(json.dumps({
     "botocore": botocore.__file__,
     "boto3": boto3.__file__,

@@ -57,7 +57,7 @@ def helm_lambda() -> Iterator[dict[str, ModuleType]]:
         spec.loader.exec_module(handler)
         modules = {
             name: importlib.import_module(f"helm_release.{name}")
-            for name in ("chart_source", "commands", "release", "rig_dependencies", "run_guard")
+            for name in ("chart_source", "commands", "custom_resource", "release", "rig_dependencies", "run_guard")
         }
         yield {"handler": handler, **modules}
     finally:
@@ -77,6 +77,7 @@ def _helm_lambda_module(name: str) -> Any:
 handler = _helm_lambda_module("handler")
 chart_source = _helm_lambda_module("chart_source")
 commands = _helm_lambda_module("commands")
+custom_resource = _helm_lambda_module("custom_resource")
 release = _helm_lambda_module("release")
 rig_dependencies = _helm_lambda_module("rig_dependencies")
 run_guard = _helm_lambda_module("run_guard")

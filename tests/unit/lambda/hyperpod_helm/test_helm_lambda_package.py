@@ -32,7 +32,8 @@ outside = sorted(
 )
 print(json.dumps({
     "handler": handler.__file__,
-    "apply": handler.apply.__module__,
+    "entry": handler.handler.__module__,
+    "apply": sys.modules["helm_release.custom_resource"].apply.__module__,
     "release": sys.modules["helm_release.release"].__file__,
     "mtrl": sys.modules["mtrl"].__file__,
     "one_slot_reader": helm_release.run_guard.live_holders is mtrl.runs.slots.live_holders,
@@ -56,6 +57,7 @@ def test_the_staged_installer_imports_with_only_its_code_and_the_runtimes_boto3(
     found = json.loads(result.stdout.strip().splitlines()[-1])
     for key in ("handler", "release", "mtrl"):
         assert str(found[key]).startswith(str(code)), (key, found[key])  # the staged copy, not the checkout's
+    assert found["entry"] == "helm_release.custom_resource"
     assert found["apply"] == "helm_release.release"
     assert found["one_slot_reader"]  # the slot table is read by mtrl.runs.slots, not a copy of its schema
     assert set(found["outside"]) <= RUNTIME_PACKAGES, found["outside"]  # no pydantic, Powertools, yaml…

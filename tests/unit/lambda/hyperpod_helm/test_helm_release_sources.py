@@ -27,7 +27,7 @@ CHART_FILES = {
 }
 
 
-def _serve_archive(handler: ModuleType, monkeypatch: pytest.MonkeyPatch, files: dict[str, bytes]) -> list[str]:
+def _serve_archive(chart_source: ModuleType, monkeypatch: pytest.MonkeyPatch, files: dict[str, bytes]) -> list[str]:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         for name, content in files.items():
@@ -40,7 +40,7 @@ def _serve_archive(handler: ModuleType, monkeypatch: pytest.MonkeyPatch, files: 
         fetched.append(url)
         return io.BytesIO(buffer.getvalue())
 
-    monkeypatch.setattr(handler.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(chart_source.urllib.request, "urlopen", urlopen)
     return fetched
 
 
@@ -69,12 +69,17 @@ def _digest(tmp_path: Path, files: dict[str, bytes]) -> str:
     return tree_sha256(tmp_path / "ref")
 
 
+@pytest.mark.usefixtures("eks_cluster")
 def test_the_operator_chart_is_verified_then_its_crds_applied_then_installed(
-    handler: ModuleType, eks_cluster: str, helm_calls: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    release: ModuleType,
+    chart_source: ModuleType,
+    helm_calls: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
-    fetched = _serve_archive(handler, monkeypatch, CHART_FILES)
+    fetched = _serve_archive(chart_source, monkeypatch, CHART_FILES)
     calls = helm_calls.calls
-    physical_id, _ = handler.apply(_kuberay_event(_digest(tmp_path, CHART_FILES)), lambda: 900.0)
+    physical_id, _ = release.apply(_kuberay_event(_digest(tmp_path, CHART_FILES)), lambda: 900.0)
     assert physical_id == "mtrl-eks/kube-system/kuberay-operator"
     assert fetched == [f"https://codeload.github.com/ray-project/kuberay/tar.gz/{COMMIT}"]
     assert [(c[0].rsplit("/", 1)[-1], c[1]) for c in calls] == [
@@ -90,24 +95,30 @@ def test_the_operator_chart_is_verified_then_its_crds_applied_then_installed(
     assert flags == ["image.tag=v1.7.0", "singleNamespaceInstall=true", "watchNamespace[0]=mtrl-verl"]
 
 
+@pytest.mark.usefixtures("eks_cluster")
 def test_a_chart_whose_files_differ_from_the_pin_is_never_installed(
-    handler: ModuleType, eks_cluster: str, helm_calls: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    release: ModuleType,
+    chart_source: ModuleType,
+    helm_calls: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     pinned = _digest(tmp_path, CHART_FILES)
-    _serve_archive(handler, monkeypatch, {**CHART_FILES, "templates/extra.yaml": b"kind: ClusterRoleBinding\n"})
+    _serve_archive(chart_source, monkeypatch, {**CHART_FILES, "templates/extra.yaml": b"kind: ClusterRoleBinding\n"})
     calls = helm_calls.calls
     with pytest.raises(ChartDigestError, match="not the pinned"):
-        handler.apply(_kuberay_event(pinned), lambda: 900.0)
+        release.apply(_kuberay_event(pinned), lambda: 900.0)
     assert calls == []
 
 
+@pytest.mark.usefixtures("eks_cluster")
 def test_a_github_directory_without_a_digest_is_refused_before_any_download(
-    handler: ModuleType, eks_cluster: str, helm_calls: Any, monkeypatch: pytest.MonkeyPatch
+    release: ModuleType, chart_source: ModuleType, helm_calls: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fetched = _serve_archive(handler, monkeypatch, CHART_FILES)
+    fetched = _serve_archive(chart_source, monkeypatch, CHART_FILES)
     calls = helm_calls.calls
     with pytest.raises(ValueError, match="needs the ChartSha256"):
-        handler.apply(_kuberay_event(""), lambda: 900.0)
+        release.apply(_kuberay_event(""), lambda: 900.0)
     assert fetched == []
     assert calls == []
 
@@ -126,15 +137,16 @@ def _access_event() -> dict[str, Any]:
     }
 
 
+@pytest.mark.usefixtures("eks_cluster")
 def test_the_rbac_release_downloads_nothing(
-    handler: ModuleType, eks_cluster: str, helm_calls: Any, monkeypatch: pytest.MonkeyPatch
+    release: ModuleType, chart_source: ModuleType, helm_calls: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def no_network(*_args: Any, **_kwargs: Any) -> None:
         raise AssertionError("a manifest release must not download anything")
 
-    monkeypatch.setattr(handler.urllib.request, "urlopen", no_network)
+    monkeypatch.setattr(chart_source.urllib.request, "urlopen", no_network)
     calls = helm_calls.calls
-    handler.apply(_access_event(), lambda: 900.0)
+    release.apply(_access_event(), lambda: 900.0)
     assert [c[1] for c in calls] == ["status", "upgrade"]
     assert "--skip-crds" not in calls[-1]
 

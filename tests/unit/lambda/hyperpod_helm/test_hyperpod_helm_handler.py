@@ -253,7 +253,7 @@ def _event(request_type: str, **extra: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-def responses(handler: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+def responses(custom_resource: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     sent: list[dict[str, Any]] = []
 
     class _Response:
@@ -270,17 +270,17 @@ def responses(handler: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[dict
         sent.append(json.loads(request.data))
         return _Response()
 
-    monkeypatch.setattr(handler.urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(custom_resource.urllib.request, "urlopen", urlopen)
     return sent
 
 
 def test_a_failure_is_reported_once_as_failed(
-    handler: ModuleType, responses: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    handler: ModuleType, custom_resource: ModuleType, responses: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(event: Any, remaining: Any) -> None:
         raise RuntimeError("helm exploded")
 
-    monkeypatch.setattr(handler, "apply", broken)
+    monkeypatch.setattr(custom_resource, "apply", broken)
     handler.handler(_event("Create"), _Context())
     assert len(responses) == 1
     assert responses[0]["Status"] == "FAILED"
@@ -288,33 +288,35 @@ def test_a_failure_is_reported_once_as_failed(
 
 
 def test_success_reports_a_stable_physical_id(
-    handler: ModuleType, responses: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    handler: ModuleType, custom_resource: ModuleType, responses: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(handler, "apply", lambda event, remaining: ("mtrl-eks/kube-system/deps", {"Release": "deps"}))
+    monkeypatch.setattr(
+        custom_resource, "apply", lambda event, remaining: ("mtrl-eks/kube-system/deps", {"Release": "deps"})
+    )
     handler.handler(_event("Update", PhysicalResourceId="mtrl-eks/kube-system/deps"), _Context())
     assert [r["Status"] for r in responses] == ["SUCCESS"]
     assert responses[0]["PhysicalResourceId"] == "mtrl-eks/kube-system/deps"
 
 
 @mock_aws
-def test_delete_succeeds_when_the_cluster_is_already_gone(handler: ModuleType, aws_env: None) -> None:
+def test_delete_succeeds_when_the_cluster_is_already_gone(release: ModuleType, aws_env: None) -> None:
     event = _event("Delete", PhysicalResourceId="mtrl-eks/kube-system/hyperpod-dependencies")
     assert boto3.client("eks", region_name="us-east-1").list_clusters()["clusters"] == []
-    physical_id, data = handler.apply(event, lambda: 900.0)
+    physical_id, data = release.apply(event, lambda: 900.0)
     assert physical_id == "mtrl-eks/kube-system/hyperpod-dependencies"
     assert data == {}
 
 
 @mock_aws
-def test_create_fails_when_the_cluster_does_not_exist(handler: ModuleType, aws_env: None) -> None:
+def test_create_fails_when_the_cluster_does_not_exist(release: ModuleType, aws_env: None) -> None:
     with pytest.raises(Exception, match=r"ResourceNotFound|No cluster found"):
-        handler.apply(_event("Create"), lambda: 900.0)
+        release.apply(_event("Create"), lambda: 900.0)
 
 
 @pytest.mark.parametrize("release_state", [None, "pending-install"])
 @pytest.mark.usefixtures("eks_cluster")
 def test_create_runs_the_full_idempotent_sequence(
-    handler: ModuleType,
+    release: ModuleType,
     chart_source: ModuleType,
     helm_calls: Any,
     monkeypatch: pytest.MonkeyPatch,
@@ -332,7 +334,7 @@ def test_create_runs_the_full_idempotent_sequence(
     monkeypatch.setattr(chart_source, "fetch_chart", fake_fetch)
     event = _event("Create")
     event["ResourceProperties"]["Values"] = json.dumps({"trainingOperators.enabled": True})
-    physical_id, data = handler.apply(event, lambda: 900.0)
+    physical_id, data = release.apply(event, lambda: 900.0)
 
     assert physical_id == "mtrl-eks/kube-system/hyperpod-dependencies"
     assert data["ChartRevision"] == "0" * 40

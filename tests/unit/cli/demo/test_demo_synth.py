@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from mtrl import demo
+from mtrl.cli.demo import synth
+from mtrl.cli.demo.plan import DemoError
 
 
 def _tree(root: Path) -> Path:
@@ -25,26 +26,26 @@ def test_the_digest_follows_sources_built_layer_context_and_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = _tree(tmp_path)
-    first = demo.synth_inputs_digest(root)
-    assert demo.synth_inputs_digest(root) == first
+    first = synth.synth_inputs_digest(root)
+    assert synth.synth_inputs_digest(root) == first
     (root / "stacks" / "__pycache__").mkdir()
     (root / "stacks" / "__pycache__" / "data_stack.cpython-311.pyc").write_bytes(b"\0")
-    assert demo.synth_inputs_digest(root) == first  # byte code is not an input
+    assert synth.synth_inputs_digest(root) == first  # byte code is not an input
 
     (root / "stacks" / "data_stack.py").write_text("BUCKETS = 2\n")
-    edited = demo.synth_inputs_digest(root)
+    edited = synth.synth_inputs_digest(root)
     assert edited != first
     (root / "stacks" / "new_stack.py").write_text("")
-    added = demo.synth_inputs_digest(root)
+    added = synth.synth_inputs_digest(root)
     assert added != edited
     (root / ".build" / "lambda-deps" / "layer.py").write_text("x = 22\n")
-    rebuilt = demo.synth_inputs_digest(root)
+    rebuilt = synth.synth_inputs_digest(root)
     assert rebuilt != added
     monkeypatch.setenv("CDK_DEFAULT_REGION", "eu-west-1")
-    regional = demo.synth_inputs_digest(root)
+    regional = synth.synth_inputs_digest(root)
     assert regional != rebuilt
-    monkeypatch.setitem(demo.SYNTH_CONTEXT, "status_poll_seconds", "2")
-    assert demo.synth_inputs_digest(root) != regional
+    monkeypatch.setitem(synth.SYNTH_CONTEXT, "status_poll_seconds", "2")
+    assert synth.synth_inputs_digest(root) != regional
 
 
 def test_a_matching_stamp_skips_the_synth_and_any_other_runs_it(
@@ -59,30 +60,31 @@ def test_a_matching_stamp_skips_the_synth_and_any_other_runs_it(
         (out / "mtrl-data.template.json").write_text("{}")
         return subprocess.CompletedProcess(command, 0, "", "")
 
-    monkeypatch.setattr(demo.subprocess, "run", fake_cdk)
-    monkeypatch.setattr(demo, "synth_inputs_digest", lambda: "digest-a")
+    monkeypatch.setattr("mtrl.cli.demo.synth.subprocess.run", fake_cdk)
+    monkeypatch.setattr(synth, "synth_inputs_digest", lambda: "digest-a")
     out = tmp_path / "cdk.out"
     console = Console(record=True, width=200)
-    demo.synthesize(out, console)
+    synth.synthesize(out, console)
     assert len(calls) == 1
-    assert (out / demo.SYNTH_STAMP).read_text() == "digest-a"
-    demo.synthesize(out, console)
+    assert (out / synth.SYNTH_STAMP).read_text() == "digest-a"
+    synth.synthesize(out, console)
     assert len(calls) == 1, "the unchanged inputs were synthesized again"
     assert "synthesized from these same sources" in console.export_text()
-    monkeypatch.setattr(demo, "synth_inputs_digest", lambda: "digest-b")
-    demo.synthesize(out, console)
+    monkeypatch.setattr(synth, "synth_inputs_digest", lambda: "digest-b")
+    synth.synthesize(out, console)
     assert len(calls) == 2, "changed inputs reused a stale cdk.out"
-    assert (out / demo.SYNTH_STAMP).read_text() == "digest-b"
+    assert (out / synth.SYNTH_STAMP).read_text() == "digest-b"
 
 
 def test_a_failed_synth_leaves_no_stamp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "cdk.out"
     out.mkdir()
-    (out / demo.SYNTH_STAMP).write_text("digest-a")
-    monkeypatch.setattr(demo, "synth_inputs_digest", lambda: "digest-b")
+    (out / synth.SYNTH_STAMP).write_text("digest-a")
+    monkeypatch.setattr(synth, "synth_inputs_digest", lambda: "digest-b")
     monkeypatch.setattr(
-        demo.subprocess, "run", lambda command, **_: subprocess.CompletedProcess(command, 1, "", "synth broke")
+        "mtrl.cli.demo.synth.subprocess.run",
+        lambda command, **_: subprocess.CompletedProcess(command, 1, "", "synth broke"),
     )
-    with pytest.raises(demo.DemoError, match="synth broke"):
-        demo.synthesize(out, Console(record=True))
-    assert not (out / demo.SYNTH_STAMP).exists()
+    with pytest.raises(DemoError, match="synth broke"):
+        synth.synthesize(out, Console(record=True))
+    assert not (out / synth.SYNTH_STAMP).exists()

@@ -1,13 +1,11 @@
-"""The serverless agent Lambda handler against a stubbed ``sagemakerjobruntime`` client."""
+"""The serverless agent's runtime (the ``lambda/serverless_agent`` function's entry point) against a stubbed
+``sagemakerjobruntime`` client."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import boto3
@@ -15,20 +13,9 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 
-HANDLER_PATH = Path(__file__).resolve().parents[4] / "lambda" / "serverless_agent" / "handler.py"
+from mtrl.worker import serverless_agent as agent
+
 JOB_ARN = "arn:aws:sagemaker:us-east-1:111122223333:job/AgentRFT/smoke-test"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("serverless_agent_handler", HANDLER_PATH)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-agent = _load()
 
 
 @pytest.fixture
@@ -36,7 +23,7 @@ def stub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stubber]:
     client = boto3.client(
         "sagemakerjobruntime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
     )
-    monkeypatch.setattr(agent, "_client", lambda region: client)
+    monkeypatch.setattr(agent, "job_runtime_client", lambda region: client)
     with Stubber(client) as stubber:
         yield stubber
         stubber.assert_no_pending_responses()
@@ -177,7 +164,7 @@ def test_the_runs_reasoning_effort_reaches_every_sample_request(monkeypatch: pyt
         raise agent.JobNotFoundError("Could not find job")
 
     monkeypatch.setattr(agent, "play", play)
-    monkeypatch.setattr(agent, "_client", lambda region: object())
+    monkeypatch.setattr(agent, "job_runtime_client", lambda region: object())
     task = {
         "id": "w1",
         "prompt": "Guess the 5-letter word",

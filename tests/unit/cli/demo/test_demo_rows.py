@@ -7,12 +7,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from mtrl.demo import HAND_SET_WEIGHTS, SAMPLE_EVAL, _evaluation_table, heuristic_evaluation
+from mtrl.cli.demo.plan import EVAL_KEY, plan_for
+from mtrl.cli.demo.tables import HAND_SET_WEIGHTS, evaluation_table, heuristic_evaluation, summary_tables
 from mtrl.local.config import TrainConfig
 
 
 def _holdout(limit: int) -> list[dict[str, object]]:
-    rows = [json.loads(line)["metadata"] for line in Path(SAMPLE_EVAL).read_text().splitlines() if line.strip()]
+    rows = [json.loads(line)["metadata"] for line in plan_for().eval_path.read_text().splitlines() if line.strip()]
     return rows[:limit]
 
 
@@ -41,7 +42,7 @@ def test_the_table_has_three_rows_on_the_same_words() -> None:
         "heuristic": {"success_rate": 0.96, "reward_mean": 1.3},
     }
     console = Console(record=True, width=160, force_terminal=False)
-    console.print(_evaluation_table(training))
+    console.print(evaluation_table(training))
     text = console.export_text()
     assert "the sample's eval.jsonl, 50 words" in text
     lines = [line for line in text.splitlines() if "%" in line]
@@ -51,8 +52,6 @@ def test_the_table_has_three_rows_on_the_same_words() -> None:
 
 
 def test_signal_health_uses_the_one_verdict_rule() -> None:
-    from mtrl.demo import _summary_tables
-
     training = {
         "steps": 20,
         "heldout": {"tasks": 50},
@@ -63,7 +62,7 @@ def test_signal_health_uses_the_one_verdict_rule() -> None:
         "signal_health": {"reward": {"zero_spread_share": 0.0}, "outcome": {"zero_spread_share": 1.0}},
     }
     console = Console(record=True, width=200, force_terminal=False)
-    for table in _summary_tables({"run_id": "r"}, training):
+    for table in summary_tables({"run_id": "r"}, training):
         console.print(table)
     lines = {line.split("│")[1].strip(): line for line in console.export_text().splitlines() if line.count("│") > 4}
     assert lines["outcome"].rstrip(" │").endswith("flat")
@@ -90,8 +89,6 @@ def test_demo_refuses_bad_choices_before_anything_starts(tmp_path: Path) -> None
 
 
 def test_plain_demo_plan_is_the_wordle_features_run_it_always_was() -> None:
-    from mtrl.demo import EVAL_KEY, plan_for
-
     plan = plan_for()
     assert plan.manifest == {
         "backend": "local",

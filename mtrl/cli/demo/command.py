@@ -1,4 +1,4 @@
-"""`mtrl demo`: the offline end-to-end demo (see mtrl/demo.py)."""
+"""`mtrl demo`: the offline end-to-end demo (``mtrl.cli.demo.run``); its libraries load only when it runs."""
 
 from __future__ import annotations
 
@@ -54,7 +54,8 @@ def demo(
     ] = None,
 ) -> None:
     """Deploy the real pipeline into an embedded AWS emulator, train on the sample dataset, reject a bad one."""
-    from mtrl.demo import DemoError, plan_for, run_demo  # noqa: PLC0415 - the demo's libraries load when it runs
+    from mtrl.cli.demo.plan import DemoError, plan_for  # noqa: PLC0415 - the demo's libraries load when it runs
+    from mtrl.cli.demo.run import run_demo  # noqa: PLC0415
     from mtrl.emulator import EmulatorError  # noqa: PLC0415
     from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError  # noqa: PLC0415
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from mtrl.demo import MALFORMED_DATASET, SAMPLE_EVAL, run_demo
+from mtrl.cli.demo.plan import plan_for
+from mtrl.cli.demo.run import MALFORMED_DATASET, run_demo
 from mtrl.emulator import find_emulator
 
 ROW_LABELS = ("untrained (all weights 0)", "hand-set heuristic (consistent = 1", "trained (20 GRPO steps)")
@@ -29,7 +30,7 @@ def test_demo_trains_a_run_and_rejects_the_malformed_dataset(tmp_path: Path) -> 
     # The policy says what it is, and the held-out split is the sample's own eval.jsonl, everywhere.
     assert "not a language model" in output
     assert "0 held out" not in output
-    eval_words = sum(1 for line in SAMPLE_EVAL.read_text().splitlines() if line.strip())
+    eval_words = sum(1 for line in plan_for().eval_path.read_text().splitlines() if line.strip())
     assert f"the sample's eval.jsonl, {eval_words} words" in output
     rows = {label: output.split(label, 1)[1].split("\n", 1)[0] for label in ROW_LABELS}
     assert all("%" in row for row in rows.values()), rows

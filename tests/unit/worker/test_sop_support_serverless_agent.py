@@ -1,5 +1,5 @@
-"""sop_support in the serverless agent Lambda (lambda/serverless_agent/handler.py) against a stubbed
-``sagemakerjobruntime`` client, as tests/unit/lambda/serverless_agent/test_serverless_agent.py plays wordle."""
+"""sop_support in the serverless agent (mtrl/worker/serverless_agent.py) against a stubbed ``sagemakerjobruntime``
+client, as tests/unit/worker/test_serverless_agent.py plays wordle."""
 
 from __future__ import annotations
 
