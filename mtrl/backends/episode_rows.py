@@ -1,5 +1,7 @@
 """Signal rows (``runs/<run id>/signals.jsonl``) for a backend whose trainer reports only its step: the episode
-figures come back from the environment-side metrics the episode drivers publish (``mtrl.health.emf``).
+figures come back from the environment-side metrics the episode drivers publish (``mtrl.health.emf``, whose
+``ROW_FIELD_METRICS`` says which metric holds each row field). This module is only that source: the reading back;
+the row is the one builder's (``mtrl.health.rows``).
 
 Used by ``serverless`` (the step from ``DescribeJob``'s ``ProgressInfo``; the agent Lambda's lines, one per
 episode, with the dimensions ``Environment`` and ``Job``) and ``hyperpod`` (the step from the runner's status
@@ -29,9 +31,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from mtrl.backends._aws import S3Uri, error_code
-from mtrl.health.emf import EPISODE_METRICS, EPISODES_NAMESPACE
-from mtrl.health.signal_health import AGGREGATE
-from mtrl.health.signal_health import EMF_NAMESPACE as SPREAD_NAMESPACE
+from mtrl.health.emf import EPISODE_COUNT_METRIC, EPISODES_NAMESPACE, ROW_FIELD_METRICS
+from mtrl.health.rows import signal_row
 from mtrl.health.signals import (
     SIGNALS_FILE,
     SignalHeader,
@@ -46,16 +47,12 @@ from mtrl.health.signals import (
 EMF_LAG_SECONDS = 120
 WINDOW_START_KEY = "episodes_since"  # row extras: the window its episode figures cover
 WINDOW_END_KEY = "episodes_until"
-EPISODES_METRIC = "Episodes"
 _PERIOD = 60
-# row field → (namespace, metric name, the line's extra dimensions)
-_ROW_FIELDS: dict[str, tuple[str, str, dict[str, str]]] = {
-    **{field: (EPISODES_NAMESPACE, metric, {}) for field, metric in EPISODE_METRICS.items()},
-    "reward_spread_mean": (SPREAD_NAMESPACE, "WithinGroupSpread", {"Component": AGGREGATE}),
-    "zero_spread_share": (SPREAD_NAMESPACE, "ZeroSpreadShare", {"Component": AGGREGATE}),
-    "episodes": (EPISODES_NAMESPACE, EPISODES_METRIC, {}),
+# what is read back: every row field the lines carry (mtrl.health.emf), and how many episodes they counted
+_QUERIED: dict[str, tuple[str, str, dict[str, str]]] = {
+    **ROW_FIELD_METRICS,
+    "episodes": (EPISODES_NAMESPACE, EPISODE_COUNT_METRIC, {}),
 }
-_SHARES = {"malformed_share", "cap_hit_share", "error_share", "timeout_share", "zero_spread_share"}
 
 
 def _minute(moment: datetime) -> datetime:
@@ -84,7 +81,7 @@ def episode_figures(
     """The lines' figures between ``since`` and ``until`` (row field → mean over lines; ``episodes`` is a count;
     None when no line had the metric)."""
     queries: list[dict[str, Any]] = []
-    for index, (namespace, name, extra) in enumerate(_ROW_FIELDS.values()):
+    for index, (namespace, name, extra) in enumerate(_QUERIED.values()):
         series = [{"Name": key, "Value": value} for key, value in {**dimensions, **extra}.items()]
         metric = {"Namespace": namespace, "MetricName": name, "Dimensions": series}
         for stat in ("Sum", "SampleCount"):
@@ -109,7 +106,7 @@ def episode_figures(
         if not token:
             break
     figures: dict[str, float | None] = {}
-    for index, field in enumerate(_ROW_FIELDS):
+    for index, field in enumerate(_QUERIED):
         total, count = totals.get(f"m{index}sum", 0.0), totals.get(f"m{index}samplecount", 0.0)
         if field == "episodes":
             figures[field] = total
@@ -121,7 +118,7 @@ def episode_figures(
 def episode_count(cloudwatch: Any, *, dimensions: Mapping[str, str], since: datetime, until: datetime) -> int:
     """How many episodes the lines of this series counted between ``since`` and ``until``."""
     series = [{"Name": key, "Value": value} for key, value in dimensions.items()]
-    metric = {"Namespace": EPISODES_NAMESPACE, "MetricName": EPISODES_METRIC, "Dimensions": series}
+    metric = {"Namespace": EPISODES_NAMESPACE, "MetricName": EPISODE_COUNT_METRIC, "Dimensions": series}
     query = {"Id": "episodes", "MetricStat": {"Metric": metric, "Period": _PERIOD, "Stat": "Sum"}, "ReturnData": True}
     total, token = 0.0, None
     while True:
@@ -134,10 +131,6 @@ def episode_count(cloudwatch: Any, *, dimensions: Mapping[str, str], since: date
         token = response.get("NextToken")
         if not token:
             return int(total)
-
-
-def _share(value: float | None) -> float | None:
-    return None if value is None else min(1.0, max(0.0, value))  # float sums may stray past [0, 1] by an ulp
 
 
 def update_signals(
@@ -173,12 +166,7 @@ def update_signals(
     extra: dict[str, Any] = {WINDOW_START_KEY: _iso(since), WINDOW_END_KEY: _iso(max(since, until))}
     if figures.get("episodes"):
         extra["episodes"] = int(figures["episodes"] or 0)
-    values = {
-        field: _share(figures.get(field)) if field in _SHARES else figures.get(field)
-        for field in _ROW_FIELDS
-        if field != "episodes"
-    }
-    row = SignalRow(step=step, time=_iso(now), extra=extra, **values)
+    row = signal_row(step, {field: figures.get(field) for field in ROW_FIELD_METRICS}, time=_iso(now), extra=extra)
     header = SignalHeader(planned_steps=planned, group_size=group_size)
     body = render_signals(header, [*rows, row]).encode("utf-8")
     s3.put_object(Bucket=uri.bucket, Key=uri.key, Body=body, ContentType="application/x-ndjson")

@@ -7,7 +7,7 @@ showed through ``EpisodeMetrics.publish``: the within-group spread per component
 the episode figures a training-health row holds (``mtrl/Episodes``: reward mean, malformed actions, turn-limit hits,
 mean turns, errors, timeouts; ``mtrl.health.episodes``), all with the same dimensions. A group of one episode (the
 serverless agent plays one per invocation) has no spread; its other figures are still published (the serverless
-and hyperpod backends build their signal rows from them: ``mtrl.backends.episode_rows``).
+and hyperpod backends read them back into their signal rows: ``ROW_FIELD_METRICS`` says where each row field is).
 """
 
 from __future__ import annotations
@@ -33,6 +33,22 @@ EPISODE_METRICS = {
     "mean_turns": "MeanTurns",
     "error_share": "ErrorShare",
     "timeout_share": "TimeoutShare",
+}
+EPISODE_COUNT_METRIC = "Episodes"
+# signal-row field → (namespace, metric name, the line's dimensions beyond ``all_dimensions``): where the lines of
+# ``publish`` carry each figure of a row, for a backend that reads them back (each line's value is its groups' mean)
+ROW_FIELD_METRICS: dict[str, tuple[str, str, dict[str, str]]] = {
+    **{field: (EPISODES_NAMESPACE, metric, {}) for field, metric in EPISODE_METRICS.items()},
+    "reward_spread_mean": (
+        signal_health.EMF_NAMESPACE,
+        signal_health.SPREAD_METRIC,
+        {signal_health.COMPONENT_DIMENSION: signal_health.AGGREGATE},
+    ),
+    "zero_spread_share": (
+        signal_health.EMF_NAMESPACE,
+        signal_health.ZERO_SPREAD_METRIC,
+        {signal_health.COMPONENT_DIMENSION: signal_health.AGGREGATE},
+    ),
 }
 
 
@@ -76,7 +92,7 @@ class EpisodeMetrics:
         line = emf.document(
             namespace=EPISODES_NAMESPACE,
             dimensions=self.all_dimensions,
-            metrics=[*values, ("Episodes", episodes, "Count")],
+            metrics=[*values, (EPISODE_COUNT_METRIC, episodes, "Count")],
             timestamp_ms=when,
         )
         return emf.write([line], out)

@@ -11,18 +11,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from mtrl.health import emf_document as emf
 
 if TYPE_CHECKING:  # (types only: `mtrl status` labels the evaluation without loading the environments)
     from mtrl.contracts.environment import EpisodeResult
-    from mtrl.envs.registry import EnvironmentSpec
 
 EVALUATION = "evaluation"
 SUCCESS = "success"
 SUCCESS_FALLBACK = "success (the environment declares no EVALUATION)"
 EMF_NAMESPACE = "mtrl/Evaluation"
+
+
+class DeclaresEvaluation(Protocol):
+    """What ``describe`` reads of an environment (``mtrl.envs.registry.EnvironmentSpec`` is one): its declared
+    ``EVALUATION``, one line, or None. A protocol, so health depends on no environment code, even for typing."""
+
+    @property
+    def evaluation(self) -> str | None: ...
 
 
 def score(result: EpisodeResult) -> float:
@@ -38,7 +45,7 @@ def measure_of(results: Iterable[EpisodeResult]) -> str:
     return EVALUATION if found and all(r.evaluation is not None for r in found) else SUCCESS
 
 
-def describe(spec: EnvironmentSpec) -> dict[str, str]:
+def describe(spec: DeclaresEvaluation) -> dict[str, str]:
     """What the evaluation of ``spec`` measures: ``{"measure", "description"}`` for reports."""
     declared = spec.evaluation
     if declared is None:

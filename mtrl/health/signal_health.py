@@ -29,6 +29,9 @@ ZERO_SPREAD_HEADING = "zero-spread groups"
 FLAT = "flat"
 SIGNAL = "signal"
 EMF_NAMESPACE = "mtrl/RewardSignal"
+COMPONENT_DIMENSION = "Component"
+SPREAD_METRIC = "WithinGroupSpread"
+ZERO_SPREAD_METRIC = "ZeroSpreadShare"
 
 
 class _Scored(Protocol):
@@ -206,10 +209,10 @@ def to_emf(
     return [
         emf.document(
             namespace=namespace,
-            dimensions={**base, "Component": health.name},
+            dimensions={**base, COMPONENT_DIMENSION: health.name},
             metrics=[
-                ("WithinGroupSpread", health.mean_spread, "None"),
-                ("ZeroSpreadShare", health.zero_spread_share, "None"),
+                (SPREAD_METRIC, health.mean_spread, "None"),
+                (ZERO_SPREAD_METRIC, health.zero_spread_share, "None"),
                 ("ComponentMean", health.mean, "None"),
                 ("Groups", health.groups, "Count"),
             ],

@@ -129,7 +129,9 @@ def test_the_loop_scores_what_the_environment_scores(
         assert episode["policy_tokens"] > 0
         assert episode["observation_tokens"] > 0
         # Components, success and evaluation reach verl's batch as per-sample fields.
-        assert {"success", "evaluation", "turns", "hit_turn_limit", "truncated"} <= set(episode["extra_fields"])
+        assert {"success", "evaluation", "turns", "hit_turn_limit", "truncated", "task_index"} <= set(
+            episode["extra_fields"]
+        )
         assert episode["num_turns"] == 2 * episode["turns"] + 1 or episode["num_turns"] == 2 * episode["turns"]
 
 
@@ -226,8 +228,10 @@ from pathlib import Path
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from mtrl.backends.verl.rollout_rows import read_step
 
-# Two prompts, two samples each, with the per-sample fields MtrlAgentLoop returns, written by verl's own dump writer.
+# Two tasks with the same prompt text (as every wordle game has), two samples each, with the per-sample fields
+# MtrlAgentLoop returns, written by verl's own dump writer.
 infos = {
+    "task_index": [0.0, 0.0, 1.0, 1.0],
     "success": [1.0, 0.0, 0.0, 0.0],
     "evaluation": [1.0, 0.0, float("nan"), 0.0],
     "turns": [3.0, 6.0, 6.0, 6.0],
@@ -239,10 +243,10 @@ infos = {
 }
 with tempfile.TemporaryDirectory() as directory:
     RayPPOTrainer._write_generations(
-        ["guess A", "guess A", "guess B", "guess B"], ["x"] * 4, [None] * 4, [1.3, -0.5, -0.5, -0.5], infos,
+        ["guess"] * 4, ["x"] * 4, [None] * 4, [1.3, -0.5, -0.5, -0.5], infos,
         directory, 1,
     )
-    print(json.dumps(read_step(Path(directory), 1)))
+    print(json.dumps(read_step(Path(directory), 1).to_dict()))
 """
 
 
@@ -251,7 +255,7 @@ def test_verls_own_rollout_dump_becomes_the_environment_side_of_a_health_row(
 ) -> None:
     """RayPPOTrainer._write_generations (what trainer.rollout_data_dir writes) read back by rollout_rows."""
     fields = _script_report(verl_runs["dump"])
-    assert fields["zero_spread_share"] == 0.5  # prompt B's two scores are equal
+    assert fields["zero_spread_share"] == 0.5  # task 1's two scores are equal
     assert fields["malformed_share"] == 0.25
     assert fields["cap_hit_share"] == 0.75
     assert fields["truncation_share"] == 0.25

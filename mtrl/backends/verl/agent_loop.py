@@ -12,13 +12,14 @@
 - the episode stops at the environment's turn limit, its end, the deadline, or when the response length is used up.
 
 ``reward_score`` is the environment's reward (verl then skips its own reward computation); ``success``,
-``evaluation``, malformed actions and how the episode ended go to ``extra_fields["reward_extra_info"]`` (the same keys
-for every sample: ``mtrl.backends.verl.bridge``). Each episode's environment-side metrics, the reward's components
-among them, go out through the one metrics writer (``mtrl.health.emf``), as the reward workers' do.
+``evaluation``, malformed actions, how the episode ended and the row's task index go to
+``extra_fields["reward_extra_info"]`` (the same keys for every sample: ``mtrl.backends.verl.bridge``). Each episode's
+environment-side metrics, the reward's components among them, go out through the one metrics writer
+(``mtrl.health.emf``), as the reward workers' do.
 
-Rows (written by ``mtrl.backends.verl.train``): ``extra_info`` holds ``env_id``, ``task_json`` (the mtrl row's
-``metadata`` as JSON text) and ``env_args_json`` (or ``task``/``env_args`` as objects). The trainer config's optional
-``mtrl.episode_timeout_s`` is the deadline and ``mtrl.run_id`` the metrics' ``RunId``.
+Rows (written by ``mtrl.backends.verl.train``): ``extra_info`` holds ``index`` (the task), ``env_id``, ``task_json``
+(the mtrl row's ``metadata`` as JSON text) and ``env_args_json`` (or ``task``/``env_args`` as objects). The trainer
+config's optional ``mtrl.episode_timeout_s`` is the deadline and ``mtrl.run_id`` the metrics' ``RunId``.
 
 Only the stable core of verl's agent-loop API is used (``run``, ``AgentLoopOutput``, ``server_manager.generate``):
 observations are tokenized here, so none of verl's churning Continuous Token helpers are needed. verl is pinned
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -39,7 +41,7 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
-from mtrl.backends.verl.bridge import TokenBridge, chat_ids, reward_extra_info
+from mtrl.backends.verl.bridge import NAN, TokenBridge, chat_ids, reward_extra_info
 from mtrl.envs.registry import load_spec
 from mtrl.envs.rollout import Rollout, play_async
 from mtrl.health.emf import EpisodeMetrics
@@ -54,6 +56,12 @@ def _decoded(extra: Mapping[str, Any], name: str) -> dict[str, Any]:
     text = extra.get(f"{name}_json")
     value = json.loads(text) if isinstance(text, str) else extra.get(name)
     return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _task_index(extra: Mapping[str, Any]) -> float:
+    """The row's ``extra_info["index"]`` (its task; a NumPy integer once verl has read the parquet), NaN without one."""
+    index = extra.get("index")
+    return float(index) if isinstance(index, numbers.Real) and not isinstance(index, bool) else NAN
 
 
 @register(AGENT_NAME)
@@ -105,5 +113,9 @@ class MtrlAgentLoop(AgentLoopBase):  # type: ignore[misc]
             reward_score=reward,
             num_turns=len(rollout.transcript),
             metrics=AgentLoopMetrics(),
-            extra_fields={"reward_extra_info": reward_extra_info(rollout, truncated=bridge.truncated)},
+            extra_fields={
+                "reward_extra_info": reward_extra_info(
+                    rollout, truncated=bridge.truncated, task_index=_task_index(extra)
+                )
+            },
         )

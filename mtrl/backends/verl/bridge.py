@@ -18,6 +18,10 @@ from mtrl.contracts.environment import MALFORMED_ACTIONS
 from mtrl.envs.rollout import ActionRequest, Rollout, StopEpisode
 
 NAN = float("nan")
+# The per-sample field that names the sample's task: the dataset row's ``extra_info["index"]`` (``verl_rows``). GRPO
+# groups the samples of one prompt; a step's rollout dump is regrouped by it (``rollout_rows``), never by the prompt's
+# text, which every task of an environment may share (each wordle game opens with the same prompt).
+TASK_INDEX = "task_index"
 
 # A placeholder conversation whose rendering is the prefix every later user turn is appended to.
 _PREFIX = [
@@ -104,8 +108,9 @@ class TokenBridge:
         self.response_logprobs += list(logprobs or [0.0] * len(kept))[: len(kept)]
 
 
-def reward_extra_info(rollout: Rollout, *, truncated: bool) -> dict[str, Any]:
-    """Per-sample fields verl adds to the batch: success, evaluation, malformed actions and how the episode ended.
+def reward_extra_info(rollout: Rollout, *, truncated: bool, task_index: float = NAN) -> dict[str, Any]:
+    """Per-sample fields verl adds to the batch: success, evaluation, malformed actions, how the episode ended and
+    which task it played (``TASK_INDEX``; NaN when the row carries none).
 
     The same keys for every sample of every environment: verl builds the batch's columns from the first sample's
     keys and reads each sample with them (``AgentLoopWorker``, verl 0.9 agent_loop.py), so an episode that errored
@@ -123,4 +128,5 @@ def reward_extra_info(rollout: Rollout, *, truncated: bool) -> dict[str, Any]:
         "error": float(rollout.status == "error"),
         "timeout": float(rollout.status == "timeout"),
         MALFORMED_ACTIONS: float(result.metrics.get(MALFORMED_ACTIONS, 0)) if result is not None else 0.0,
+        TASK_INDEX: float(task_index),
     }

@@ -2,8 +2,9 @@
 
 With ``trainer.rollout_data_dir`` set, verl writes ``<dir>/<step>.jsonl`` after every training step (one line per
 sample: its prompt text as ``input``, ``score`` and the fields ``MtrlAgentLoop`` returned in ``reward_extra_info``;
-``RayPPOTrainer._log_rollout_data``). Grouped by prompt — GRPO samples ``rollout.n`` episodes of each — they give
-the same figures every other backend computes from its episodes (``mtrl.health.episodes.episode_fields``): reward
+``RayPPOTrainer._log_rollout_data``). This module only reads that source: each line as a scored episode, grouped by
+its task (``TASK_INDEX``, the dataset row GRPO sampled ``rollout.n`` times) — never by the prompt text, which every
+task of an environment may share. The row itself is the one builder's (``mtrl.health.rows.episode_row``): reward
 mean and within-group spread, malformed actions, turns, turn-limit hits, errors, timeouts and truncation.
 
 verl writes the file from a background thread, so it may land after the step's console line; the trainer's
@@ -19,8 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mtrl.backends.verl.bridge import TASK_INDEX
 from mtrl.contracts.environment import MALFORMED_ACTIONS, EpisodeResult
-from mtrl.health.episodes import EpisodeStatus, episode_fields
+from mtrl.health.episodes import EpisodeStatus
+from mtrl.health.rows import episode_row
+from mtrl.health.signals import SignalRow
 
 ROLLOUT_DIR = "rollouts"
 
@@ -64,27 +68,30 @@ def dumped_episode(entry: dict[str, Any]) -> DumpedEpisode:
     )
 
 
-def step_fields(lines: Iterable[str]) -> dict[str, Any]:
-    """The environment-side fields of one step's row from its dump lines (unreadable lines are skipped)."""
-    groups: dict[str, list[DumpedEpisode]] = {}
-    for line in lines:
+def _task(entry: dict[str, Any], line: int) -> tuple[str, float | int]:
+    """The sample's group: its task index; a sample without one is a group of its own (it adds no spread)."""
+    index = entry.get(TASK_INDEX)
+    if isinstance(index, int | float) and not isinstance(index, bool) and math.isfinite(index):
+        return ("task", float(index))
+    return ("line", line)
+
+
+def step_row(step: int, lines: Iterable[str]) -> SignalRow:
+    """The environment side of ``step``'s row from its dump lines (unreadable lines are skipped)."""
+    groups: dict[tuple[str, float | int], list[DumpedEpisode]] = {}
+    for number, line in enumerate(lines):
         try:
             entry = json.loads(line)
         except ValueError:
             continue
         if isinstance(entry, dict):
-            groups.setdefault(str(entry.get("input")), []).append(dumped_episode(entry))
-    episodes = [episode for group in groups.values() for episode in group]
-    if not episodes:
-        return {}
-    fields = episode_fields(list(groups.values()))
-    fields["truncation_share"] = sum(episode.truncated for episode in episodes) / len(episodes)
-    return fields
+            groups.setdefault(_task(entry, number), []).append(dumped_episode(entry))
+    return episode_row(step, list(groups.values()))
 
 
-def read_step(directory: Path, step: int) -> dict[str, Any] | None:
-    """The fields of ``step`` once verl has written its dump, else None."""
+def read_step(directory: Path, step: int) -> SignalRow | None:
+    """The environment side of ``step``'s row once verl has written its dump, else None."""
     path = directory / f"{step}.jsonl"
     if not path.is_file():
         return None
-    return step_fields(path.read_text(encoding="utf-8", errors="replace").splitlines())
+    return step_row(step, path.read_text(encoding="utf-8", errors="replace").splitlines())

@@ -154,7 +154,8 @@ async def check_environment(
         )
         raw_prompt = [{"role": "user", "content": str(task.get("prompt", ""))}]
         with contextlib.redirect_stdout(sys.stderr):  # the loop's metric lines must not mix with the report
-            extra = {"env_id": env_id, "task_json": json.dumps(task), "env_args_json": "{}"}  # as train.py writes it
+            # as train.py writes it
+            extra = {"index": index, "env_id": env_id, "task_json": json.dumps(task), "env_args_json": "{}"}
             output = await loop.run({}, extra_info=extra, raw_prompt=raw_prompt)
         worker = _Worker(tokenizer, config.actor_rollout_ref.rollout)
         internal = await AgentLoopWorker._agent_loop_postprocess(worker, output, validate=False, raw_prompt=raw_prompt)

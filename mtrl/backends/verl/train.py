@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from mtrl.backends.verl.hydra import hydra_value
 from mtrl.backends.verl.hyperparameters import VERL_HYPERPARAMETERS, hyperparameter_problems
 from mtrl.backends.verl.model_copy import parse_sums
 from mtrl.backends.verl.rollout_rows import ROLLOUT_DIR, read_step
+from mtrl.health.rows import merged, signal_row
 from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
 from mtrl.settings.verl import MODEL_SUMS_FILE, model_sums_object
 
@@ -261,16 +262,11 @@ def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
     return int(found.group(1)), metrics
 
 
-def merged_row(row: SignalRow, environment_side: Mapping[str, Any]) -> SignalRow:
-    """The row with the rollouts' figures where the trainer's metrics had none (the trainer's own win)."""
-    known = {name for name in environment_side if hasattr(row, name) and getattr(row, name) is None}
-    return replace(row, **{name: environment_side[name] for name in known if environment_side[name] is not None})
-
-
-def signal_row(step: int, metrics: Mapping[str, float], *, when: float) -> SignalRow:
-    """The trainer-side fields of one step's training-health row (the environment side comes from the loop's EMF)."""
-    fields: dict[str, Any] = {field: metrics[name] for name, field in TRAINER_METRICS.items() if name in metrics}
-    return SignalRow(step=step, time=iso_time(when), **fields)
+def trainer_row(step: int, metrics: Mapping[str, float], *, when: float) -> SignalRow:
+    """The trainer-side fields of one step's training-health row (the environment side comes from its rollout dump:
+    ``rollout_rows``)."""
+    figures = {field: metrics.get(name) for name, field in TRAINER_METRICS.items()}
+    return signal_row(step, figures, time=iso_time(when))
 
 
 class Progress:
@@ -303,7 +299,7 @@ class Progress:
 
     def step(self, step: int, metrics: Mapping[str, float], *, when: float | None = None) -> None:
         self.rows = [row for row in self.rows if row.step != step]
-        self.rows.append(signal_row(step, metrics, when=time.time() if when is None else when))
+        self.rows.append(trainer_row(step, metrics, when=time.time() if when is None else when))
         # A step's rollout dump is complete once a later step has been logged (verl writes it from a background
         # thread) or the trainer has exited: the environment side of a row lands one step late.
         self._fill_from_rollouts(before=step)
@@ -326,7 +322,8 @@ class Progress:
             if found is None:
                 continue
             self.pending.discard(step)
-            self.rows = [merged_row(row, found) if row.step == step else row for row in self.rows]
+            # The trainer's own figures win: the rollouts fill in what its metrics did not measure.
+            self.rows = [merged(row, found) if row.step == step else row for row in self.rows]
             filled = True
         return filled
 

@@ -7,11 +7,12 @@ same batch must not add or drop a key: that would stop training with a KeyError.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 
-from mtrl.backends.verl.bridge import reward_extra_info
+from mtrl.backends.verl.bridge import TASK_INDEX, reward_extra_info
 from mtrl.contracts.environment import MALFORMED_ACTIONS
 from mtrl.envs.registry import list_environments, load_spec
 from mtrl.envs.rollout import Rollout, play, scripted
@@ -55,3 +56,9 @@ def test_an_errored_episode_says_so_and_counts_its_malformed_actions(samples: di
     assert samples["wordle (policy failed)"]["truncated"] == 1.0
     assert samples["wordle (malformed)"][MALFORMED_ACTIONS] == 1.0
     assert samples["wordle"][MALFORMED_ACTIONS] == 0.0
+
+
+def test_each_sample_names_its_task_so_a_steps_dump_regroups_by_task() -> None:
+    rollout = _played("wordle")
+    assert reward_extra_info(rollout, truncated=False, task_index=3)[TASK_INDEX] == 3.0
+    assert math.isnan(reward_extra_info(rollout, truncated=False)[TASK_INDEX])  # a row without an index
