@@ -19,7 +19,7 @@ from constructs import Construct
 
 from mtrl.backends.hyperpod.naming import run_name_pattern
 from mtrl.envs.nova_package import S3_PREFIX as NOVA_ENV_PREFIX
-from stacks.constructs.backend_permissions import agent_runtime_resources
+from stacks.backends.serverless import agent_runtime_resources
 from stacks.nag import acknowledge, nag_resource
 
 JOB_PRINCIPAL = "job.sagemaker.amazonaws.com"

@@ -18,4 +18,5 @@ DESCRIPTOR = BackendDescriptor(
         needs_held_out_rows=True,
     ),
     renderer="mtrl.backends.verl.offline:render_run",
+    stack_side="stacks.backends.verl:VerlStackSide",
 )
