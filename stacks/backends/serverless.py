@@ -1,6 +1,6 @@
 """The serverless backend's stack side (``mtrl.backends.serverless``): what its adapter may do from the backend
-function (jobs, the preflight reads, the agent smoke test) and the deploy-time values it reads
-(``ServerlessSettings``)."""
+function (jobs, the preflight reads, the agent smoke test), the job and agent roles of the backends stack, and the
+deploy-time values it reads (``ServerlessSettings``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
 
 from mtrl.backends.serverless.settings import ServerlessSettings
 from stacks.backends.contract import StackInputs
@@ -19,6 +22,7 @@ from stacks.backends.permissions import (
     PolicyParts,
     arn_and_where,
 )
+from stacks.nag import acknowledge
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,142 @@ def serverless_statements(stack: cdk.Stack, serverless: ServerlessTargets) -> Po
             ),
         ]
     return statements, _wildcard_reasons(arn, where, serverless)
+
+
+# -- the roles of the backends stack (BackendRoles composes them) ---------------------------------------------
+
+
+def serverless_job_role(
+    scope: Construct,
+    *,
+    prefix: str,
+    data_bucket: s3.IBucket,
+    data_key: kms.IKey,
+    mlflow_arn: str,
+    agent_runtime_arns: Sequence[str],
+    wildcard_reasons: dict[str, str],
+) -> iam.Role:
+    """Exactly the documented job policy's actions (``serverless_job_policy.json``, source named there), each
+    scoped to this deployment: the run prefixes, its agents, its package groups and MLflow app, the job logs."""
+    # Both sts:AssumeRole and sts:TagSession, or the job fails with "Could not assume role".
+    stack = cdk.Stack.of(scope)
+    role = iam.Role(
+        scope,
+        "ServerlessJobRole",
+        role_name=f"{prefix}-serverless-job",
+        description=f"{prefix}: SageMaker AI serverless MTRL jobs (AgentRFT, AgentRFTEvaluation)",
+        assumed_by=iam.ServicePrincipal(JOB_SAGEMAKER).with_session_tags(),
+    )
+    arn = f"arn:{stack.partition}"
+    where = f"{stack.region}:{stack.account}"
+    job_logs = f"{arn}:logs:{where}:log-group:/aws/sagemaker/Job*"
+    statements = [
+        iam.PolicyStatement(
+            sid="ReadRunInput",  # the converted train/validation/evaluation channels
+            actions=["s3:GetObject"],
+            resources=[data_bucket.arn_for_objects("runs/*/input/*")],
+        ),
+        iam.PolicyStatement(
+            sid="ListRunInput",  # S3Prefix channels are listed; the service checks the bucket's region
+            actions=["s3:ListBucket", "s3:GetBucketLocation"],
+            resources=[data_bucket.bucket_arn],
+        ),
+        iam.PolicyStatement(
+            sid="WriteRunOutput",
+            actions=["s3:PutObject", "s3:AbortMultipartUpload"],
+            resources=[
+                data_bucket.arn_for_objects("runs/*/model/*"),
+                data_bucket.arn_for_objects("runs/*/evaluation/*"),
+            ],
+        ),
+        iam.PolicyStatement(
+            sid="DataKey",
+            actions=["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+            resources=[data_key.key_arn],
+        ),
+        iam.PolicyStatement(
+            sid="InvokeTheRunAgent",
+            actions=["lambda:InvokeFunction"],
+            resources=[f"{arn}:lambda:{where}:function:{prefix}-agent-*"],
+        ),
+        iam.PolicyStatement(
+            sid="BaseModel",  # TrainingConfig/EvaluationConfig.BaseModelArn: the public hub's model content
+            actions=["sagemaker:DescribeHubContent"],
+            resources=[f"{arn}:sagemaker:{stack.region}:aws:hub-content/SageMakerPublicHub/Model/*"],
+        ),
+        iam.PolicyStatement(
+            sid="ModelPackages",  # output + checkpoint packages; the trained package an evaluation reads
+            actions=[
+                "sagemaker:CreateModelPackage",
+                "sagemaker:DescribeModelPackage",
+                "sagemaker:DescribeModelPackageGroup",
+                "sagemaker:AccessModelPackage",
+            ],
+            resources=[
+                f"{arn}:sagemaker:{where}:model-package-group/{prefix}-*",
+                f"{arn}:sagemaker:{where}:model-package/{prefix}-*/*",
+            ],
+        ),
+        iam.PolicyStatement(
+            sid="MlflowApp",
+            actions=["sagemaker:DescribeMlflowApp", "sagemaker:CallMlflowAppApi"],
+            resources=[mlflow_arn],
+        ),
+        iam.PolicyStatement(
+            sid="JobLogs",  # /aws/sagemaker/Job/AgentRFT, …/AgentRFTEvaluation and their streams
+            actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+            resources=[job_logs, f"{job_logs}:log-stream:*"],
+        ),
+    ]
+    if agent_runtime_arns:  # only the runtimes the operator listed (issue 20 item 6), any endpoint of each
+        statements.append(
+            iam.PolicyStatement(
+                sid="InvokeTheRunAgentRuntime",
+                actions=["bedrock-agentcore:InvokeAgentRuntime", "bedrock-agentcore:GetAgentRuntime"],
+                resources=agent_runtime_resources(agent_runtime_arns),
+            )
+        )
+    for statement in statements:
+        role.add_to_policy(statement)
+    wildcard_reasons[role.node.id] = (
+        "Wildcards are per-run object prefixes (runs/*/input|model|evaluation/*), the deployment's agent "
+        "functions and model package groups (<prefix>-*), the endpoints of the listed AgentCore runtimes "
+        "(runtime/<id>/runtime-endpoint/*: a run chooses the qualifier), the public hub's model content (the run "
+        "chooses the base model) and the service's job log groups (/aws/sagemaker/Job*, one per job category) "
+        "and their streams."
+    )
+    return role
+
+
+def agent_role(scope: Construct, *, prefix: str) -> iam.Role:
+    """The rollout agent's role (Lambda or AgentCore), which serverless jobs call."""
+    role = iam.Role(
+        scope,
+        "AgentRole",
+        role_name=f"{prefix}-agent",
+        description=f"{prefix}: the rollout agent (Lambda or AgentCore) serverless jobs call",
+        assumed_by=iam.CompositePrincipal(
+            iam.ServicePrincipal("bedrock-agentcore.amazonaws.com"),
+            iam.ServicePrincipal("lambda.amazonaws.com"),
+        ),
+        managed_policies=[
+            # sagemaker:Sample/CompleteRollout/UpdateReward/CallWithBearerToken; without it every rollout is
+            # AccessDenied (the Wordle sample's AgentCore IAM). Job ARNs are per run: nothing narrower to name.
+            iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerJobRuntimeAccess"),
+            iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSLambdaBasicExecutionRole"),
+        ],
+    )
+    for name, reason in (
+        (
+            "AmazonSageMakerJobRuntimeAccess",
+            "the documented grant for the job-runtime operations (job ARNs are per run).",
+        ),
+        ("service-role/AWSLambdaBasicExecutionRole", "writes only the agent function's own logs."),
+    ):
+        acknowledge(
+            role, f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]", f"{name}: {reason}"
+        )
+    return role
 
 
 class ServerlessStackSide:
