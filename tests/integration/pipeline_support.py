@@ -44,7 +44,6 @@ from mtrl.runs.runtime import (
     ENV_BACKEND_FUNCTION,
     ENV_BACKEND_SETTINGS,
     ENV_BUCKET,
-    ENV_DEPLOYMENT,
     ENV_STATE_MACHINE,
     ENV_TABLE,
     ENV_TOPIC,
@@ -502,7 +501,6 @@ def _setup(adapter: Any, settings: PipelineSettings, backend_settings: dict[str,
         "reaper": {ENV_TOPIC: topic_arn, ENV_BACKEND_FUNCTION: "mtrl-backend"},
         "backend": {
             ENV_TOPIC: topic_arn,
-            ENV_DEPLOYMENT: "mtrl",
             # The harness's runs may choose any backend: each backend's section gets the world's values.
             ENV_BACKEND_SETTINGS: json.dumps(
                 {key: {"region": REGION, **(backend_settings or {})} for key in backend_names()}
