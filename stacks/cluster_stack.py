@@ -1,7 +1,7 @@
 """Cluster stack: EKS + SageMaker HyperPod with the GPU group idling at 0 (or an existing cluster).
 
 No role here is for the pipeline: the hyperpod backend scales and watches the cluster with its own role
-(stacks/constructs/backend_permissions.py), and the Nova Forge runner submits jobs with its own access entry.
+(stacks/backends/hyperpod/permissions.py), and the Nova Forge runner submits jobs with its own access entry.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import aws_cdk as cdk
@@ -16,7 +17,13 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from mtrl.backends.hyperpod.capacity_guard import ENV_GUARDED_CLUSTER, ENV_GUARDED_GROUPS
-from mtrl.runs.runtime import ENV_BACKEND_FUNCTION, ENV_BACKEND_SETTINGS, ENV_STATE_MACHINE, ENV_TOPIC
+from mtrl.runs.runtime import (
+    ENV_BACKEND_FUNCTION,
+    ENV_BACKEND_SETTINGS,
+    ENV_DEPLOYMENT,
+    ENV_STATE_MACHINE,
+    ENV_TOPIC,
+)
 from mtrl.settings import DeploySettings
 from stacks.constructs.data_store import RUN_TABLE_LISTING_INDEX
 from stacks.constructs.pipeline_alerts import PipelineAlarms, PipelineTopic
@@ -31,9 +38,9 @@ CAPACITY_GUARD_INTERVAL = cdk.Duration.minutes(15)
 
 @jsii.implements(cdk.IStableStringProducer)
 class _JsonProducer:
-    """Renders the backend settings at synth time, after every backend stack has added its values."""
+    """Renders the backends' values at synth time, after every backend's stack side has added its own."""
 
-    def __init__(self, stack: cdk.Stack, values: dict[str, str | list[str]]) -> None:
+    def __init__(self, stack: cdk.Stack, values: dict[str, dict[str, Any]]) -> None:
         self._stack = stack
         self._values = values
 
@@ -42,7 +49,7 @@ class _JsonProducer:
 
 
 class PipelineStack(cdk.Stack):
-    """Backends extend it through ``backend_role`` (permissions) and ``add_backend_setting`` (configuration)."""
+    """Backends extend it through ``backend.role`` (permissions) and ``add_backend_values`` (configuration)."""
 
     def __init__(
         self,
@@ -107,15 +114,11 @@ class PipelineStack(cdk.Stack):
         fns.reaper.policy.add_statements(
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[fns.backend.function.function_arn])
         )
-        self._backend_settings: dict[str, str | list[str]] = {
-            "region": self.region,
-            "prefix": prefix,
-            "data_bucket": bucket.bucket_name,
-            "kms_key_arn": key.key_arn,
-        }
+        self._backend_values: dict[str, dict[str, Any]] = {}
         fns.backend.function.add_environment(
-            ENV_BACKEND_SETTINGS, cdk.Lazy.string(_JsonProducer(self, self._backend_settings))
+            ENV_BACKEND_SETTINGS, cdk.Lazy.string(_JsonProducer(self, self._backend_values))
         )
+        fns.backend.function.add_environment(ENV_DEPLOYMENT, prefix)
         self.events = PipelineEvents(
             self,
             "Events",
@@ -158,12 +161,12 @@ class PipelineStack(cdk.Stack):
         ``backend.role`` / ``backend.policy``."""
         return self.functions.backend
 
-    def add_backend_setting(self, name: str, value: str | list[str]) -> None:
-        """Expose a deploy-time value (e.g. a cluster name or role ARN, or a list of subnet ids) to the adapters in
-        RunContext.settings."""
-        if name in self._backend_settings and self._backend_settings[name] != value:
-            raise ValueError(f"backend setting '{name}' is already set")
-        self._backend_settings[name] = value
+    def add_backend_values(self, backend: str, values: Mapping[str, Any]) -> None:
+        """Ship a backend's deploy-time values (JSON: names and ARNs, numbers, booleans, lists) to its adapter: a run of
+        that backend gets them in RunContext.settings, merged with its own settings."""
+        if backend in self._backend_values:
+            raise ValueError(f"the values of backend '{backend}' are already added")
+        self._backend_values[backend] = dict(values)
 
     def add_capacity_guard(
         self, *, cluster_name: str, cluster_arn: str | None, node_role_arn: str | None, idle_counts: dict[str, int]

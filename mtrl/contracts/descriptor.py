@@ -48,6 +48,9 @@ class BackendDescriptor:
     - ``deploy_check``: ``(DeploySettings) -> problem | None``, what a deployment whose default backend this is must
       configure (checked when the deployment's settings are loaded).
     - ``renderer``: ``(deploy settings, run settings, run) -> [Kubernetes objects]`` for ``mtrl render``.
+    - ``stack_side``: ``"module:attribute"`` of the backend's stack side (``stacks.backends.contract.StackSide``):
+      its IAM on the backend function, its constructs and the values it ships to its adapter. Only the stacks
+      resolve it (the runtime never imports ``stacks``); None: the backend needs nothing deployed for it.
     """
 
     name: str
@@ -61,6 +64,7 @@ class BackendDescriptor:
     manifest_check: Target | None = None
     deploy_check: Target | None = None
     renderer: Target | None = None
+    stack_side: str | None = None
 
 
 def resolve(target: Target) -> Any:

@@ -132,7 +132,7 @@ def _poll_health(runtime: Runtime, run_id: str, record: dict[str, Any], *, ended
     level = health_level(document)
     if runtime.cloudwatch is not None:
         series = [{"Name": "RunId", "Value": run_id}]
-        deployment = runtime.backend_settings.get("prefix")
+        deployment = runtime.deployment
         dimensions = [series] + ([[{"Name": DEPLOYMENT_DIMENSION, "Value": str(deployment)}]] if deployment else [])
         runtime.cloudwatch.put_metric_data(
             Namespace=METRIC_NAMESPACE,

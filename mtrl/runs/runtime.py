@@ -23,7 +23,9 @@ ENV_BUCKET = "MTRL_DATA_BUCKET"
 ENV_TOPIC = "MTRL_TOPIC_ARN"
 ENV_STATE_MACHINE = "MTRL_STATE_MACHINE_ARN"
 ENV_BACKEND_FUNCTION = "MTRL_BACKEND_FUNCTION"
-ENV_BACKEND_SETTINGS = "MTRL_BACKEND_SETTINGS"  # JSON object merged into every RunContext.settings
+# JSON object: backend name → the values its stack side ships; a run's adapter sees its own backend's, merged.
+ENV_BACKEND_SETTINGS = "MTRL_BACKEND_SETTINGS"
+ENV_DEPLOYMENT = "MTRL_DEPLOYMENT"  # the deployment's prefix (its per-deployment health series)
 
 
 @dataclass
@@ -40,7 +42,8 @@ class Runtime:
     topic_arn: str | None = None
     state_machine_arn: str | None = None
     backend_function: str | None = None
-    backend_settings: Mapping[str, Any] = field(default_factory=dict)
+    backend_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    deployment: str | None = None
     clock: Callable[[], float] = time.time
 
     @functools.cached_property
@@ -82,6 +85,7 @@ def runtime_from_env(environ: Mapping[str, str] | None = None) -> Runtime:
             ENV_STATE_MACHINE,
             ENV_BACKEND_FUNCTION,
             ENV_BACKEND_SETTINGS,
+            ENV_DEPLOYMENT,
             "AWS_ENDPOINT_URL",
         )
     )
@@ -102,6 +106,7 @@ def runtime_from_env(environ: Mapping[str, str] | None = None) -> Runtime:
         state_machine_arn=env.get(ENV_STATE_MACHINE) or None,
         backend_function=env.get(ENV_BACKEND_FUNCTION) or None,
         backend_settings=json.loads(env.get(ENV_BACKEND_SETTINGS) or "{}"),
+        deployment=env.get(ENV_DEPLOYMENT) or None,
     )
     _cache.clear()  # one configuration per process in Lambda; tests switch between several
     _cache[cache_key] = runtime

@@ -31,9 +31,15 @@ def use_model_account(monkeypatch: pytest.MonkeyPatch, model: AppModel) -> None:
         monkeypatch.setenv(name, value)
 
 
-def deployed_backend_settings(model: AppModel) -> dict[str, Any]:
-    """The backend function's ``MTRL_BACKEND_SETTINGS`` as synthesized: what the adapters read at run time."""
-    return dict(json.loads(model.function_environment(BACKEND_FUNCTION)["MTRL_BACKEND_SETTINGS"]))
+def deployed_backend_settings(model: AppModel, backend: str) -> dict[str, Any]:
+    """The backend's section of the backend function's ``MTRL_BACKEND_SETTINGS`` as synthesized: the deploy-time
+    values its adapter reads at run time."""
+    return dict(json.loads(model.function_environment(BACKEND_FUNCTION)["MTRL_BACKEND_SETTINGS"])[backend])
+
+
+def deployed_data_bucket(model: AppModel) -> str:
+    """The data bucket every pipeline function is told (``MTRL_DATA_BUCKET``)."""
+    return str(model.function_environment(BACKEND_FUNCTION)["MTRL_DATA_BUCKET"])
 
 
 class Clock:

@@ -43,7 +43,7 @@ def recorded_poll(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Itera
             bucket=bucket,
             topic_arn=topic_arn,
             settings=PipelineSettings(),
-            backend_settings={"prefix": "mtrl"},  # as deployed: the per-deployment series is published too
+            deployment="mtrl",  # as deployed: the per-deployment series is published too
         )
         record, _ = runtime.registry.create(RUN_ID, {"dataset": {}})
         rows = [SignalRow(step=step, zero_spread_share=1.0) for step in range(1, 11)]

@@ -2,7 +2,7 @@
 status → cancel → cleanup), must each be allowed for the pipeline's backend function role as synthesized.
 
 The fake environment is built from the synthesized app itself: the adapter's settings are the backend function's
-``MTRL_BACKEND_SETTINGS`` as deployed (data bucket, ECS cluster ARN, task families, HyperPod cluster name), moto
+hyperpod section of ``MTRL_BACKEND_SETTINGS`` as deployed (ECS cluster ARN, task families, HyperPod cluster name), moto
 runs in the model's account, and the fake HyperPod cluster's node role is the cluster stack's execution role.
 Only the subnets and security group are moto's own (RunTask needs existing ones; ECS checks no IAM on them).
 """
@@ -25,6 +25,7 @@ from tests.contract.recorded_runs import (
     Clock,
     ModelCluster,
     deployed_backend_settings,
+    deployed_data_bucket,
     use_model_account,
 )
 from tests.unit.backends.aws_fakes import FakeAws, create_task_network, moto_ecs_tasks, new_session
@@ -39,10 +40,10 @@ STACK_POLICY = {
 @pytest.fixture
 def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
     use_model_account(monkeypatch, app_model)
-    deployed = deployed_backend_settings(app_model)
+    deployed = deployed_backend_settings(app_model, "hyperpod")
     with moto_ecs_tasks(), mock_aws():
         aws = FakeAws(new_session())
-        bucket = deployed["data_bucket"]
+        bucket = deployed_data_bucket(app_model)
         aws.session.client("s3").create_bucket(Bucket=bucket)
         cluster_name = deployed["ecs_cluster_arn"].rsplit("/", 1)[-1]
         subnet, sg, ecs_cluster = create_task_network(
@@ -159,7 +160,7 @@ def test_every_adapter_call_is_allowed_for_the_backend_role(recorded_run: list[A
     }, operations
     # The calls that change the run's worker role act on a role created with the worker boundary: that is the role's
     # iam:PermissionsBoundary (CreateRole's own request carries it).
-    boundary = deployed_backend_settings(app_model)["reward_worker_run_boundary_arn"]
+    boundary = deployed_backend_settings(app_model, "hyperpod")["reward_worker_run_boundary_arn"]
     assert boundary.endswith(":policy/mtrl-reward-worker-run-boundary")
     decisions = assert_calls_allowed(
         recorded_run, BACKEND_ROLE, model=app_model, context={"iam:PermissionsBoundary": boundary}

@@ -28,15 +28,15 @@ def test_explicit_names_pseudo_parameters_and_cross_stack_imports_resolve(app_mo
         "arn:aws:ecs:us-east-1:111122223333:cluster/mtrl-reward-workers"
     )
     # The backend function's settings join values imported from three other stacks.
-    settings = json.loads(
-        app_model.function_environment("mtrl-pipeline/Functions/Backend/Fn/Function")["MTRL_BACKEND_SETTINGS"]
-    )
-    assert settings["ecs_cluster_arn"] == app_model.arn_of("mtrl-reward-workers/RewardWorkers/Cluster")
-    assert settings["data_bucket"] == app_model.physical_name("mtrl-data/DataStore/DataBucket", type_="AWS::S3::Bucket")
-    assert settings["kms_key_arn"] == app_model.arn_of("mtrl-data/DataStore/DataKey", type_="AWS::KMS::Key")
-    assert settings["serverless_job_role_arn"] == "arn:aws:iam::111122223333:role/mtrl-serverless-job"
+    environment = app_model.function_environment("mtrl-pipeline/Functions/Backend/Fn/Function")
+    settings = json.loads(environment["MTRL_BACKEND_SETTINGS"])
+    hyperpod, serverless = settings["hyperpod"], settings["serverless"]
+    assert hyperpod["ecs_cluster_arn"] == app_model.arn_of("mtrl-reward-workers/RewardWorkers/Cluster")
+    bucket = environment["MTRL_DATA_BUCKET"]
+    assert bucket == app_model.physical_name("mtrl-data/DataStore/DataBucket", type_="AWS::S3::Bucket")
+    assert serverless["kms_key_arn"] == app_model.arn_of("mtrl-data/DataStore/DataKey", type_="AWS::KMS::Key")
+    assert serverless["serverless_job_role_arn"] == "arn:aws:iam::111122223333:role/mtrl-serverless-job"
     # Generated names are stable and valid for their type (bucket names lower-case, ≤ 63 chars).
-    bucket = settings["data_bucket"]
     assert bucket == bucket.lower()
     assert len(bucket) <= 63
     assert AppModel.synth() is app_model  # one synth per process
@@ -140,9 +140,11 @@ def test_role_collects_inline_attached_and_managed_policies() -> None:
 
 
 def test_a_denied_call_on_the_real_template_names_action_and_resource(app_model: AppModel) -> None:
-    settings = json.loads(
-        app_model.function_environment("mtrl-pipeline/Functions/Backend/Fn/Function")["MTRL_BACKEND_SETTINGS"]
-    )
+    environment = app_model.function_environment("mtrl-pipeline/Functions/Backend/Fn/Function")
+    settings = {
+        **json.loads(environment["MTRL_BACKEND_SETTINGS"])["hyperpod"],
+        "data_bucket": environment["MTRL_DATA_BUCKET"],
+    }
     calls = [
         AwsCall("sagemaker", "DescribeCluster", {"ClusterName": settings["hyperpod_cluster_name"]}, "us-east-1"),
         # The backend function has no business deleting training data.

@@ -1,9 +1,9 @@
 """The verl adapter's AWS calls through a whole run (preflight → provision → submit → status → cancel → cleanup),
 recorded at botocore, must each be allowed for the pipeline's backend function role as synthesized.
 
-The adapter's settings are the backend function's ``MTRL_BACKEND_SETTINGS`` as deployed with a model copy and an ECR
-image configured (HyperPod and EKS cluster names, the training group, the namespace; Preflight reads the copy's
-SHA256SUMS and describes the image, so the deployment grants exactly those). The EKS
+The adapter's settings are the verl section of the backend function's ``MTRL_BACKEND_SETTINGS`` as deployed with a
+model copy and an ECR image configured (HyperPod and EKS cluster names, the training group, the namespace; Preflight
+reads the copy's SHA256SUMS and describes the image, so the deployment grants exactly those). The EKS
 API is the fake Kubernetes server over HTTP (its endpoint is what the faked DescribeCluster answers); the bearer
 token is a real presigned-STS token from the session's credentials, which needs no IAM permission to sign.
 """
@@ -29,6 +29,7 @@ from tests.contract.recorded_runs import (
     Clock,
     ModelCluster,
     deployed_backend_settings,
+    deployed_data_bucket,
     use_model_account,
 )
 from tests.unit.backends.aws_fakes import FakeAws, new_session
@@ -48,11 +49,11 @@ def verl_app_model() -> AppModel:
 def recorded_run(verl_app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
     app_model = verl_app_model
     use_model_account(monkeypatch, app_model)
-    deployed = deployed_backend_settings(app_model)
+    deployed = deployed_backend_settings(app_model, "verl")
     fake = FakeKube(accept_eks_tokens=True)
     with mock_aws(), serve(fake):
         aws = FakeAws(new_session())
-        bucket = deployed["data_bucket"]
+        bucket = deployed_data_bucket(app_model)
         aws.session.client("s3").create_bucket(Bucket=bucket)
         publish_model_and_image(aws.session)
         cluster = ModelCluster(

@@ -173,12 +173,13 @@ class Sandbox:
 
 
 def _world(app_model: AppModel) -> tuple[dict[str, Any], dict[str, Any]]:
-    settings = json.loads(app_model.function_environment("mtrl-pipeline/Functions/Backend")["MTRL_BACKEND_SETTINGS"])
+    environment = app_model.function_environment("mtrl-pipeline/Functions/Backend")
+    settings = json.loads(environment["MTRL_BACKEND_SETTINGS"])["hyperpod"]
     world = {
         "account": "111122223333",
         "caller_role_name": app_model.physical_name(RUNNER_ROLE),
         "rft_role_name": settings["nova_rft_role_name"],
-        "data_bucket": settings["data_bucket"],
+        "data_bucket": environment["MTRL_DATA_BUCKET"],
         "ecs_cluster_arn": settings["ecs_cluster_arn"],
         "hyperpod_cluster_name": settings["hyperpod_cluster_name"],
         "hyperpod_cluster_arn": app_model.sagemaker_cluster_arn(settings["hyperpod_cluster_name"]),

@@ -38,6 +38,7 @@ from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
 from mtrl.contracts.backend import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
+from mtrl.contracts.registry import backend_names
 from mtrl.runs import adapters, runtime
 from mtrl.runs.runtime import (
     ENV_BACKEND_FUNCTION,
@@ -500,7 +501,10 @@ def _setup(adapter: Any, settings: PipelineSettings, backend_settings: dict[str,
         "reaper": {ENV_TOPIC: topic_arn, ENV_BACKEND_FUNCTION: "mtrl-backend"},
         "backend": {
             ENV_TOPIC: topic_arn,
-            ENV_BACKEND_SETTINGS: json.dumps({"region": REGION, **(backend_settings or {})}),
+            # The harness's runs may choose any backend: each backend's section gets the world's values.
+            ENV_BACKEND_SETTINGS: json.dumps(
+                {key: {"region": REGION, **(backend_settings or {})} for key in backend_names()}
+            ),
         },
     }
     arns = {}
@@ -619,7 +623,7 @@ def running_pipeline(
 ) -> Iterator[Harness]:
     """Generator for a pytest fixture: moto up, pipeline deployed, adapter registered as ``backend_name`` (with
     the deploy-time settings ``backend_settings()`` returns once moto is up — it may create the backend's world —
-    as PipelineStack.add_backend_setting passes them); all undone after. ``backend_name`` None: no adapter is
+    as the backend's stack side ships them); all undone after. ``backend_name`` None: no adapter is
     registered, each backend's descriptor builds its own (``mtrl.contracts.registry``)."""
     values = {
         "run_backend": "local",

@@ -120,14 +120,14 @@ class HyperPodWorld:
         document = '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sqs:*", "Resource": "*"}]}'
         boundary = iam.create_policy(PolicyName="mtrl-reward-worker-run-boundary", PolicyDocument=document)
         base = iam.create_policy(PolicyName="mtrl-reward-worker-base", PolicyDocument=document)
-        # The same keys stacks/app_builder.py passes with PipelineStack.add_backend_setting.
+        # The values hyperpod's stack side ships (stacks/backends/hyperpod/__init__.py), typed as it ships them.
         return {
             "prefix": "mtrl",
             "hyperpod_cluster_name": self.cluster.name,
             "hyperpod_gpu_instance_group": self.cluster.group,
-            "hyperpod_idle_instance_count": "0",
-            "hyperpod_capacity_timeout_minutes": "30",
-            "hyperpod_wait_seconds": "300",
+            "hyperpod_idle_instance_count": 0,
+            "hyperpod_capacity_timeout_minutes": 30,
+            "hyperpod_wait_seconds": 300,
             "ecs_cluster_arn": self.ecs_cluster,
             "task_subnet_ids": [subnet],
             "task_security_group_ids": [sg],

@@ -94,7 +94,7 @@ class ServerlessWorld:
         self.runtime.on("sagemakerjobruntime", "Sample", self._sample)
 
     def deploy(self) -> dict[str, Any]:
-        """What the backends stack creates, and the settings app_builder passes with add_backend_setting."""
+        """What the backends stack creates, and the values serverless's stack side ships (stacks/backends/)."""
         setup = new_session()  # not the adapter's session: these calls are not the adapter's
         role = create_serverless_job_role(setup)
         group = setup.client("sagemaker").create_model_package_group(ModelPackageGroupName="mtrl-serverless")[
@@ -108,7 +108,7 @@ class ServerlessWorld:
             "serverless_mlflow_app_arn": MLFLOW_ARN,
             "serverless_model_package_group_arn": group,
             "serverless_base_model": "openai-reasoning-gpt-oss-20b",
-            "serverless_accept_eula": "true",
+            "serverless_accept_eula": True,
             **self.extra_settings,
         }
 

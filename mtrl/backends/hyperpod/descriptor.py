@@ -35,4 +35,5 @@ DESCRIPTOR = BackendDescriptor(
     cost="mtrl.backends.hyperpod.cost:estimate",
     cost_usage="mtrl.backends.hyperpod.cost:usage_from_record",
     deploy_check=restricted_group_problem,
+    stack_side="stacks.backends.hyperpod:HyperPodStackSide",
 )

@@ -1,6 +1,6 @@
 """The settings a serverless run is submitted with: deploy-time keys (backend settings) and the run's own choices.
 
-Deploy-time (``PipelineStack.add_backend_setting``): ``region``, ``serverless_job_role_arn``,
+Deploy-time (the serverless section shipped by ``stacks.backends.serverless``): ``region``, ``serverless_job_role_arn``,
 ``serverless_agent_lambda_arns`` (``"<env_id>=<function ARN>"``, one per enabled environment),
 optional ``serverless_agent_runtime_arn`` (an existing Bedrock AgentCore runtime, for environments without a Lambda),
 ``serverless_mlflow_app_arn``, ``serverless_model_package_group_arn`` (optional

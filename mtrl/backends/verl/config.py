@@ -1,18 +1,17 @@
 """What one verl run resolves to: the deployment's ``verl_*`` settings, the run's settings and its per-run options,
 checked against the deployment's ceilings (the one place they are applied: render, Preflight and Submit).
 
-``verl_backend_values`` is the one mapping from deploy-time settings to the backend settings the adapter receives
-(``MTRL_BACKEND_SETTINGS``): the backends wiring ships it, and ``mtrl render`` uses it offline.
+``verl_pipeline_values`` is the one mapping from deploy-time settings to the values the adapter receives (the verl
+section of ``MTRL_BACKEND_SETTINGS``): verl's stack side ships it, and ``mtrl render`` uses it offline.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from mtrl.contracts.backend import BackendError
 from mtrl.settings.verl import VerlModelSettings
@@ -30,7 +29,8 @@ class Taint(BaseModel):
 
 
 class VerlRunConfig(BaseModel):
-    """The adapter's settings of one run (``RunContext.settings``; backend settings arrive as strings)."""
+    """The adapter's settings of one run (``RunContext.settings``): the deployment's verl values
+    (``verl_pipeline_values``, shipped as JSON) merged with the run's settings and its per-run options."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
@@ -78,18 +78,6 @@ class VerlRunConfig(BaseModel):
     steps: int | None = None
     max_prompt_length: int | None = None
     max_response_length: int | None = None
-
-    @field_validator("verl_models", "verl_instance_taints", mode="before")
-    @classmethod
-    def _json_text(cls, value: Any) -> Any:
-        return json.loads(value) if isinstance(value, str) else value
-
-    @field_validator(
-        "verl_image_uri", "verl_kueue_queue_name", "verl_max_instance_count", "serverless_mlflow_app_arn", mode="before"
-    )
-    @classmethod
-    def _empty_is_none(cls, value: Any) -> Any:
-        return None if value == "" else value
 
 
 @dataclass(frozen=True)
@@ -194,37 +182,44 @@ def verl_namespace(settings: DeploySettings) -> str:
     return settings.verl_namespace or f"{settings.prefix}-verl"
 
 
-def verl_backend_values(settings: DeploySettings, *, eks_cluster_name: str) -> dict[str, str | list[str]]:
-    """The verl backend settings of a deployment as the backend function receives them (strings); the HyperPod
-    cluster's name is the hyperpod backend's ``hyperpod_cluster_name``, shipped once for both."""
+def verl_pipeline_values(
+    settings: DeploySettings,
+    *,
+    region: str,
+    hyperpod_cluster_name: str,
+    eks_cluster_name: str,
+    mlflow_app_arn: str | None,
+) -> VerlRunConfig:
+    """The deploy-time part of a deployment's verl settings, as the pipeline ships them (only these fields set; built
+    without validation, since the stacks pass CDK tokens for the names and ARNs they create)."""
     group = settings.training_instance_group
-    values: dict[str, str | list[str]] = {
-        "eks_cluster_name": eks_cluster_name,
-        "verl_instance_group": group.name,
-        "verl_instance_type": group.instance_type,
-        "verl_instance_taints": json.dumps([t.model_dump() for t in group.taints]),
-        "verl_idle_instance_count": str(group.idle_count),
-        "verl_max_instance_count": "" if settings.uses_existing_cluster else str(group.run_count),
-        "verl_namespace": verl_namespace(settings),
-        "verl_image_uri": settings.verl_image_uri or "",
-        "verl_models": json.dumps([m.model_dump(exclude_none=True) for m in settings.verl_models]),
-        "verl_hub_downloads": "true" if settings.verl_hub_downloads else "false",
-        "verl_kueue_queue_name": settings.verl_kueue_queue_name or "",
-        "verl_allow_full_finetuning": "true" if settings.verl_allow_full_finetuning else "false",
-    }
-    for name in (
-        "verl_lora_rank",
-        "verl_max_lora_rank",
-        "verl_group_size",
-        "verl_max_group_size",
-        "verl_steps",
-        "verl_max_steps",
-        "verl_prompt_length",
-        "verl_max_prompt_length",
-        "verl_response_length",
-        "verl_max_response_length",
-        "verl_pre_running_deadline_minutes",
-        "verl_ttl_seconds_after_finished",
-    ):
-        values[name] = str(getattr(settings, name))
-    return values
+    return VerlRunConfig.model_construct(
+        region=region,
+        prefix=settings.prefix,
+        hyperpod_cluster_name=hyperpod_cluster_name,
+        eks_cluster_name=eks_cluster_name,
+        verl_instance_group=group.name,
+        verl_instance_type=group.instance_type,
+        verl_instance_taints=[Taint.model_validate(taint.model_dump()) for taint in group.taints],
+        verl_idle_instance_count=group.idle_count,
+        verl_max_instance_count=None if settings.uses_existing_cluster else group.run_count,
+        verl_namespace=verl_namespace(settings),
+        verl_image_uri=settings.verl_image_uri,
+        verl_models=list(settings.verl_models),
+        verl_hub_downloads=settings.verl_hub_downloads,
+        verl_kueue_queue_name=settings.verl_kueue_queue_name,
+        verl_lora_rank=settings.verl_lora_rank,
+        verl_max_lora_rank=settings.verl_max_lora_rank,
+        verl_allow_full_finetuning=settings.verl_allow_full_finetuning,
+        verl_group_size=settings.verl_group_size,
+        verl_max_group_size=settings.verl_max_group_size,
+        verl_steps=settings.verl_steps,
+        verl_max_steps=settings.verl_max_steps,
+        verl_prompt_length=settings.verl_prompt_length,
+        verl_max_prompt_length=settings.verl_max_prompt_length,
+        verl_response_length=settings.verl_response_length,
+        verl_max_response_length=settings.verl_max_response_length,
+        verl_pre_running_deadline_minutes=settings.verl_pre_running_deadline_minutes,
+        verl_ttl_seconds_after_finished=settings.verl_ttl_seconds_after_finished,
+        serverless_mlflow_app_arn=mlflow_app_arn,
+    )

@@ -19,4 +19,5 @@ DESCRIPTOR = BackendDescriptor(
     ),
     manifest_check="mtrl.backends.verl.hyperparameters:run_hyperparameter_problems",
     renderer="mtrl.backends.verl.offline:render_run",
+    stack_side="stacks.backends.verl:VerlStackSide",
 )

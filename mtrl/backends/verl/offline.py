@@ -1,7 +1,7 @@
 """A verl run's settings and Kubernetes objects computed offline from the deployment's settings (``mtrl render``).
 
 The same composition the pipeline makes at run time (mtrl.runs.phases.inputs, at Preflight): the backend settings the
-deployment ships (``verl_backend_values``) ∪ the run's settings ∪ its per-run options (``effective_settings``).
+deployment ships (``verl_pipeline_values``) ∪ the run's settings ∪ its per-run options (``effective_settings``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from mtrl.backends.verl.config import plan_for, verl_backend_values
+from mtrl.backends.verl.config import plan_for, verl_pipeline_values
 from mtrl.backends.verl.rayjob import render
 from mtrl.contracts.backend import RunContext
 from mtrl.contracts.run_options import effective_settings
@@ -26,17 +26,17 @@ def offline_cluster_names(settings: DeploySettings) -> tuple[str, str]:
 
 def offline_run_settings(deploy: DeploySettings, run_settings: RunSettings, run_id: str) -> dict[str, Any]:
     hyperpod_cluster, eks_cluster = offline_cluster_names(deploy)
-    backend = {
-        "region": deploy.region,
-        "prefix": deploy.prefix,
-        "hyperpod_cluster_name": hyperpod_cluster,
+    values = verl_pipeline_values(
+        deploy,
+        region=deploy.region,
+        hyperpod_cluster_name=hyperpod_cluster,
+        eks_cluster_name=eks_cluster,
         # The MLflow app the trainer logs to: the operator's, when named (one the stack creates has an id only
         # the deployment knows, so an offline render shows none).
-        "serverless_mlflow_app_arn": deploy.serverless_mlflow_app_arn or "",
-        **verl_backend_values(deploy, eks_cluster_name=eks_cluster),
-    }
+        mlflow_app_arn=deploy.serverless_mlflow_app_arn,
+    )
     return effective_settings(
-        backend,
+        values.model_dump(mode="json", exclude_unset=True),
         {**run_settings.model_dump(mode="json", exclude={"backend_options"}), "run_id": run_id},
         backend="verl",
         options=run_settings.backend_options,

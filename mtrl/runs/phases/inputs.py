@@ -87,7 +87,7 @@ def adapter_settings(runtime: Runtime, record: Mapping[str, Any]) -> dict[str, A
     settings = run_settings(record)
     try:
         return effective_settings(
-            runtime.backend_settings,
+            runtime.backend_settings.get(settings.backend, {}),
             {
                 **settings.model_dump(mode="json", exclude={"backend_options"}),
                 "run_id": run_id,

@@ -19,6 +19,7 @@ from mtrl.backends.hyperpod import HyperPodSettings
 from mtrl.backends.hyperpod import parse_settings as parse_hyperpod_settings
 from mtrl.backends.serverless.adapter import ServerlessSettings
 from mtrl.contracts.errors import ConfigurationError
+from mtrl.contracts.registry import backend_names
 from mtrl.runs.manifest import RunSettings, resolve_run_settings
 from mtrl.runs.pipeline import run_context
 from mtrl.runs.runtime import Runtime
@@ -26,7 +27,8 @@ from mtrl.settings.deploy import DeploySettings
 from mtrl.settings.pipeline import PipelineSettings
 
 DEFAULTS = PipelineSettings.model_validate({})
-# What stacks/app_builder.py hands the backend function (PipelineStack.add_backend_setting), run_count 1.
+# What the deployment ships the backend function (each backend's section: stacks/backends/), run_count 1; every
+# backend gets the whole dict here, so a run of any backend sees every deploy-time key an option might try to replace.
 DEPLOY: dict[str, Any] = {
     "region": "us-east-1",
     "prefix": "mtrl",
@@ -34,9 +36,9 @@ DEPLOY: dict[str, Any] = {
     "kms_key_arn": "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
     "hyperpod_cluster_name": "mtrl-hp",
     "hyperpod_gpu_instance_group": "gpu",
-    "hyperpod_idle_instance_count": "0",
-    "hyperpod_max_instance_count": "1",
-    "hyperpod_capacity_timeout_minutes": "60",
+    "hyperpod_idle_instance_count": 0,
+    "hyperpod_max_instance_count": 1,
+    "hyperpod_capacity_timeout_minutes": 60,
     "ecs_cluster_arn": "arn:aws:ecs:us-east-1:111122223333:cluster/mtrl-reward-workers",
     "task_subnet_ids": ["subnet-1"],
     "task_security_group_ids": ["sg-1"],
@@ -54,8 +56,9 @@ DEPLOY: dict[str, Any] = {
     "serverless_mlflow_app_arn": "arn:aws:sagemaker:us-east-1:111122223333:mlflow-app/app-1",
     "serverless_model_package_group_arn": "arn:aws:sagemaker:us-east-1:111122223333:model-package-group/mtrl",
     "serverless_base_model": "openai-reasoning-gpt-oss-20b",
-    "serverless_accept_eula": "true",
+    "serverless_accept_eula": True,
 }
+SHIPPED = dict.fromkeys(backend_names(), DEPLOY)
 
 
 def adapter_view(manifest: dict[str, Any], defaults: PipelineSettings = DEFAULTS) -> dict[str, Any] | str:
@@ -67,7 +70,7 @@ def adapter_view(manifest: dict[str, Any], defaults: PipelineSettings = DEFAULTS
             "settings": settings.model_dump(mode="json"),
             "dataset": {"bucket": "data", "key": "training-data/attack.jsonl", "version_id": "v1"},
         }
-        runtime = Runtime(dynamodb=None, s3=None, table="t", bucket="data", settings=defaults, backend_settings=DEPLOY)
+        runtime = Runtime(dynamodb=None, s3=None, table="t", bucket="data", settings=defaults, backend_settings=SHIPPED)
         return dict(run_context(runtime, record).settings)
     except ConfigurationError as error:
         return str(error)
@@ -166,7 +169,7 @@ def test_deploy_time_keys_in_a_stored_record_never_reach_the_adapter() -> None:
     settings = resolve_run_settings(DEFAULTS, None).model_dump(mode="json")
     settings["backend_options"] = {"hyperpod_max_instance_count": 64}
     record = {"run_id": "old-1", "settings": settings, "dataset": {"bucket": "data", "key": "training-data/a.jsonl"}}
-    runtime = Runtime(dynamodb=None, s3=None, table="t", bucket="data", settings=DEFAULTS, backend_settings=DEPLOY)
+    runtime = Runtime(dynamodb=None, s3=None, table="t", bucket="data", settings=DEFAULTS, backend_settings=SHIPPED)
     with pytest.raises(ConfigurationError, match=r"run old-1: key 'backend_options\.hyperpod_max_instance_count'"):
         run_context(runtime, record)
 

@@ -109,3 +109,21 @@ def cfn_lint(template: Mapping[str, Any] | str) -> list[Match]:
     stack) and again by its stack's own tests (cluster, pipeline, reward workers)."""
     parsed = json.loads(template) if isinstance(template, str) else template
     return list(_cfn_lint_text(json.dumps(parsed)))
+
+
+def shipped_backend_values(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The backend function's ``MTRL_BACKEND_SETTINGS`` (backend → its values), each CDK token as ``"<token>"``.
+
+    The JSON is rendered as a ``Fn::Join`` whose parts are text and references; every reference sits inside a JSON
+    string, so putting a placeholder in its place keeps the document parseable."""
+    (variables,) = [
+        resource["Properties"]["Environment"]["Variables"]
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::Lambda::Function"
+        and "MTRL_BACKEND_SETTINGS" in resource["Properties"].get("Environment", {}).get("Variables", {})
+    ]
+    rendered = variables["MTRL_BACKEND_SETTINGS"]
+    if isinstance(rendered, dict):
+        separator, parts = rendered["Fn::Join"]
+        rendered = separator.join(part if isinstance(part, str) else "<token>" for part in parts)
+    return dict(json.loads(rendered))

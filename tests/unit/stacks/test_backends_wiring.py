@@ -19,6 +19,7 @@ from mtrl.envs.registry import list_environments
 from mtrl.settings import SettingsError
 from stacks.app_builder import Deployment
 from tests.unit.backends.aws_calls import SERVERLESS_ADAPTER_ACTIONS
+from tests.unit.stacks.template_tools import shipped_backend_values
 
 REPO = Path(__file__).resolve().parents[3]
 # Settings each adapter takes from the run itself (manifest / run defaults), not from the deployment.
@@ -121,12 +122,19 @@ def backends_template(deployment: Deployment) -> Template:
 
 @pytest.fixture(scope="module")
 def backend_statements(pipeline_template: Template) -> list[dict[str, Any]]:
-    (policy,) = [
+    """Every backend's statements on the backend function (one inline policy per backend's stack side)."""
+    policies = [
         p
         for name, p in pipeline_template.find_resources("AWS::IAM::Policy").items()
         if name.startswith("BackendPermissions")
     ]
-    return list(policy["Properties"]["PolicyDocument"]["Statement"])
+    assert len(policies) == 3  # hyperpod, serverless, verl
+    return [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
+
+
+@pytest.fixture(scope="module")
+def shipped(pipeline_template: Template) -> dict[str, dict[str, Any]]:
+    return shipped_backend_values(pipeline_template.to_json())
 
 
 def test_backend_function_gets_exactly_the_adapters_actions(backend_statements: list[dict[str, Any]]) -> None:
@@ -188,20 +196,35 @@ def test_backend_function_wildcards_and_conditions(backend_statements: list[dict
     assert "mtrl-nf*" in json.dumps(mapping["Condition"]["ArnLike"]["lambda:FunctionArn"])
 
 
-def test_every_deploy_time_setting_the_adapters_require_is_passed(pipeline_template: Template) -> None:
-    (function,) = [
-        f
-        for f in pipeline_template.find_resources("AWS::Lambda::Function").values()
-        if "MTRL_BACKEND_SETTINGS" in f["Properties"]["Environment"]["Variables"]
-    ]
-    rendered = json.dumps(function["Properties"]["Environment"]["Variables"]["MTRL_BACKEND_SETTINGS"])
-    for model in (HyperPodSettings, ServerlessSettings, VerlRunConfig):
+def test_every_deploy_time_setting_the_adapters_require_is_passed(shipped: dict[str, dict[str, Any]]) -> None:
+    """Each backend's section holds what its own model requires (and only fields of that model)."""
+    assert set(shipped) == {"hyperpod", "serverless", "verl"}  # local needs nothing deployed
+    for backend, model in (("hyperpod", HyperPodSettings), ("serverless", ServerlessSettings), ("verl", VerlRunConfig)):
         required = {name for name, f in model.model_fields.items() if f.is_required()} - RUN_LEVEL
-        missing = [name for name in required if f'\\"{name}\\":' not in rendered]
-        assert missing == [], f"{model.__name__}: {missing}"
-    for name in ("serverless_agent_lambda_arns", "reward_container_name", "nova_runner_container_name"):
-        assert f'\\"{name}\\":' in rendered
-    assert '\\"task_subnet_ids\\":[' in rendered  # a list, as the adapter's model wants
+        assert required <= set(shipped[backend]), f"{model.__name__}: {required - set(shipped[backend])}"
+        assert set(shipped[backend]) <= set(model.model_fields), backend
+    assert {"serverless_agent_lambda_arns"} <= set(shipped["serverless"])
+    assert {"reward_container_name", "nova_runner_container_name"} <= set(shipped["hyperpod"])
+    assert isinstance(shipped["hyperpod"]["task_subnet_ids"], list)  # a list, as the adapter's model wants
+
+
+def test_values_are_shipped_typed_and_read_back_by_each_adapters_model(shipped: dict[str, dict[str, Any]]) -> None:
+    """Numbers and booleans travel as JSON numbers and booleans, never as "true" or "2"; each section, merged with a
+    run's settings, validates with its adapter's own model."""
+    hyperpod, serverless, verl = shipped["hyperpod"], shipped["serverless"], shipped["verl"]
+    assert hyperpod["hyperpod_idle_instance_count"] == 0
+    assert isinstance(hyperpod["hyperpod_max_instance_count"], int)
+    assert hyperpod["nova_forge_telemetry"] is False
+    assert serverless["serverless_accept_eula"] is False
+    assert verl["verl_hub_downloads"] is False
+    assert isinstance(verl["verl_max_steps"], int)
+    assert isinstance(verl["verl_models"], list)
+    assert isinstance(verl["verl_instance_taints"], list)
+    run = {"run_id": "r1", "environment": "wordle", "instance_count": 1, "run_timeout_minutes": 60}
+    deployed_name = "arn:aws:iam::123456789012:role/deployed"  # what each CDK token resolves to at deploy time
+    for backend, model in (("hyperpod", HyperPodSettings), ("serverless", ServerlessSettings), ("verl", VerlRunConfig)):
+        section = json.loads(json.dumps(shipped[backend]).replace("<token>", deployed_name))
+        model.model_validate({**section, **run})
 
 
 def test_one_agent_per_enabled_environment_named_for_the_job_roles_invoke_scope(
@@ -246,15 +269,9 @@ def test_agents_run_with_the_dependency_layer_that_pins_the_sdk(backends_templat
         assert agent["Properties"]["Runtime"] == "python3.14"
 
 
-def test_the_settings_list_each_environments_agent(pipeline_template: Template) -> None:
-    (function,) = [
-        f
-        for f in pipeline_template.find_resources("AWS::Lambda::Function").values()
-        if "MTRL_BACKEND_SETTINGS" in f["Properties"]["Environment"]["Variables"]
-    ]
-    rendered = json.dumps(function["Properties"]["Environment"]["Variables"]["MTRL_BACKEND_SETTINGS"])
-    for env_id in ("wordle", "ask_to_code"):
-        assert f"{env_id}=" in rendered
+def test_the_settings_list_each_environments_agent(shipped: dict[str, dict[str, Any]]) -> None:
+    agents = {entry.partition("=")[0] for entry in shipped["serverless"]["serverless_agent_lambda_arns"]}
+    assert {"wordle", "ask_to_code"} <= agents
 
 
 def test_backend_function_grants_every_recorded_serverless_adapter_call(
@@ -354,15 +371,9 @@ def test_runs_scale_the_restricted_group_when_one_is_configured(app_factory: Any
     """Nova Forge trains on the restricted instance group, so that is the group a run scales (up to its run_count)."""
     restricted = {"name": "nova-rig", "instance_type": "ml.p5.48xlarge", "run_count": 2, "idle_count": 0}
     _, deployment = app_factory({"hyperpod_restricted_instance_group": json.dumps(restricted)})
-    template = Template.from_stack(deployment.pipeline)
-    (function,) = [
-        f
-        for f in template.find_resources("AWS::Lambda::Function").values()
-        if "MTRL_BACKEND_SETTINGS" in f["Properties"]["Environment"]["Variables"]
-    ]
-    rendered = json.dumps(function["Properties"]["Environment"]["Variables"]["MTRL_BACKEND_SETTINGS"])
-    assert '\\"hyperpod_gpu_instance_group\\":\\"nova-rig\\"' in rendered
-    assert '\\"hyperpod_max_instance_count\\":\\"2\\"' in rendered
+    hyperpod = shipped_backend_values(Template.from_stack(deployment.pipeline).to_json())["hyperpod"]
+    assert hyperpod["hyperpod_gpu_instance_group"] == "nova-rig"
+    assert hyperpod["hyperpod_max_instance_count"] == 2
 
 
 def test_verl_pods_reach_aws_only_as_the_trainer_role_through_pod_identity(backends_template: Template) -> None:

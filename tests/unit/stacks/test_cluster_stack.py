@@ -148,7 +148,7 @@ def test_node_access_entry_stays_available_as_an_opt_in() -> None:
 
 
 def test_no_job_submission_role(cluster_json: dict[str, Any]) -> None:
-    # Nothing assumed it: the hyperpod backend has its own role (stacks/constructs/backend_permissions.py).
+    # Nothing assumed it: the hyperpod backend has its own role (stacks/backends/hyperpod/permissions.py).
     assert "JobSubmissionRoleArn" not in cluster_json["Outputs"]
     roles = [v["Properties"].get("Description", "") for v in of_type(cluster_json, "AWS::IAM::Role").values()]
     assert not [d for d in roles if "submit" in d.lower()]

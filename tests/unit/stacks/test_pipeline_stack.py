@@ -255,7 +255,7 @@ def test_least_privilege(resources: dict[str, Any]) -> None:
                     "logs:PutResourcePolicy",
                     "logs:DescribeResourcePolicies",
                     "logs:DescribeLogGroups",
-                    # Backend function (stacks/constructs/backend_permissions.py): ListTasks is conditioned on the
+                    # Backend function (stacks/backends/hyperpod/permissions.py): ListTasks is conditioned on the
                     # reward cluster; the task-definition actions have no resource-level permissions.
                     "ecs:ListTasks",
                     "ecs:DescribeTaskDefinition",

@@ -140,7 +140,7 @@ def _get_role(params: dict[str, Any], region: str) -> dict[str, Any]:
 @handles("iam", "ListAttachedRolePolicies")
 def _attached(params: dict[str, Any], region: str) -> dict[str, Any]:
     # CDK attaches the customer-managed policy <rft_role_name>Policy to the runner and the RFT role
-    # (stacks/constructs/backend_roles.py), which is what makes the SDK skip its IAM writes.
+    # (stacks/backends/hyperpod/roles.py), which is what makes the SDK skip its IAM writes.
     w = world()
     policy = f"{w['rft_role_name']}Policy"
     attached = params["RoleName"] in {w["caller_role_name"], w["rft_role_name"]}

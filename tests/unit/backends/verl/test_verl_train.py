@@ -430,7 +430,7 @@ def test_trainer_metrics_go_to_the_deployments_mlflow_app(
     settings = {**run_settings(), "serverless_mlflow_app_arn": MLFLOW_APP}
     config_map, _ = render(plan_for(settings), run_context(settings))
     assert json.loads(config_map["data"]["run.json"])["mlflow_tracking_uri"] == MLFLOW_APP
-    settings_without = {**run_settings(), "serverless_mlflow_app_arn": ""}
+    settings_without = {**run_settings(), "serverless_mlflow_app_arn": None}
     config_map, _ = render(plan_for(settings_without), run_context(settings_without))
     assert json.loads(config_map["data"]["run.json"])["mlflow_tracking_uri"] is None
 

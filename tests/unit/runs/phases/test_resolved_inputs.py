@@ -89,7 +89,7 @@ def world() -> Iterator[tuple[Runtime, Recorder]]:
             table="runs",
             bucket=BUCKET,
             settings=PipelineSettings.model_validate({"run_backend": "local"}),
-            backend_settings=dict(DEPLOY),
+            backend_settings={"local": dict(DEPLOY)},  # the run's backend's section
         )
         recorder = Recorder()
         adapters.register_adapter("local", lambda: recorder)  # type: ignore[arg-type,return-value]
@@ -143,7 +143,7 @@ def test_later_phases_read_the_stored_inputs_and_never_re_derive_them(world: tup
     stored = runtime.registry.get("r2")[INPUTS_FIELD]
     # Everything the inputs were derived from changes afterwards: a redeploy's backend settings, the record's dataset,
     # its validation summary. The adapter must still see what Validate and Preflight resolved.
-    runtime.backend_settings = {"region": "eu-west-1", "prefix": "other"}
+    runtime.backend_settings = {"local": {"region": "eu-west-1", "prefix": "other"}}
     runtime.registry.set_fields(
         "r2", dataset={"bucket": "elsewhere", "key": "training-data/other.jsonl"}, validation={"valid": True}
     )
@@ -165,7 +165,7 @@ def test_a_retried_preflight_keeps_the_settings_the_first_one_stored(world: tupl
     start(runtime, "r3")
     preflight(runtime, {"run_id": "r3"})
     first = runtime.registry.get("r3")[INPUTS_FIELD]
-    runtime.backend_settings = {**DEPLOY, "prefix": "redeployed"}
+    runtime.backend_settings = {"local": {**DEPLOY, "prefix": "redeployed"}}
     preflight(runtime, {"run_id": "r3"})
     assert runtime.registry.get("r3")[INPUTS_FIELD] == first
 

@@ -1,28 +1,20 @@
-"""What the pipeline's backend function may do for the hyperpod, serverless and verl adapters — nothing more.
+"""What the hyperpod adapter (``mtrl.backends.hyperpod``) may do from the pipeline's backend function.
 
-Every statement is derived from an AWS call of the ``mtrl.backends.hyperpod``, ``mtrl.backends.serverless`` or
-``mtrl.backends.verl`` adapter (named in the statement's ``sid`` or its comment). Wildcards appear only for per-run
-names (``<stem>-nf*``, see ``mtrl.backends.hyperpod.naming``; ``mtrl-*`` jobs; task ids) or for actions without
-resource-level permissions; each is acknowledged with its reason.
+Wildcards appear only for per-run names (``<stem>-nf*``, see ``mtrl.backends.hyperpod.naming``; task ids) or for
+actions without resource-level permissions; each is acknowledged with its reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
-from constructs import Construct
 
 from mtrl.backends.hyperpod.naming import run_name_pattern, worker_role_pattern
-from mtrl.settings.verl import ECR_IMAGE, VerlModelSettings, model_sums_object
-from stacks.nag import acknowledge, nag_resource
-
-ECS_TASKS = "ecs-tasks.amazonaws.com"
-SAGEMAKER = "sagemaker.amazonaws.com"
-JOB_SAGEMAKER = "job.sagemaker.amazonaws.com"
+from stacks.backends.contract import StackInputs
+from stacks.backends.permissions import ECS_TASKS, SAGEMAKER, PolicyParts, arn_and_where
 
 
 @dataclass(frozen=True)
@@ -37,55 +29,27 @@ class HyperPodTargets:
     worker_run_boundary_arn: str  # permissions boundary every run's worker role is created under
     worker_base_policy_arn: str  # the one managed policy a run's worker role may have attached
 
-
-@dataclass(frozen=True)
-class ServerlessTargets:
-    job_role_arn: str
-    agent_function_arns: list[str]  # one per enabled environment
-    mlflow_app_arn: str
-    model_package_group_arn: str
-    data_bucket_arn: str
-    # The AgentCore runtimes runs may call: the deployment's own and those manifests may name (none: no statement).
-    agent_runtime_arns: tuple[str, ...] = ()
-
-
-def agent_runtime_resources(runtime_arns: Sequence[str]) -> list[str]:
-    """IAM resources for invoking the listed AgentCore runtimes: each runtime and any of its endpoints."""
-    return [resource for arn in runtime_arns for resource in (arn, f"{arn}/runtime-endpoint/*")]
-
-
-def agent_runtime_log_group(runtime_arn: str) -> str:
-    """The log groups of a runtime's endpoints: /aws/bedrock-agentcore/runtimes/<runtime id>-<qualifier>."""
-    region, account, resource = runtime_arn.split(":")[3:6]
-    partition = runtime_arn.split(":")[1]
-    runtime_id = resource.removeprefix("runtime/")
-    return f"arn:{partition}:logs:{region}:{account}:log-group:/aws/bedrock-agentcore/runtimes/{runtime_id}-*"
-
-
-@dataclass(frozen=True)
-class VerlTargets:
-    """What a verl run touches besides the HyperPod group: the EKS cluster whose API it calls (endpoint and CA), and
-    what Preflight checks exists: each configured model copy's SHA256SUMS object and the trainer image's repository."""
-
-    eks_cluster_arn: str
-    model_sums_object_arns: tuple[str, ...] = ()
-    image_repository_arn: str | None = None  # only for an image in ECR
-
     @classmethod
-    def of(cls, *, eks_cluster_arn: str, models: Sequence[VerlModelSettings], image_uri: str | None) -> VerlTargets:
-        """The targets of the deployment's verl settings (``verl_models``, ``verl_image_uri``)."""
-        sums = tuple(
-            f"arn:{cdk.Aws.PARTITION}:s3:::{'/'.join(model_sums_object(model.s3_uri))}"
-            for model in models
-            if model.s3_uri is not None
+    def of(cls, inputs: StackInputs) -> HyperPodTargets:
+        workers = inputs.reward_workers
+        runner = inputs.backends.runner
+        task_roles = [workers.task_role.role_arn, runner.task_definition.task_role.role_arn]
+        task_roles += [
+            role.role_arn
+            for role in (workers.task_definition.execution_role, runner.task_definition.execution_role)
+            if role
+        ]
+        return cls(
+            hyperpod_cluster_arn=inputs.cluster.hyperpod_cluster_arn,
+            node_role_arn=inputs.cluster.node_role_arn,
+            # The literal name RewardWorkers gives its cluster: a cross-stack token would not render in the
+            # acknowledgment ids of the task-scoped statements.
+            reward_cluster_name=f"{inputs.settings.prefix}-reward-workers",
+            task_families=[workers.task_definition.family, runner.family],
+            task_role_arns=task_roles,
+            worker_run_boundary_arn=workers.run_boundary.managed_policy_arn,
+            worker_base_policy_arn=workers.base_policy.managed_policy_arn,
         )
-        found = ECR_IMAGE.match(image_uri or "")
-        repository = (
-            f"arn:{cdk.Aws.PARTITION}:ecr:{found['region']}:{found['account']}:repository/{found['repository']}"
-            if found
-            else None
-        )
-        return cls(eks_cluster_arn=eks_cluster_arn, model_sums_object_arns=sums, image_repository_arn=repository)
 
 
 @dataclass(frozen=True)
@@ -102,8 +66,7 @@ class _Names:
 
     @classmethod
     def of(cls, stack: cdk.Stack, prefix: str, hyperpod: HyperPodTargets) -> _Names:
-        arn = f"arn:{stack.partition}"
-        where = f"{stack.region}:{stack.account}"
+        arn, where = arn_and_where(stack)
         return cls(
             arn=arn,
             where=where,
@@ -119,7 +82,7 @@ class _Names:
         return {"ArnEquals": {"ecs:cluster": self.reward_cluster_arn}}
 
 
-def _wildcard_reasons(names: _Names, hyperpod: HyperPodTargets, serverless: ServerlessTargets) -> dict[str, str]:
+def _wildcard_reasons(names: _Names, hyperpod: HyperPodTargets) -> dict[str, str]:
     """Why each wildcard resource cannot be narrower, keyed by the resource as the statements name it."""
     arn, where, run_scoped = names.arn, names.where, names.run_scoped
     reasons: dict[str, str] = {
@@ -145,25 +108,12 @@ def _wildcard_reasons(names: _Names, hyperpod: HyperPodTargets, serverless: Serv
         "log-group ARN with its stream suffix).",
         f"{arn}:lambda:{where}:event-source-mapping:*": "Event source mappings have generated ids; conditioned on "
         "per-run functions (lambda:FunctionArn).",
-        f"{arn}:sagemaker:{where}:job/*/mtrl-*": "Serverless job names are derived from run ids (mtrl-<run>, "
-        "mtrl-eval-<run>, the baseline mtrl-base-<run>) in either job category.",
     }
-    for runtime_arn in serverless.agent_runtime_arns:
-        reasons[f"{runtime_arn}/runtime-endpoint/*"] = (
-            "Any endpoint (qualifier) of a runtime the operator listed; smoke test only."
-        )
-        reasons[agent_runtime_log_group(runtime_arn)] = (
-            "The smoke test reads the listed runtime's log group (/aws/bedrock-agentcore/runtimes/<runtime "
-            "id>-<qualifier>) for the job runtime's answer."
-        )
     for family in hyperpod.task_families:
         reasons[f"{arn}:ecs:{where}:task-definition/{family}:*"] = (
             f"Any revision of the {family} task definition (deploys add revisions)."
         )
     return reasons
-
-
-# --- hyperpod (mtrl.backends.hyperpod) ------------------------------------------------------------------------
 
 
 def _hyperpod_cluster_statements(names: _Names, hyperpod: HyperPodTargets) -> list[iam.PolicyStatement]:
@@ -319,135 +269,13 @@ def _per_run_stack_cleanup_statements(names: _Names) -> list[iam.PolicyStatement
     ]
 
 
-# --- serverless (mtrl.backends.serverless) --------------------------------------------------------------------
-
-
-def _serverless_statements(names: _Names, serverless: ServerlessTargets) -> list[iam.PolicyStatement]:
+def hyperpod_statements(stack: cdk.Stack, prefix: str, hyperpod: HyperPodTargets) -> PolicyParts:
+    """The statements of the hyperpod adapter's calls, with why each wildcard resource cannot be narrower."""
+    names = _Names.of(stack, prefix, hyperpod)
     statements = [
-        iam.PolicyStatement(
-            sid="ServerlessJobs",  # CreateJob (with Tags), DescribeJob, StopJob
-            actions=["sagemaker:CreateJob", "sagemaker:DescribeJob", "sagemaker:StopJob", "sagemaker:AddTags"],
-            resources=[f"{names.arn}:sagemaker:{names.where}:job/*/mtrl-*"],
-        ),
-        iam.PolicyStatement(
-            sid="PassJobRoleToSageMaker",  # CreateJob(RoleArn=…)
-            actions=["iam:PassRole"],
-            resources=[serverless.job_role_arn],
-            # The job role is assumed by job.sagemaker.amazonaws.com; which of the two principals CreateJob
-            # reports as the pass target is not documented, so both (and only they) are allowed.
-            conditions={"StringEquals": {"iam:PassedToService": [SAGEMAKER, JOB_SAGEMAKER]}},
-        ),
-        iam.PolicyStatement(
-            sid="ServerlessPreflightJobRoleTrust",  # GetRole: trusts job.sagemaker.amazonaws.com + TagSession?
-            actions=["iam:GetRole"],
-            resources=[serverless.job_role_arn],
-        ),
-        iam.PolicyStatement(
-            sid="ServerlessPreflightMlflow",  # DescribeMlflowApp
-            actions=["sagemaker:DescribeMlflowApp"],
-            resources=[serverless.mlflow_app_arn],
-        ),
-        iam.PolicyStatement(
-            sid="ServerlessPreflightModelPackages",  # DescribeModelPackageGroup
-            actions=["sagemaker:DescribeModelPackageGroup"],
-            resources=[serverless.model_package_group_arn],
-        ),
-        iam.PolicyStatement(
-            sid="ServerlessPreflightBucketRegion",  # GetBucketLocation
-            actions=["s3:GetBucketLocation"],
-            resources=[serverless.data_bucket_arn],
-        ),
-        iam.PolicyStatement(
-            sid="ServerlessAgentSmokeTest",  # Invoke with a fake job ARN of this account
-            actions=["lambda:InvokeFunction"],
-            resources=list(serverless.agent_function_arns),
-        ),
+        *_hyperpod_cluster_statements(names, hyperpod),
+        *_reward_task_statements(names, hyperpod),
+        *_worker_role_statements(names, hyperpod),
+        *_per_run_stack_cleanup_statements(names),
     ]
-    if serverless.agent_runtime_arns:  # only the listed runtimes (issue 20 item 6)
-        statements += [
-            iam.PolicyStatement(
-                sid="ServerlessAgentCoreSmokeTest",  # InvokeAgentRuntime with a fake job ARN of this account
-                actions=["bedrock-agentcore:InvokeAgentRuntime"],
-                resources=agent_runtime_resources(serverless.agent_runtime_arns),
-            ),
-            iam.PolicyStatement(
-                sid="ServerlessAgentCoreSmokeTestLogs",  # FilterLogEvents: the runtime's answer to the agent
-                actions=["logs:FilterLogEvents"],
-                resources=[agent_runtime_log_group(runtime) for runtime in serverless.agent_runtime_arns],
-            ),
-        ]
-    return statements
-
-
-# --- verl (mtrl.backends.verl) ----------------------------------------------------------------------------------
-
-
-def _verl_statements(verl: VerlTargets) -> list[iam.PolicyStatement]:
-    # The Kubernetes calls themselves are authorised by the cluster's access entry (RBAC), not IAM.
-    statements = [
-        iam.PolicyStatement(
-            sid="VerlReadClusterEndpoint", actions=["eks:DescribeCluster"], resources=[verl.eks_cluster_arn]
-        )
-    ]
-    if verl.model_sums_object_arns:  # GetObject: the copy's pinned SHA256SUMS, nothing else of the bucket
-        statements.append(
-            iam.PolicyStatement(
-                sid="VerlPreflightModelCopies",
-                actions=["s3:GetObject"],
-                resources=list(verl.model_sums_object_arns),
-            )
-        )
-    if verl.image_repository_arn is not None:  # DescribeImages: the pinned digest or tag exists
-        statements.append(
-            iam.PolicyStatement(
-                sid="VerlPreflightImage", actions=["ecr:DescribeImages"], resources=[verl.image_repository_arn]
-            )
-        )
-    return statements
-
-
-class BackendPermissions(Construct):
-    """An inline policy on ``role`` (the pipeline's backend function role). Attribute: ``policy``."""
-
-    def __init__(
-        self,
-        scope: Construct,
-        id_: str,
-        *,
-        role: iam.IRole,
-        prefix: str,
-        hyperpod: HyperPodTargets,
-        serverless: ServerlessTargets,
-        verl: VerlTargets | None = None,
-    ) -> None:
-        super().__init__(scope, id_)
-        names = _Names.of(cdk.Stack.of(self), prefix, hyperpod)
-        statements = [
-            *_hyperpod_cluster_statements(names, hyperpod),
-            *_reward_task_statements(names, hyperpod),
-            *_worker_role_statements(names, hyperpod),
-            *_per_run_stack_cleanup_statements(names),
-            *_serverless_statements(names, serverless),
-            *(_verl_statements(verl) if verl is not None else []),
-        ]
-        self.policy = iam.Policy(self, "Policy", statements=statements)
-        role.attach_inline_policy(self.policy)
-        self._acknowledge_wildcards(statements, _wildcard_reasons(names, hyperpod, serverless))
-
-    def _acknowledge_wildcards(self, statements: Sequence[iam.PolicyStatement], reasons: dict[str, str]) -> None:
-        """One IAM5 acknowledgment per wildcard resource, with its documented reason (none: a synth error)."""
-        stack = cdk.Stack.of(self)
-        acknowledged: set[str] = set()
-        for statement in statements:
-            for resource in statement.resources:
-                rendered = str(stack.resolve(resource))
-                if "*" not in rendered:
-                    continue
-                finding = f"AwsSolutions-IAM5[Resource::{nag_resource(self, resource)}]"
-                if finding in acknowledged:
-                    continue
-                acknowledged.add(finding)
-                reason = reasons.get(resource)
-                if reason is None:
-                    raise ValueError(f"wildcard resource without a documented reason: {rendered}")
-                acknowledge(self.policy, finding, reason)
+    return statements, _wildcard_reasons(names, hyperpod)

@@ -1,0 +1,112 @@
+"""The stack side of a backend: what a deployment builds for it, next to its runtime package.
+
+A backend's descriptor names its stack side (``BackendDescriptor.stack_side``, ``"module:attribute"``); only the
+stacks resolve it. The composition root (``stacks/app_builder.py``) hands every registered backend's stack side the
+same narrow values (``StackInputs``) and knows none of a backend's settings or statements. A stack side
+
+- adds its IAM statements to the pipeline's backend function role, and creates the constructs only it needs
+  (``add_to_pipeline``);
+- returns its **pipeline values** (``pipeline_values``): an instance of the very pydantic model its adapter validates
+  its settings with, built at synth without validation (``model_construct``: CDK tokens are placeholder strings). The
+  pipeline ships each backend's values, as JSON, under the backend's name (``PipelineStack.add_backend_values``), and
+  the adapter of a run receives only its own backend's values merged with the run's settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from mtrl.contracts.descriptor import resolve
+from mtrl.contracts.registry import descriptor_for
+
+if TYPE_CHECKING:  # types only: the backends' role builders, which BackendRoles composes, import this module
+    from aws_cdk import aws_iam as iam
+    from aws_cdk import aws_kms as kms
+    from aws_cdk import aws_s3 as s3
+    from constructs import Construct
+
+    from mtrl.settings import DeploySettings
+    from stacks.constructs.agent_function import AgentFunction
+    from stacks.constructs.backend_roles import BackendRoles
+    from stacks.constructs.nova_env_packages import NovaEnvironmentPackages
+    from stacks.constructs.nova_runner_task import NovaRunnerTask
+    from stacks.constructs.reward_workers import RewardWorkers
+
+
+@dataclass(frozen=True)
+class ClusterRefs:
+    """The deployment's HyperPod cluster and its EKS cluster, by name and ARN.
+
+    ``hyperpod_cluster_arn`` None: an existing cluster (its ARN ends in an id the configuration does not know);
+    ``node_role_arn`` None: no execution role known; ``kuberay_namespace`` None: no KubeRay operator installed.
+    """
+
+    hyperpod_cluster_name: str
+    hyperpod_cluster_arn: str | None
+    node_role_arn: str | None
+    eks_cluster_name: str
+    eks_cluster_arn: str
+    kuberay_namespace: str | None = None
+
+
+@dataclass(frozen=True)
+class BackendResources:
+    """What the backends stack deploys for the training backends."""
+
+    roles: BackendRoles
+    agents: Mapping[str, AgentFunction]  # environment id → its serverless agent
+    runner: NovaRunnerTask
+    env_packages: NovaEnvironmentPackages
+    mlflow_app_arn: str
+    model_package_group_arn: str
+
+
+@dataclass(frozen=True)
+class StackInputs:
+    """What every backend's stack side receives. ``scope`` is where its constructs for the backend function go."""
+
+    settings: DeploySettings
+    scope: Construct
+    function_role: iam.IRole
+    region: str
+    data_bucket: s3.IBucket
+    data_key: kms.IKey
+    cluster: ClusterRefs
+    task_subnet_ids: Sequence[str]
+    task_security_group_ids: Sequence[str]
+    reward_workers: RewardWorkers
+    backends: BackendResources
+
+
+@runtime_checkable
+class StackSide(Protocol):
+    """One backend's part of a deployment (see the module docstring)."""
+
+    def add_to_pipeline(self, inputs: StackInputs) -> None:
+        """Add the backend's IAM statements to ``inputs.function_role`` and create the constructs only it needs."""
+        ...
+
+    def pipeline_values(self, inputs: StackInputs) -> BaseModel:
+        """The deploy-time values its adapter reads, as an instance of the adapter's own settings model."""
+        ...
+
+
+def stack_side_for(backend: str) -> StackSide | None:
+    """The stack side the backend's descriptor names (a class is instantiated), None when it names none."""
+    target = descriptor_for(backend).stack_side
+    if target is None:
+        return None
+    found = resolve(target)
+    side = found() if isinstance(found, type) else found
+    if not isinstance(side, StackSide):
+        raise TypeError(f"backend '{backend}': {target} is not a stack side (add_to_pipeline, pipeline_values)")
+    return side
+
+
+def shipped_values(values: BaseModel) -> dict[str, object]:
+    """The values as the pipeline ships them: only the fields the stack side set, numbers and booleans as such."""
+    return values.model_dump(mode="json", exclude_unset=True)

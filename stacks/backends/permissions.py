@@ -1,0 +1,68 @@
+"""What the backends' stack sides share for the pipeline's backend function: one inline policy per backend on its
+role, each wildcard resource acknowledged with the reason it cannot be narrower.
+
+Every statement of a backend is derived from an AWS call of its adapter (named in the statement's ``sid`` or its
+comment). Wildcards appear only for per-run names or for actions without resource-level permissions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from stacks.nag import acknowledge, nag_resource
+
+ECS_TASKS = "ecs-tasks.amazonaws.com"
+SAGEMAKER = "sagemaker.amazonaws.com"
+JOB_SAGEMAKER = "job.sagemaker.amazonaws.com"
+
+# A backend's statements, and why each of their wildcard resources cannot be narrower (keyed by the resource).
+PolicyParts = tuple[list[iam.PolicyStatement], dict[str, str]]
+
+
+def arn_and_where(stack: cdk.Stack) -> tuple[str, str]:
+    """(``arn:<partition>``, ``<region>:<account>``) of the stack: the start of every ARN the statements name."""
+    return f"arn:{stack.partition}", f"{stack.region}:{stack.account}"
+
+
+class BackendFunctionPolicy(Construct):
+    """An inline policy with ``statements`` on ``role`` (the backend function's). Attribute: ``policy``.
+
+    ``wildcard_reasons``: why each wildcard resource cannot be narrower, keyed by the resource as the statements name
+    it; a wildcard without one is a synth error.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id_: str,
+        *,
+        role: iam.IRole,
+        statements: Sequence[iam.PolicyStatement],
+        wildcard_reasons: Mapping[str, str],
+    ) -> None:
+        super().__init__(scope, id_)
+        self.policy = iam.Policy(self, "Policy", statements=list(statements))
+        role.attach_inline_policy(self.policy)
+        self._acknowledge_wildcards(statements, wildcard_reasons)
+
+    def _acknowledge_wildcards(self, statements: Sequence[iam.PolicyStatement], reasons: Mapping[str, str]) -> None:
+        """One IAM5 acknowledgment per wildcard resource, with its documented reason."""
+        stack = cdk.Stack.of(self)
+        acknowledged: set[str] = set()
+        for statement in statements:
+            for resource in statement.resources:
+                rendered = str(stack.resolve(resource))
+                if "*" not in rendered:
+                    continue
+                finding = f"AwsSolutions-IAM5[Resource::{nag_resource(self, resource)}]"
+                if finding in acknowledged:
+                    continue
+                acknowledged.add(finding)
+                reason = reasons.get(resource)
+                if reason is None:
+                    raise ValueError(f"wildcard resource without a documented reason: {rendered}")
+                acknowledge(self.policy, finding, reason)

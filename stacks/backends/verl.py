@@ -1,0 +1,106 @@
+"""The verl backend's stack side (``mtrl.backends.verl``): what its adapter may do from the backend function (read
+the EKS API endpoint, check the model copies and the trainer image), its access to the run namespace, and the
+deploy-time values it reads (``VerlRunConfig``, via ``verl_pipeline_values``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+
+from mtrl.backends.verl.config import VerlRunConfig, verl_pipeline_values
+from mtrl.settings.verl import ECR_IMAGE, VerlModelSettings, model_sums_object
+from stacks.backends.contract import StackInputs
+from stacks.backends.permissions import BackendFunctionPolicy
+from stacks.constructs.kuberay import grant_pipeline_access
+
+
+@dataclass(frozen=True)
+class VerlTargets:
+    """What a verl run touches besides the HyperPod group: the EKS cluster whose API it calls (endpoint and CA), and
+    what Preflight checks exists: each configured model copy's SHA256SUMS object and the trainer image's repository."""
+
+    eks_cluster_arn: str
+    model_sums_object_arns: tuple[str, ...] = ()
+    image_repository_arn: str | None = None  # only for an image in ECR
+
+    @classmethod
+    def of(cls, *, eks_cluster_arn: str, models: Sequence[VerlModelSettings], image_uri: str | None) -> VerlTargets:
+        """The targets of the deployment's verl settings (``verl_models``, ``verl_image_uri``)."""
+        sums = tuple(
+            f"arn:{cdk.Aws.PARTITION}:s3:::{'/'.join(model_sums_object(model.s3_uri))}"
+            for model in models
+            if model.s3_uri is not None
+        )
+        found = ECR_IMAGE.match(image_uri or "")
+        repository = (
+            f"arn:{cdk.Aws.PARTITION}:ecr:{found['region']}:{found['account']}:repository/{found['repository']}"
+            if found
+            else None
+        )
+        return cls(eks_cluster_arn=eks_cluster_arn, model_sums_object_arns=sums, image_repository_arn=repository)
+
+
+def _verl_statements(verl: VerlTargets) -> list[iam.PolicyStatement]:
+    # The Kubernetes calls themselves are authorised by the cluster's access entry (RBAC), not IAM.
+    statements = [
+        iam.PolicyStatement(
+            sid="VerlReadClusterEndpoint", actions=["eks:DescribeCluster"], resources=[verl.eks_cluster_arn]
+        )
+    ]
+    if verl.model_sums_object_arns:  # GetObject: the copy's pinned SHA256SUMS, nothing else of the bucket
+        statements.append(
+            iam.PolicyStatement(
+                sid="VerlPreflightModelCopies",
+                actions=["s3:GetObject"],
+                resources=list(verl.model_sums_object_arns),
+            )
+        )
+    if verl.image_repository_arn is not None:  # DescribeImages: the pinned digest or tag exists
+        statements.append(
+            iam.PolicyStatement(
+                sid="VerlPreflightImage", actions=["ecr:DescribeImages"], resources=[verl.image_repository_arn]
+            )
+        )
+    return statements
+
+
+class VerlStackSide:
+    """verl RayJobs on the HyperPod cluster's training group, submitted through the EKS API."""
+
+    def add_to_pipeline(self, inputs: StackInputs) -> None:
+        settings = inputs.settings
+        targets = VerlTargets.of(
+            eks_cluster_arn=inputs.cluster.eks_cluster_arn,
+            models=settings.verl_models,
+            image_uri=settings.verl_image_uri,
+        )
+        # No wildcard resource: every statement names its cluster, objects and repository.
+        BackendFunctionPolicy(
+            inputs.scope,
+            "BackendPermissionsVerl",
+            role=inputs.function_role,
+            statements=_verl_statements(targets),
+            wildcard_reasons={},
+        )
+        if inputs.cluster.kuberay_namespace is not None:
+            # The adapter runs in the backend function: it reaches the run namespace through its Kubernetes group.
+            grant_pipeline_access(
+                inputs.scope,
+                "VerlPipelineEksAccess",
+                cluster_name=inputs.cluster.eks_cluster_name,
+                role=inputs.function_role,
+                namespace=inputs.cluster.kuberay_namespace,
+            )
+
+    def pipeline_values(self, inputs: StackInputs) -> VerlRunConfig:
+        # The training group, the EKS API, the run namespace, the ceilings, and the MLflow app the trainer logs to.
+        return verl_pipeline_values(
+            inputs.settings,
+            region=inputs.region,
+            hyperpod_cluster_name=inputs.cluster.hyperpod_cluster_name,
+            eks_cluster_name=inputs.cluster.eks_cluster_name,
+            mlflow_app_arn=inputs.backends.mlflow_app_arn,
+        )
