@@ -21,9 +21,9 @@ from constructs import Construct
 from mtrl.backends.verl.config import verl_namespace
 from mtrl.envs.registry import list_environments
 from mtrl.settings import DeploySettings
+from stacks.backends.roles import BackendRoles
 from stacks.cluster_stack import ClusterStack
 from stacks.constructs.agent_function import AgentFunction
-from stacks.constructs.backend_roles import BackendRoles
 from stacks.constructs.eks_cluster import EDIT_POLICY, JOB_NAMESPACES, VIEW_POLICY
 from stacks.constructs.nova_env_packages import NovaEnvironmentPackages
 from stacks.constructs.nova_runner_task import NovaRunnerTask

@@ -26,7 +26,8 @@ EXAMPLE_TASK: dict[str, Any] = {"prompt": "Say the secret word. Reply 'hint' for
 EXAMPLE_ACTIONS = ["hint", "otter"]
 
 # The most turns an episode takes: every driver (training, `mtrl env try`, the reward workers) stops here. Without it
-# the default is mtrl.contracts.environment.DEFAULT_MAX_TURNS. SYSTEM_PROMPT, if set, is the system message every policy gets.
+# the default is mtrl.contracts.environment.DEFAULT_MAX_TURNS. SYSTEM_PROMPT, if set, is the system message every
+# policy gets.
 MAX_TURNS = 4
 HINT_COST = 0.1
 CLOSENESS_WEIGHT = 0.3

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from mtrl.contracts.descriptor import resolve
 from mtrl.contracts.registry import descriptor_for
 
-if TYPE_CHECKING:  # types only: the backends' role builders, which BackendRoles composes, import this module
+if TYPE_CHECKING:  # types only: CDK and the constructs load with the stacks that use them
     from aws_cdk import aws_iam as iam
     from aws_cdk import aws_kms as kms
     from aws_cdk import aws_s3 as s3
@@ -31,7 +31,6 @@ if TYPE_CHECKING:  # types only: the backends' role builders, which BackendRoles
 
     from mtrl.settings import DeploySettings
     from stacks.constructs.agent_function import AgentFunction
-    from stacks.constructs.backend_roles import BackendRoles
     from stacks.constructs.nova_env_packages import NovaEnvironmentPackages
     from stacks.constructs.nova_runner_task import NovaRunnerTask
     from stacks.constructs.reward_workers import RewardWorkers
@@ -53,11 +52,22 @@ class ClusterRefs:
     kuberay_namespace: str | None = None
 
 
+class BackendRoleRefs(Protocol):
+    """The roles the backends stack creates that a backend's pipeline values name (``stacks.backends.roles``
+    composes them; naming the protocol, not that class, keeps this module below the backends' role builders)."""
+
+    @property
+    def serverless_job_role(self) -> iam.IRole: ...
+
+    @property
+    def rft_role_name(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class BackendResources:
     """What the backends stack deploys for the training backends."""
 
-    roles: BackendRoles
+    roles: BackendRoleRefs
     agents: Mapping[str, AgentFunction]  # environment id → its serverless agent
     runner: NovaRunnerTask
     env_packages: NovaEnvironmentPackages

@@ -10,7 +10,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from stacks.constructs.backend_roles import BackendRoles
+from stacks.backends.roles import BackendRoles
 from stacks.nag import enable_checks
 
 ACCOUNT, REGION = "123456789012", "us-east-1"

@@ -13,7 +13,7 @@ import pytest
 from aws_cdk.assertions import Template
 from test_backend_roles import _add, actions, role, statements_of
 
-from stacks.constructs.backend_roles import BackendRoles
+from stacks.backends.roles import BackendRoles
 from stacks.nag import enable_checks
 from tests.unit.backends.aws_calls import AGENT_ACTIONS, SERVERLESS_ADAPTER_ACTIONS
 
