@@ -33,7 +33,6 @@ from typing import Any
 from mtrl.backends.sessions.chat_tokenizer import HFChatTokenizer
 from mtrl.backends.sessions.service import (
     AdamParams,
-    ChatTokenizer,
     Datum,
     ForwardBackwardResult,
     LossName,
@@ -150,7 +149,7 @@ class LocalTrainingService:
         return cls(AutoModelForCausalLM.from_pretrained(model_id), tokenizer, **options)
 
     @property
-    def tokenizer(self) -> ChatTokenizer:
+    def tokenizer(self) -> HFChatTokenizer:
         return self._tokenizer
 
     @property

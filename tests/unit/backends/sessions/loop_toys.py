@@ -61,7 +61,7 @@ class ChatterEnv:
             raise self._crash
         self._replies.append(action)
         self._turn += 1
-        return StepResult(f"turn {self._turn} over , say more", False)
+        return StepResult(f"turn {self._turn} over , say again", False)
 
     @property
     def done(self) -> bool:
