@@ -12,7 +12,8 @@ What is trained on: every episode with a score that is not an infrastructure fai
 ``reward - group mean`` (``figures.group_advantages``). An episode that ended in any other error keeps the score
 the environment gave it as it stood (the policy's or the environment's failure, counted in ``error_share``). A
 group whose advantages are all 0 (every episode scored alike) adds nothing to the gradient and is not sent; a step
-with nothing to send takes no optimizer step.
+with nothing to send takes no optimizer step. The services' losses are sums over sampled tokens (Tinker's
+definition; ``local_service``), so the learning rate is per token of advantage, not per episode.
 
 Held-out evaluation (``evaluate``) plays each held-out task once through the same driver, greedy by default.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mtrl.backends.sessions.figures import group_advantages, is_infrastructure_failure, sampler_kl
@@ -164,7 +165,10 @@ def train(
     on_step: Callable[[StepReport], None] | None = None,
 ) -> LoopResult:
     """Steps ``start_step + 1`` to ``settings.steps`` (a resumed run passes the last finished step, after
-    ``service.load_state``), with held-out evaluation before and after when ``eval_tasks`` is given."""
+    ``service.load_state``), with held-out evaluation before and after when ``eval_tasks`` is given.
+
+    A ``ServiceError`` from ``forward_backward``, ``optim_step`` or a save is raised: that step is lost, and the
+    caller resumes from the last saved state (``save_state_every``). Sampling failures end only their episodes."""
     result = LoopResult()
     if start_step > 0:  # a resumed session: the sampler serves the restored weights
         service.save_weights_for_sampler(f"step-{start_step}")
@@ -288,13 +292,10 @@ def play_episodes(
 
 
 def _with_advantages(group: list[EpisodeRecord], scale_by_std: bool) -> list[EpisodeRecord]:
-    trainable = [record for record in group if record.scored and record.trajectory is not None]
-    rewards = [float(record.rollout.result.reward) for record in trainable if record.rollout.result is not None]
-    advantages = dict(zip(map(id, trainable), group_advantages(rewards, scale_by_std=scale_by_std), strict=True))
-    return [
-        EpisodeRecord(r.task_id, r.rollout, r.trajectory, r.infrastructure_failure, advantages.get(id(r)))
-        for r in group
-    ]
+    trainable = [index for index, record in enumerate(group) if record.scored and record.trajectory is not None]
+    rewards = [float(group[index].rollout.reward or 0.0) for index in trainable]  # scored: the reward is set
+    advantages = dict(zip(trainable, group_advantages(rewards, scale_by_std=scale_by_std), strict=True))
+    return [replace(record, advantage=advantages.get(index)) for index, record in enumerate(group)]
 
 
 def _rng(seed: int, purpose: str, step: int) -> random.Random:

@@ -82,6 +82,8 @@ def observation_tokens(
         )
         for stand_in in _STAND_INS
     )
+    if first == second:
+        raise ValueError("the chat template does not render an assistant turn's content before a user turn")
     shared = 0
     while shared < min(len(first), len(second)) and first[-1 - shared] == second[-1 - shared]:
         shared += 1

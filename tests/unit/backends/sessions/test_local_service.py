@@ -1,6 +1,6 @@
-"""The local training service on the tiny model, checked against independent computations: logprobs from a plain
-forward pass, the loss by hand, the gradient and the AdamW step from torch.autograd; the sampler's weights, saved
-state and usage."""
+"""The local training service on the tiny model, pinned to the CPU (the same numbers on every machine), checked
+against independent computations: logprobs from a plain forward pass, the loss by hand, the gradient and the AdamW
+step from torch.autograd; the sampler's weights, saved state and usage."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Model has `tie_word_embeddings=T
 
 
 def service(tmp_path: Path | None = None, **options: Any) -> LocalTrainingService:
-    return LocalTrainingService.tiny(seed=0, directory=tmp_path, **options)
+    return LocalTrainingService.tiny(seed=0, device="cpu", directory=tmp_path, **options)
 
 
 def prompt_of(svc: LocalTrainingService, text: str = "say a word") -> list[int]:

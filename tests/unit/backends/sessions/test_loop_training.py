@@ -33,7 +33,7 @@ TOY = LoopSettings(steps=6, tasks_per_step=2, group_size=8, max_tokens=1, adam=A
 
 
 def toy_service(directory: Path | None = None) -> LocalTrainingService:
-    return LocalTrainingService.tiny(seed=0, lora=LEARNABLE, directory=directory)
+    return LocalTrainingService.tiny(seed=0, device="cpu", lora=LEARNABLE, directory=directory)
 
 
 def test_the_loop_learns_the_toy_and_reports_every_figure() -> None:
@@ -79,7 +79,7 @@ def test_infrastructure_failures_are_counted_apart_never_scored() -> None:
     # Every third environment's sandbox dies at its first step: its result() still answers (0 turns answered, reward
     # 0), and the loop must neither average that 0 into its group nor train on it.
     spec = chatter_spec(2, crash_every=3, crash=SandboxUnavailableError("the sandbox died"))
-    service = LocalTrainingService.tiny(seed=0)
+    service = LocalTrainingService.tiny(seed=0, device="cpu")
     settings = LoopSettings(steps=1, tasks_per_step=2, group_size=4, max_tokens=2)
     report = run_step(service, spec, list(TASKS.items())[:2], settings, step=1)
     records = [record for group in report.groups.values() for record in group]
@@ -116,7 +116,9 @@ class FailingSampler:
 @pytest.mark.parametrize("infrastructure", [True, False])
 def test_a_failing_sampler_is_an_infrastructure_failure_only_when_the_service_says_so(infrastructure: bool) -> None:
     service = FailingSampler(
-        LocalTrainingService.tiny(seed=0), ServiceError("throttled", infrastructure=infrastructure), fail_from=3
+        LocalTrainingService.tiny(seed=0, device="cpu"),
+        ServiceError("throttled", infrastructure=infrastructure),
+        fail_from=3,
     )
     settings = LoopSettings(steps=1, tasks_per_step=2, group_size=2, max_tokens=2)
     report = run_step(service, chatter_spec(3), list(TASKS.items())[:2], settings, step=1)
@@ -157,7 +159,7 @@ def test_a_resumed_run_repeats_the_step_an_uninterrupted_run_takes(tmp_path: Pat
 def test_one_step_of_wordle_with_the_tiny_model() -> None:
     # Plumbing only: the real environment's rules (its MAX_TURNS and system prompt) through the same loop.
     spec = load_spec("wordle")
-    service = LocalTrainingService.tiny(seed=0)
+    service = LocalTrainingService.tiny(seed=0, device="cpu")
     settings = LoopSettings(steps=1, tasks_per_step=1, group_size=2, max_tokens=3)
     report = run_step(service, spec, [("w1", {"prompt": "Guess the 5-letter word", "answer": "beach"})], settings, 1)
     (group,) = report.groups.values()

@@ -172,7 +172,7 @@ def test_the_trainer_scores_the_kept_sequence_as_the_sampler_did(template: str) 
 
     tokenizer = build_tokenizer()
     tokenizer.chat_template = template
-    service = LocalTrainingService(build_model(tokenizer, seed=1), tokenizer, seed=1)
+    service = LocalTrainingService(build_model(tokenizer, seed=1), tokenizer, seed=1, device="cpu")
     settings = LoopSettings(steps=1, group_size=2, max_tokens=4)
     records = play_episodes(
         service, chatter_spec(3), [("t", {"prompt": "hello"})] * 2, settings, settings.sampling(), seed=7
@@ -184,3 +184,10 @@ def test_the_trainer_scores_the_kept_sequence_as_the_sampler_did(template: str) 
     kl = sampler_kl(data, outcome.trainer_logprobs)
     assert kl is not None
     assert kl < 1e-8
+
+
+def test_a_template_that_hides_assistant_turns_is_refused() -> None:
+    hides = "{% for m in messages %}{% if m['role'] != 'assistant' %}<|{{ m['role'] }}|> {{ m['content'] }} {% endif %}"
+    tokenizer = tokenizer_with(hides + "{% endfor %}<|assistant|>")
+    with pytest.raises(ValueError, match="does not render an assistant turn"):
+        observation_tokens(tokenizer, CONVERSATION, "try again", last_stop=None)
