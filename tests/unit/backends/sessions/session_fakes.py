@@ -55,6 +55,7 @@ class FakeSession:
     hold: set[str] = field(default_factory=set)  # operation kinds that never end
     expire_on: str = ""  # the session expires when an operation of this kind is submitted
     throttle: dict[str, int] = field(default_factory=dict)  # runtime operation -> 429s before it is served
+    faults: dict[str, int] = field(default_factory=dict)  # runtime operation -> 500s before it is served
     trainer_logprob_shift: float = -0.25
     name: str = ""
     status: str = "Absent"
@@ -145,6 +146,9 @@ class FakeSession:
             if self.throttle.get(operation, 0) > 0:
                 self.throttle[operation] -= 1
                 raise FakeError("ThrottlingException", "Rate exceeded", 429)
+            if self.faults.get(operation, 0) > 0:
+                self.faults[operation] -= 1
+                raise FakeError("InternalServerException", "internal error", 500)
             if params["trainingSessionName"] != self.name or self.status in ("Absent", "Deleted"):
                 raise FakeError("ResourceNotFoundException", "no such training session", 404)
             if operation in ("ExecuteTrainingOperation", "ExecuteSamplingOperation"):

@@ -206,11 +206,13 @@ def test_an_operation_that_fails_is_an_infrastructure_error_and_the_session_goes
     service.close()
 
 
-def test_throttling_is_retried_with_backoff_and_then_given_up(world: World) -> None:
+def test_throttling_and_service_faults_are_retried_with_backoff_and_then_given_up(world: World) -> None:
     world.fake.throttle = {"ExecuteSamplingOperation": 2, "GetTrainingOperationResult": 3}
+    world.fake.faults = {"GetSamplingOperationResult": 2}
     service = world.open()
     assert len(service.sample([1], PARAMS, 1)) == 1
     assert len(world.fake.requested("ExecuteSamplingOperation")) == 3
+    assert len(world.fake.requested("GetSamplingOperationResult")) == 4  # two faults, one InProgress, Completed
     service.optim_step(ADAM)
     assert world.fake.sequence_numbers == [1]
     world.fake.throttle = {"ExecuteTrainingOperation": 4}
