@@ -55,7 +55,7 @@ def test_what_each_built_in_declares() -> None:
     assert {n for n in backend_names() if descriptor_for(n).renderer} == {"verl"}
     assert {n for n in backend_names() if descriptor_for(n).cost is None} == {"verl"}
     assert {n for n in backend_names() if descriptor_for(n).deploy_check} == {"hyperpod"}
-    assert {n for n in backend_names() if descriptor_for(n).manifest_check} == {"serverless"}
+    assert {n for n in backend_names() if descriptor_for(n).manifest_check} == {"serverless", "verl"}
 
 
 def test_an_unknown_name_is_refused_with_the_registered_names() -> None:

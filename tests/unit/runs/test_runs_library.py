@@ -47,7 +47,7 @@ def test_stems_and_manifest_keys() -> None:
 
 # -- manifests --------------------------------------------------------------------------------------------
 def test_manifest_overrides_defaults() -> None:
-    settings = resolve_run_settings(DEFAULTS, {"instance_count": 4, "hyperparameters": {"lr": 0.1}})
+    settings = resolve_run_settings(DEFAULTS, {"instance_count": 4, "hyperparameters": {"learning_rate": 0.1}})
     assert settings.instance_count == 4
     assert settings.backend == DEFAULTS.run_backend
     assert settings.run_timeout_minutes == DEFAULTS.run_timeout_minutes
