@@ -8,7 +8,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from tests.integration import pipeline_support
+from tests.integration import moto_speedups
 from tests.integration.moto_speedups import patched_moto
 from tests.integration.pipeline_support import REGION
 from tests.run_table import create_run_table
@@ -60,5 +60,5 @@ def test_dynamodb_answers_byte_for_byte_as_moto_ships_them(aws_credentials: None
     shipped, patched_answers = answers
     assert len(shipped) == 4
     assert b"AAE=" in shipped[0]  # the binary member, base64 as DynamoDB sends it
-    assert pipeline_support._ALIASES  # the memo answered
+    assert moto_speedups._ALIASES  # the memo answered
     assert patched_answers == shipped
