@@ -36,7 +36,8 @@ def requests_for(call: AwsCall, env: Env) -> list[IamRequest]:
     entry = OPERATIONS.get((call.service, call.operation))
     if entry is None:
         raise NoMapping(
-            f"no IAM mapping for {call.service}.{call.operation} (add it to tests/contract/iam/requests.py or requests_compute.py)"
+            f"no IAM mapping for {call.service}.{call.operation}"
+            " (add it to tests/contract/iam/requests.py or requests_compute.py)"
         )
     requests = entry.build(call, env)
     if call.context:
