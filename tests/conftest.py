@@ -9,7 +9,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -207,3 +207,20 @@ def network_template(deployment: Deployment) -> Template:
 
     assert deployment.network is not None  # only the emulator variant has no network stack
     return Template.from_stack(deployment.network)
+
+
+@pytest.fixture
+def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake identity in us-east-1, no user profile or endpoint (tests/aws_fixtures.py)."""
+    from tests.aws_fixtures import use_fake_credentials
+
+    use_fake_credentials(monkeypatch)
+
+
+@pytest.fixture
+def mocked_aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """moto's in-memory AWS for one test, under the fake identity: every call answered, no real account reachable."""
+    from tests.aws_fixtures import fake_aws
+
+    with fake_aws(monkeypatch):
+        yield

@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from environments.ask_to_code import user
-from environments.ask_to_code.tasks import TASKS, Task
+from environments.ask_to_code.task_model import Task
+from environments.ask_to_code.tasks import TASKS
 from mtrl.contracts.environment import MALFORMED_ACTIONS, EpisodeResult, StepResult, TaskError
 from mtrl.sandbox import Limits, SandboxResult, run_cases
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from environments.ask_to_code.tasks import Requirement, Task
+from environments.ask_to_code.task_model import Requirement, Task
 
 UNCLEAR_REPLY = (
     "I'm not sure which detail you mean. Ask me about one specific aspect "

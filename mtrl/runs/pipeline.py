@@ -12,14 +12,12 @@ from mtrl.runs.phases.evaluate import baseline, evaluate
 from mtrl.runs.phases.inputs import run_context
 from mtrl.runs.phases.provision import preflight, provision
 from mtrl.runs.phases.reaper import STEP_OF_PHASE, reap
-from mtrl.runs.phases.register import baseline_phase_wanted, register
+from mtrl.runs.phases.register import register
 from mtrl.runs.phases.report import report
 from mtrl.runs.phases.slot import acquire_slot
 from mtrl.runs.phases.teardown import teardown
 from mtrl.runs.phases.train import check_status, submit
 from mtrl.runs.phases.validate import split_keys, validate
-
-_baseline_phase_wanted = baseline_phase_wanted  # the name tests/unit/pipeline/test_manifest_baseline.py imports
 
 __all__ = [
     "BACKEND_ACTIONS",
@@ -28,7 +26,6 @@ __all__ = [
     "Phase",
     "acquire_slot",
     "baseline",
-    "baseline_phase_wanted",
     "check_status",
     "evaluate",
     "preflight",

@@ -51,8 +51,10 @@ from tests.contract.iam.contract import (
     read_jsonl,
 )
 from tests.contract.iam.model import AppModel, ModelError, RolePolicies
+from tests.contract.iam.operations import OPERATIONS, AwsCall, Env, NoMapping
 from tests.contract.iam.policy import ABSENT, Decision, IamRequest, Outcome, Statement, evaluate, statements_of
-from tests.contract.iam.requests import OPERATIONS, AwsCall, Env, NoMapping, function_url_call, requests_for
+from tests.contract.iam.requests import requests_for
+from tests.contract.iam.requests_compute import function_url_call
 
 __all__ = [
     "ABSENT",

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from mtrl.contracts.backend import RunContext
+from tests.aws_fixtures import fake_aws
 from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder
 from tests.unit.backends.aws_fakes import FakeAws, FakeCluster, Recorder
 
@@ -19,16 +21,10 @@ BACKEND_FUNCTION = "mtrl-pipeline/Functions/Backend/Fn/Function"
 BACKEND_ROLE = "mtrl-pipeline/Functions/Backend/Role"
 
 
-def use_model_account(monkeypatch: pytest.MonkeyPatch, model: AppModel) -> None:
-    """Fake credentials, and moto answering in the model's account and region (so ARNs match the synthesized ones)."""
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": model.region,
-        "MOTO_ACCOUNT_ID": model.account,
-    }.items():
-        monkeypatch.setenv(name, value)
+def model_account_aws(monkeypatch: pytest.MonkeyPatch, model: AppModel) -> AbstractContextManager[None]:
+    """moto under the fake identity, answering in the model's account and region (so ARNs match the synthesized
+    ones)."""
+    return fake_aws(monkeypatch, region=model.region, account=model.account)
 
 
 def deployed_backend_settings(model: AppModel, backend: str) -> dict[str, Any]:

@@ -10,21 +10,19 @@ from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from mtrl.backends.episode_rows import update_signals
 from mtrl.runs.runtime import ENV_BUCKET
 from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
-from tests.contract.recorded_runs import BACKEND_FUNCTION, BACKEND_ROLE, use_model_account
+from tests.contract.recorded_runs import BACKEND_FUNCTION, BACKEND_ROLE, model_account_aws
 
 RUN_ID = "wordle-20260101T000000Z-abcdef12"
 
 
 @pytest.fixture
 def recorded(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
-    use_model_account(monkeypatch, app_model)
     bucket = app_model.function_environment(BACKEND_FUNCTION)[ENV_BUCKET]
-    with mock_aws():
+    with model_account_aws(monkeypatch, app_model):
         session = boto3.Session(region_name=app_model.region)
         s3, cloudwatch = session.client("s3"), session.client("cloudwatch")
         s3.create_bucket(Bucket=bucket)

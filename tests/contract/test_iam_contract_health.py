@@ -10,14 +10,13 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from mtrl.health.signals import SignalHeader, SignalRow, render_signals
 from mtrl.runs.health_poll import poll_health, signals_key
 from mtrl.runs.runtime import ENV_BUCKET, ENV_TABLE, ENV_TOPIC, Runtime
 from mtrl.settings.pipeline import PipelineSettings
 from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
-from tests.contract.recorded_runs import BACKEND_FUNCTION, BACKEND_ROLE, use_model_account
+from tests.contract.recorded_runs import BACKEND_FUNCTION, BACKEND_ROLE, model_account_aws
 from tests.run_table import create_run_table
 
 RUN_ID = "flat-20260101T000000Z-abcdef12"
@@ -25,10 +24,9 @@ RUN_ID = "flat-20260101T000000Z-abcdef12"
 
 @pytest.fixture
 def recorded_poll(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
-    use_model_account(monkeypatch, app_model)
     deployed = app_model.function_environment(BACKEND_FUNCTION)
     bucket, table, topic_arn = deployed[ENV_BUCKET], deployed[ENV_TABLE], deployed[ENV_TOPIC]
-    with mock_aws():
+    with model_account_aws(monkeypatch, app_model):
         session = boto3.Session(region_name=app_model.region)
         s3, ddb, sns, cloudwatch = (session.client(name) for name in ("s3", "dynamodb", "sns", "cloudwatch"))
         s3.create_bucket(Bucket=bucket)

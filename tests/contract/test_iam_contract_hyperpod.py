@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.hyperpod import HyperPodAdapter, ProvisioningInProgress, cloudformation_stack_name, parse_settings
@@ -26,7 +25,7 @@ from tests.contract.recorded_runs import (
     ModelCluster,
     deployed_backend_settings,
     deployed_data_bucket,
-    use_model_account,
+    model_account_aws,
 )
 from tests.unit.backends.aws_fakes import FakeAws, create_task_network, moto_ecs_tasks, new_session
 
@@ -39,9 +38,8 @@ STACK_POLICY = {
 
 @pytest.fixture
 def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
-    use_model_account(monkeypatch, app_model)
     deployed = deployed_backend_settings(app_model, "hyperpod")
-    with moto_ecs_tasks(), mock_aws():
+    with moto_ecs_tasks(), model_account_aws(monkeypatch, app_model):
         aws = FakeAws(new_session())
         bucket = deployed_data_bucket(app_model)
         aws.session.client("s3").create_bucket(Bucket=bucket)

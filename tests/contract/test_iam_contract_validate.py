@@ -10,12 +10,12 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from mtrl.runs.pipeline import split_keys
 from mtrl.validation.splits import SplitSourceError, write_eval_split
+from tests.aws_fixtures import create_versioned_bucket
 from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
-from tests.contract.recorded_runs import use_model_account
+from tests.contract.recorded_runs import model_account_aws
 
 VALIDATE_FUNCTION = "mtrl-pipeline/Functions/Validate/Fn/Function"
 VALIDATE_ROLE = "mtrl-pipeline/Functions/Validate/Role"
@@ -31,13 +31,10 @@ def _rows(count: int, *, pad: int) -> bytes:
 
 @pytest.fixture
 def recorded_split(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
-    use_model_account(monkeypatch, app_model)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     bucket = app_model.function_environment(VALIDATE_FUNCTION)["MTRL_DATA_BUCKET"]
-    with mock_aws():
+    with model_account_aws(monkeypatch, app_model):
         s3: Any = boto3.client("s3", region_name=app_model.region)
-        s3.create_bucket(Bucket=bucket)
-        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        create_versioned_bucket(s3, bucket)
         big = s3.put_object(Bucket=bucket, Key="training-data/big.jsonl", Body=_rows(3000, pad=6000))["VersionId"]
         small = s3.put_object(Bucket=bucket, Key="training-data/small.jsonl", Body=_rows(40, pad=0))["VersionId"]
         broken = _rows(1500, pad=6000) + b"not json\n"

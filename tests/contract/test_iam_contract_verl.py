@@ -15,7 +15,6 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from moto import mock_aws
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.hyperpod.common import ProvisioningInProgress
@@ -30,7 +29,7 @@ from tests.contract.recorded_runs import (
     ModelCluster,
     deployed_backend_settings,
     deployed_data_bucket,
-    use_model_account,
+    model_account_aws,
 )
 from tests.unit.backends.aws_fakes import FakeAws, new_session
 from tests.unit.backends.verl.fake_kube import RAY, FakeKube, serve
@@ -48,10 +47,9 @@ def verl_app_model() -> AppModel:
 @pytest.fixture
 def recorded_run(verl_app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
     app_model = verl_app_model
-    use_model_account(monkeypatch, app_model)
     deployed = deployed_backend_settings(app_model, "verl")
     fake = FakeKube(accept_eks_tokens=True)
-    with mock_aws(), serve(fake):
+    with model_account_aws(monkeypatch, app_model), serve(fake):
         aws = FakeAws(new_session())
         bucket = deployed_data_bucket(app_model)
         aws.session.client("s3").create_bucket(Bucket=bucket)

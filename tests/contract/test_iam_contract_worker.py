@@ -24,7 +24,6 @@ import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
-from moto import mock_aws
 
 from mtrl.backends.hyperpod import HyperPodSettings
 from mtrl.backends.hyperpod.naming import SDK_STACK_SUFFIX, run_stack_base, worker_role_name
@@ -42,7 +41,7 @@ from tests.contract.iam_contract import (
     function_url_call,
     statements_of,
 )
-from tests.contract.recorded_runs import use_model_account
+from tests.contract.recorded_runs import model_account_aws
 from tests.http_serving import serving
 
 WORKER_ROLE = "mtrl-reward-workers/RewardWorkers/TaskRole"  # the task definition's shared role
@@ -250,9 +249,8 @@ def test_the_worker_role_allows_what_the_worker_does(
     app_model: AppModel, function_url: tuple[FunctionUrl, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     proxy, requests_name, results_name = run_names(RUN_ID)
-    use_model_account(monkeypatch, app_model)  # us-east-1, the model's region
     state, url = function_url
-    with mock_aws(), CallRecorder() as recorder:
+    with model_account_aws(monkeypatch, app_model), CallRecorder() as recorder:
         sqs = boto3.client("sqs", region_name="us-east-1")
         requests_url = sqs.create_queue(QueueName=requests_name)["QueueUrl"]
         results_url = sqs.create_queue(QueueName=results_name)["QueueUrl"]

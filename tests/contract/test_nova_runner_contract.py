@@ -30,6 +30,7 @@ import pytest
 from mtrl.backends.hyperpod import CAPACITY_KIND, HyperPodAdapter, parse_settings, run_name_pattern, sdk_stack_name
 from mtrl.contracts.backend import CreatedResource, RunContext
 from mtrl.envs.nova_package import build_package
+from tests.aws_fixtures import fake_credentials
 from tests.contract.forked_runs import ForkServer, Run
 from tests.contract.iam_contract import AppModel, AwsCall, assert_calls_allowed
 from tests.contract.nova import NOVA_SDK_PRELOAD, bytecode_cache
@@ -120,10 +121,7 @@ class Sandbox:
             "FAKE_HYPERPOD_RECIPES": str(
                 site / "hyperpod_cli" / "sagemaker_hyperpod_recipes/recipes_collection/recipes"
             ),
-            "AWS_REGION": "us-east-1",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",  # the fake never checks it
+            **fake_credentials("us-east-1"),  # the fake never checks them
             "FAKE_HYPERPOD_PYTHON": str(NOVA_PYTHON),  # what bin/hyperpod runs the fake CLI with
             **bytecode_cache(),
             **env,

@@ -13,8 +13,6 @@ deliver to Lambda targets, so the rule targets an SQS capture queue and the test
 from __future__ import annotations
 
 import contextlib
-import functools
-import importlib.util
 import io
 import json
 import os
@@ -23,19 +21,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import boto3
 from moto import mock_aws
-from moto.awslambda_simple.models import LambdaSimpleBackend
-from moto.core.serialize import AttributePickerContext, XFormedAttributePicker
-from moto.dynamodb.models import DynamoDBBackend
-from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
-from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
-from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
-from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
-from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
 from mtrl.contracts.backend import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.contracts.registry import backend_names
@@ -51,6 +40,15 @@ from mtrl.runs.runtime import (
 from mtrl.settings.pipeline import PIPELINE_SETTINGS_ENV, PipelineSettings
 from stacks.constructs.pipeline_events import upload_event_pattern
 from stacks.constructs.pipeline_state_machine import SUBSTITUTIONS
+from tests.aws_fixtures import fake_credentials_in_environ
+from tests.integration.moto_speedups import (
+    EXECUTIONS,
+    RETRY_WAITS,
+    patched_moto,
+    wait_for_world_change,
+    world_changed,
+    world_version,
+)
 from tests.run_table import create_run_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -188,165 +186,6 @@ class FakeAdapter:
 
 
 # ---------------------------------------------------------------------------------------------------
-# moto patches
-_HANDLERS: dict[str, ModuleType] = {}
-_DDB_LOCK = threading.RLock()
-_WORLD = threading.Condition()
-_world_version = 0
-
-
-def world_changed() -> None:
-    """Tell ``Harness.wait_until`` to look again (a table write, an adapter call, an execution's end)."""
-    global _world_version  # noqa: PLW0603 - one counter for the process's one running pipeline
-    with _WORLD:
-        _world_version += 1
-        _WORLD.notify_all()
-
-
-def _handler_module(name: str) -> ModuleType:
-    if name not in _HANDLERS:
-        path = REPO / "lambda" / name / "handler.py"
-        spec = importlib.util.spec_from_file_location(f"mtrl_test_lambda_{name}", path)
-        assert spec is not None
-        assert spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        _HANDLERS[name] = module
-    return _HANDLERS[name]
-
-
-def _run_handler(  # noqa: PLR0917 - moto's signature
-    self: LambdaSimpleBackend, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
-) -> bytes:
-    """Replacement for LambdaSimpleBackend.invoke: run the real handler with the function's environment."""
-    function = self.get_function(function_name, qualifier)
-    name = function.function_name.removeprefix("mtrl-")
-    configured = function.environment_vars or {}
-    missing = {k: v for k, v in configured.items() if os.environ.get(k) != v}
-    assert not missing, f"{name}: environment not applied: {missing}"
-    event = json.loads(body) if body else {}
-    try:
-        result = _handler_module(name).handler(event, None)
-    except Exception as error:
-        response_headers["x-amz-function-error"] = "Unhandled"
-        return json.dumps({"errorType": type(error).__name__, "errorMessage": str(error)}).encode()
-    return json.dumps(result).encode()
-
-
-def _locked(method: Callable[..., Any], *, write: bool) -> Callable[..., Any]:
-    # DynamoDB applies each conditional write atomically; moto's check-then-write is not thread-safe, and
-    # the pipeline's executions run in parallel threads here.
-    @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with _DDB_LOCK:
-            result = method(*args, **kwargs)
-        if write:
-            world_changed()
-        return result
-
-    return wrapper
-
-
-class _RetryWaits:
-    """Stands in for the ``time`` module of moto's retrier (its only use is ``time.sleep(interval)``): the interval
-    the definition's Retry computed is recorded instead of slept, so a retried step is retried at once."""
-
-    def __init__(self) -> None:
-        self.seconds: list[float] = []
-
-    def sleep(self, seconds: float) -> None:
-        self.seconds.append(seconds)
-
-
-_RETRY_WAITS = _RetryWaits()
-
-
-class _ExecutionEnds:
-    """Which executions' interpreter threads have started and ended, so a test waits for the end instead of polling
-    DescribeExecution (moto sets an execution's final status as its thread ends, after any in-flight task)."""
-
-    def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self.started: list[str] = []
-        self.ended: set[str] = set()
-
-    def reset(self) -> None:
-        with self._changed:
-            self.started, self.ended = [], set()
-
-    def mark(self, execution_arn: str, *, ended: bool) -> None:
-        with self._changed:
-            if ended:
-                self.ended.add(execution_arn)
-            else:
-                self.started.append(execution_arn)
-            self._changed.notify_all()
-        world_changed()
-
-    def wait_ended(self, execution_arn: str, timeout: float) -> bool:
-        with self._changed:
-            # One this moto never started has nothing to wait for (DescribeExecution then says what it is).
-            return self._changed.wait_for(
-                lambda: execution_arn in self.ended or execution_arn not in self.started, timeout
-            )
-
-    def wait_started(self, count: int, timeout: float) -> bool:
-        with self._changed:
-            return self._changed.wait_for(lambda: len(self.started) >= count, timeout)
-
-
-def _tracked_start(worker: ExecutionWorker) -> None:
-    _EXECUTIONS.mark(worker._evaluation_details.execution_details.arn, ended=False)
-    _original_start(worker)
-
-
-def _tracked_execution_logic(worker: ExecutionWorker) -> None:
-    try:
-        _original_execution_logic(worker)
-    finally:
-        _EXECUTIONS.mark(worker._evaluation_details.execution_details.arn, ended=True)
-
-
-_EXECUTIONS = _ExecutionEnds()
-_PARSE_TREES: dict[str, Any] = {}
-_original_parse = AmazonStateLanguageParser.parse
-
-
-def _parse_once(definition: str) -> tuple[Any, Any]:
-    """moto's ASL parse with the ANTLR tree kept per definition text: the interpreter parses the whole definition
-    at CreateStateMachine and again at every execution (~0.25 s each), always the same text here. Each call still
-    builds fresh evaluation components from the tree, as moto does, so no execution shares one with another."""
-    tree = _PARSE_TREES.get(definition)
-    if tree is None:
-        _program, tree = _original_parse(definition)  # syntax errors raise as before and are never kept
-        _PARSE_TREES[definition] = tree
-    return Preprocessor().visit(tree), tree
-
-
-_ALIASES: dict[tuple[Any, ...], tuple[Any, Any, tuple[str, ...]]] = {}
-_original_possible_keys = XFormedAttributePicker.get_possible_keys
-
-
-def _possible_keys_once(picker: XFormedAttributePicker, context: AttributePickerContext) -> Any:
-    """moto's response serializer asks which keys may hold each member of each shape for every value it writes
-    (six alias providers, each built anew, per member of every DynamoDB attribute value of every record read); for a
-    plain dict the answer depends only on the shape, its parent and the member name, so it is worked out once."""
-    if type(context.obj) is not dict:  # other objects may carry their own aliases (Meta, class name)
-        return _original_possible_keys(picker, context)
-    shape, parent = context.shape, getattr(context.shape, "parent", None)
-    key = (tuple(picker.alias_providers), id(shape), id(parent), context.key)
-    cached = _ALIASES.get(key)
-    if cached is None:
-        # shape and parent are kept with the answer, so their ids are never reused for another shape
-        cached = _ALIASES[key] = (shape, parent, tuple(_original_possible_keys(picker, context)))
-    return cached[2]
-
-
-_original_start = ExecutionWorker.start
-_original_execution_logic = ExecutionWorker._execution_logic
-
-
-# ---------------------------------------------------------------------------------------------------
 @dataclass
 class Harness:
     adapter: Any  # FakeAdapter, or a real adapter (tests/integration/test_*backend*.py)
@@ -398,7 +237,7 @@ class Harness:
 
     def wait(self, execution_arn: str, timeout: float = 180.0) -> dict[str, Any]:
         """The execution's description once its interpreter thread has ended (nothing of it still in flight)."""
-        _EXECUTIONS.wait_ended(execution_arn, timeout)
+        EXECUTIONS.wait_ended(execution_arn, timeout)
         description = self.sfn.describe_execution(executionArn=execution_arn)
         if description["status"] == "RUNNING":
             raise TimeoutError(f"{execution_arn} still running after {timeout} s")
@@ -406,7 +245,7 @@ class Harness:
 
     def wait_all(self, count: int, timeout: float = 180.0) -> list[dict[str, Any]]:
         deadline = time.time() + timeout
-        _EXECUTIONS.wait_started(count, timeout)
+        EXECUTIONS.wait_started(count, timeout)
         return [self.wait(e["executionArn"], max(1.0, deadline - time.time())) for e in self.executions()]
 
     def wait_until(self, predicate: Callable[[], Any], timeout: float = 180.0) -> None:
@@ -414,14 +253,12 @@ class Harness:
         least every half second for changes nobody announces (a state entered); fail after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while True:
-            with _WORLD:
-                seen = _world_version
+            seen = world_version()
             if predicate():
                 return
             remaining = deadline - time.monotonic()
             assert remaining > 0, f"not reached within {timeout} s"
-            with _WORLD:
-                _WORLD.wait_for(lambda seen=seen: _world_version != seen, min(remaining, 0.5))
+            wait_for_world_change(seen, min(remaining, 0.5))
 
     def entered_states(self, execution_arn: str) -> list[str]:
         history = self.sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
@@ -525,11 +362,9 @@ def _setup(adapter: Any, settings: PipelineSettings, backend_settings: dict[str,
     assert "${" not in text
     created = sfn.create_state_machine(name=machine_name, definition=text, roleArn=role)
     assert created["stateMachineArn"] == state_machine_arn
-    _RETRY_WAITS.seconds = []
-    _EXECUTIONS.reset()
-    return Harness(
-        adapter, settings, s3, ddb, sfn, sqs, lam, state_machine_arn, capture, notified, _RETRY_WAITS.seconds
-    )
+    RETRY_WAITS.seconds = []
+    EXECUTIONS.reset()
+    return Harness(adapter, settings, s3, ddb, sfn, sqs, lam, state_machine_arn, capture, notified, RETRY_WAITS.seconds)
 
 
 def _empty_zip() -> bytes:
@@ -566,54 +401,6 @@ def _harness_client(service: str) -> Any:
     return _HARNESS_CLIENTS[service]
 
 
-_clients: dict[tuple[str, str], Any] = {}
-
-
-def _cached_client(region: str, service: str, state_credentials: Any = None) -> Any:
-    # moto's interpreter builds a new boto3 client for every Lambda task (~50 ms each); clients are
-    # thread-safe, so one per service (kept across tests, like the harness's own) keeps the executions fast.
-    key = (region, service)
-    if key not in _clients:
-        _clients[key] = _original_client_for(region, service, state_credentials)
-    return _clients[key]
-
-
-_original_client_for = lambda_eval_utils.boto_client_for
-
-
-@contextlib.contextmanager
-def _patched_moto() -> Iterator[None]:
-    """The moto patches, only while a pipeline runs (other tests in the process get moto as shipped)."""
-    saved = [
-        (LambdaSimpleBackend, "invoke", LambdaSimpleBackend.invoke),
-        (lambda_eval_utils, "boto_client_for", lambda_eval_utils.boto_client_for),
-        (retrier_decl, "time", retrier_decl.time),
-        (ExecutionWorker, "start", ExecutionWorker.start),
-        (AmazonStateLanguageParser, "parse", vars(AmazonStateLanguageParser)["parse"]),
-        (XFormedAttributePicker, "get_possible_keys", XFormedAttributePicker.get_possible_keys),
-        (ExecutionWorker, "_execution_logic", ExecutionWorker._execution_logic),
-        *[(DynamoDBBackend, name, getattr(DynamoDBBackend, name)) for name in _DDB_METHODS],
-    ]
-    LambdaSimpleBackend.invoke = _run_handler  # type: ignore[method-assign]
-    lambda_eval_utils.boto_client_for = _cached_client
-    retrier_decl.time = _RETRY_WAITS  # type: ignore[assignment]
-    ExecutionWorker.start = _tracked_start  # type: ignore[method-assign]
-    AmazonStateLanguageParser.parse = staticmethod(_parse_once)  # type: ignore[method-assign,assignment]
-    XFormedAttributePicker.get_possible_keys = _possible_keys_once  # type: ignore[method-assign,assignment]
-    ExecutionWorker._execution_logic = _tracked_execution_logic  # type: ignore[method-assign]
-    for name in _DDB_METHODS:
-        setattr(DynamoDBBackend, name, _locked(getattr(DynamoDBBackend, name), write=name in _DDB_WRITES))
-    try:
-        yield
-    finally:
-        for owner, name, original in saved:
-            setattr(owner, name, original)
-
-
-_DDB_WRITES = ("put_item", "update_item", "delete_item")
-_DDB_METHODS = (*_DDB_WRITES, "get_item", "query", "scan")
-
-
 def running_pipeline(
     adapter: Any = None,
     *,
@@ -641,28 +428,18 @@ def running_pipeline(
     }
     settings = PipelineSettings.model_validate(values)
     fake = adapter or FakeAdapter()
-    saved_env = dict(os.environ)
-    os.environ.update(
-        {
-            "AWS_ACCESS_KEY_ID": "testing",
-            "AWS_SECRET_ACCESS_KEY": "testing",
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_REGION": REGION,
-        }
-    )
     runtime._cache.clear()
     if backend_name is not None:
         adapters.register_adapter(backend_name, lambda: fake)
     try:
-        with _patched_moto(), mock_aws(config=MOTO_CONFIG):
+        # The whole environment comes back after: the pipeline's functions read their settings from it.
+        with fake_credentials_in_environ(REGION), patched_moto(), mock_aws(config=MOTO_CONFIG):
             boto3.DEFAULT_SESSION = _shared_session()  # mock_aws put None there, and puts the old one back after
             yield _setup(fake, settings, backend_settings() if backend_settings else None)
     finally:
         if backend_name is not None:
             adapters.unregister_adapter(backend_name)
         runtime._cache.clear()
-        os.environ.clear()
-        os.environ.update(saved_env)
 
 
 pipeline_context = contextlib.contextmanager(running_pipeline)

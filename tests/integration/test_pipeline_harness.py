@@ -8,8 +8,9 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from tests.integration import pipeline_support
-from tests.integration.pipeline_support import REGION, _patched_moto
+from tests.integration import moto_speedups
+from tests.integration.moto_speedups import patched_moto
+from tests.integration.pipeline_support import REGION
 from tests.run_table import create_run_table
 
 TABLE = "harness-check"
@@ -43,22 +44,21 @@ def _raw_responses() -> list[bytes]:
     return bodies
 
 
-def test_dynamodb_answers_byte_for_byte_as_moto_ships_them(monkeypatch: Any) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+def test_dynamodb_answers_byte_for_byte_as_moto_ships_them(aws_credentials: None) -> None:
     answers = []
+    # Two fresh moto worlds, one answering as shipped and one through the harness's patches.
     for patched in (False, True):
         with mock_aws():
             ddb = boto3.client("dynamodb", region_name=REGION)
             create_run_table(ddb, TABLE)
             ddb.put_item(TableName=TABLE, Item=RECORD)
             if patched:
-                with _patched_moto():
+                with patched_moto():
                     answers.append(_raw_responses())
             else:
                 answers.append(_raw_responses())
     shipped, patched_answers = answers
     assert len(shipped) == 4
     assert b"AAE=" in shipped[0]  # the binary member, base64 as DynamoDB sends it
-    assert pipeline_support._ALIASES  # the memo answered
+    assert moto_speedups._ALIASES  # the memo answered
     assert patched_answers == shipped

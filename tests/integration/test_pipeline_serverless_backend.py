@@ -33,7 +33,8 @@ from mtrl.backends._aws import AwsClients
 from mtrl.backends.serverless.adapter import ServerlessAdapter
 from mtrl.validation import eval_split_of
 from mtrl.worker import serverless_agent
-from tests.integration.pipeline_support import BUCKET, Harness, _handler_module, jsonl, pipeline_context, wordle_rows
+from tests.integration.moto_speedups import handler_module
+from tests.integration.pipeline_support import BUCKET, Harness, jsonl, pipeline_context, wordle_rows
 from tests.unit.backends.aws_calls import AGENT_ACTIONS, SERVERLESS_ADAPTER_ACTIONS, AwsCallRecorder
 from tests.unit.backends.aws_fakes import (
     ACCOUNT,
@@ -121,7 +122,7 @@ class ServerlessWorld:
         if self.answer == "timeout":
             self.invoked.append((function, env_id))
             raise ReadTimeoutError(endpoint_url=f"https://lambda.{REGION}.amazonaws.com")
-        handler = _handler_module("serverless_agent")
+        handler = handler_module("serverless_agent")
         with _ENV_LOCK:
             saved = os.environ.get("MTRL_ENV_ID")
             os.environ["MTRL_ENV_ID"] = env_id

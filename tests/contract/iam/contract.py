@@ -13,8 +13,9 @@ from botocore.client import BaseClient
 
 from tests.contract.iam.catalog import request_problems
 from tests.contract.iam.model import AppModel, ModelError, RolePolicies
+from tests.contract.iam.operations import AwsCall, Env, NoMapping, jsonable
 from tests.contract.iam.policy import Decision, IamRequest, Outcome
-from tests.contract.iam.requests import AwsCall, Env, NoMapping, jsonable, requests_for
+from tests.contract.iam.requests import requests_for
 
 
 @dataclass

@@ -3,13 +3,11 @@ that does not advance, a file another writer extended, the figures of an empty w
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from mtrl.backends.episode_rows import episode_count, update_signals
 from mtrl.health.signals import parse_signals
@@ -21,18 +19,11 @@ SERIES = {"Environment": "wordle", "RunId": RUN_ID}
 
 
 @pytest.fixture
-def clients(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any]]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "x",
-        "AWS_SECRET_ACCESS_KEY": "x",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        session = boto3.Session(region_name="us-east-1")
-        s3 = session.client("s3")
-        s3.create_bucket(Bucket=BUCKET)
-        yield s3, session.client("cloudwatch")
+def clients(mocked_aws: None) -> tuple[Any, Any]:
+    session = boto3.Session(region_name="us-east-1")
+    s3 = session.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    return s3, session.client("cloudwatch")
 
 
 def update(clients: tuple[Any, Any], progress: dict[str, Any], now: datetime = NOW) -> Any:

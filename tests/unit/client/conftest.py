@@ -6,22 +6,22 @@ Every AWS call goes to moto (``mock_aws``) with fake credentials; no test can re
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from mtrl.client.deployment import Deployment
 from mtrl.runs.manifest import RunSettings
 from mtrl.runs.registry import RunRegistry, RunStatus
 from mtrl.runs.runtime import Runtime
 from mtrl.settings.pipeline import PipelineSettings
+from tests.aws_fixtures import REGION, create_versioned_bucket
+from tests.run_table import create_run_table
 
-REGION = "us-east-1"
 PREFIX = "mtrl"
 BUCKET = "mtrl-data-bucket-test"
 TABLE = "mtrl-runs-test"
@@ -31,14 +31,8 @@ _PASS_MACHINE = json.dumps({"StartAt": "Wait", "States": {"Wait": {"Type": "Pass
 
 
 @pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Fake credentials and no user configuration: nothing here can use a real profile or endpoint."""
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("AWS_REGION", REGION)
+def aws_env(aws_credentials: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The fake identity, and no user configuration files or instance metadata: nothing here can use a real profile."""
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
@@ -155,76 +149,57 @@ class Fake:
 
 
 @pytest.fixture
-def fake(aws_env: None) -> Iterator[Fake]:
-    with mock_aws():
-        session = boto3.Session(region_name=REGION)
-        s3 = session.client("s3")
-        s3.create_bucket(Bucket=BUCKET)
-        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
-        dynamodb = session.client("dynamodb")
-        dynamodb.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": name, "AttributeType": "S"} for name in ("pk", "sk", "kind", "created_at")
-            ],
-            GlobalSecondaryIndexes=[
-                {
-                    "IndexName": "by_kind",
-                    "KeySchema": [
-                        {"AttributeName": "kind", "KeyType": "HASH"},
-                        {"AttributeName": "created_at", "KeyType": "RANGE"},
-                    ],
-                    "Projection": {"ProjectionType": "ALL"},
-                }
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        iam = session.client("iam")
-        role = iam.create_role(
-            RoleName="machine",
-            AssumeRolePolicyDocument=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "states.amazonaws.com"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
-            ),
-        )["Role"]["Arn"]
-        stepfunctions = session.client("stepfunctions")
-        machine = stepfunctions.create_state_machine(name="mtrl-run", definition=_PASS_MACHINE, roleArn=role)
-        sns = session.client("sns")
-        topic = sns.create_topic(Name="mtrl-notifications")["TopicArn"]
-        logs = session.client("logs")
-        for group in LOG_GROUPS:
-            logs.create_log_group(logGroupName=group)
-        cloudformation = session.client("cloudformation")
-        _stack(cloudformation, f"{PREFIX}-data", {"DataBucketName": BUCKET, "RunTableName": TABLE, "DataKeyArn": "k"})
-        _stack(
-            cloudformation,
-            f"{PREFIX}-pipeline",
+def fake(aws_env: None, mocked_aws: None) -> Fake:
+    session = boto3.Session(region_name=REGION)
+    s3 = session.client("s3")
+    create_versioned_bucket(s3, BUCKET)
+    dynamodb = session.client("dynamodb")
+    create_run_table(dynamodb, TABLE, listed=True)
+    iam = session.client("iam")
+    role = iam.create_role(
+        RoleName="machine",
+        AssumeRolePolicyDocument=json.dumps(
             {
-                "StateMachineArn": machine["stateMachineArn"],
-                "NotificationTopicArn": topic,
-                "DashboardName": "mtrl-pipeline",
-                "LogGroupNames": ",".join(LOG_GROUPS),
-            },
-        )
-        deployment = Deployment(
-            prefix=PREFIX,
-            region=REGION,
-            bucket=BUCKET,
-            run_table=TABLE,
-            state_machine_arn=machine["stateMachineArn"],
-            topic_arn=topic,
-            log_groups=LOG_GROUPS,
-        )
-        yield Fake(deployment, s3, dynamodb, stepfunctions, logs, cloudformation, sns)
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Service": "states.amazonaws.com"},
+                        "Action": "sts:AssumeRole",
+                    }
+                ],
+            }
+        ),
+    )["Role"]["Arn"]
+    stepfunctions = session.client("stepfunctions")
+    machine = stepfunctions.create_state_machine(name="mtrl-run", definition=_PASS_MACHINE, roleArn=role)
+    sns = session.client("sns")
+    topic = sns.create_topic(Name="mtrl-notifications")["TopicArn"]
+    logs = session.client("logs")
+    for group in LOG_GROUPS:
+        logs.create_log_group(logGroupName=group)
+    cloudformation = session.client("cloudformation")
+    _stack(cloudformation, f"{PREFIX}-data", {"DataBucketName": BUCKET, "RunTableName": TABLE, "DataKeyArn": "k"})
+    _stack(
+        cloudformation,
+        f"{PREFIX}-pipeline",
+        {
+            "StateMachineArn": machine["stateMachineArn"],
+            "NotificationTopicArn": topic,
+            "DashboardName": "mtrl-pipeline",
+            "LogGroupNames": ",".join(LOG_GROUPS),
+        },
+    )
+    deployment = Deployment(
+        prefix=PREFIX,
+        region=REGION,
+        bucket=BUCKET,
+        run_table=TABLE,
+        state_machine_arn=machine["stateMachineArn"],
+        topic_arn=topic,
+        log_groups=LOG_GROUPS,
+    )
+    return Fake(deployment, s3, dynamodb, stepfunctions, logs, cloudformation, sns)
 
 
 @pytest.fixture

@@ -5,13 +5,11 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from mtrl.emulator.deploy import (
     DeployError,
@@ -24,16 +22,8 @@ from mtrl.emulator.deploy import (
 
 
 @pytest.fixture
-def session(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "t",
-        "AWS_SECRET_ACCESS_KEY": "t",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        yield boto3.Session(region_name="us-east-1")
+def session(mocked_aws: None) -> Any:
+    return boto3.Session(region_name="us-east-1")
 
 
 def _manifest(out: Path, artifacts: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from mtrl.cli import app
 from tests.http_serving import serving
-from tests.unit.llm.conftest import MADE_ENV
+from tests.made_env import MADE_ENV
 
 pytest.importorskip("openai", reason="the mtrl[llm] extra (make test installs it)")
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.local import LocalAdapter
@@ -22,21 +20,13 @@ BUCKET = "mtrl-data-test"
 
 
 @pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        client = boto3.client("s3", region_name=REGION)
-        client.create_bucket(Bucket=BUCKET)
-        client.put_object(Bucket=BUCKET, Key="training-data/words.jsonl", Body=sample_path("train.jsonl").read_bytes())
-        eval_lines = sample_path("eval.jsonl").read_text().splitlines()[:12]
-        client.put_object(Bucket=BUCKET, Key="eval/words.jsonl", Body="\n".join(eval_lines).encode())
-        yield client
+def s3(mocked_aws: None) -> Any:
+    client = boto3.client("s3", region_name=REGION)
+    client.create_bucket(Bucket=BUCKET)
+    client.put_object(Bucket=BUCKET, Key="training-data/words.jsonl", Body=sample_path("train.jsonl").read_bytes())
+    eval_lines = sample_path("eval.jsonl").read_text().splitlines()[:12]
+    client.put_object(Bucket=BUCKET, Key="eval/words.jsonl", Body="\n".join(eval_lines).encode())
+    return client
 
 
 def _run(settings: dict[str, Any] | None = None, *, run_id: str = "words-v1-abc") -> RunContext:

@@ -4,13 +4,11 @@ fail the run; a rule notifies once per run however many polls see it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from mtrl.contracts.backend import BackendError
 from mtrl.health.signals import SignalHeader, SignalRow, render_signals
@@ -18,41 +16,34 @@ from mtrl.runs.health_poll import health_key, kept_checkpoints, poll_health, sig
 from mtrl.runs.report import checkpoint_lines
 from mtrl.runs.runtime import Runtime
 from mtrl.settings.pipeline import PipelineSettings
+from tests.run_table import create_run_table
 
 REGION, BUCKET, TABLE, RUN_ID = "us-east-1", "data", "runs", "r-1"
 
 
 @pytest.fixture
-def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
-    for name, value in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        session = boto3.Session(region_name=REGION)
-        s3, ddb, sns, sqs = (session.client(n) for n in ("s3", "dynamodb", "sns", "sqs"))
-        s3.create_bucket(Bucket=BUCKET)
-        ddb.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in ("pk", "sk")],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        topic = sns.create_topic(Name="t")["TopicArn"]
-        queue = sqs.create_queue(QueueName="q")["QueueUrl"]
-        arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
-        made = Runtime(
-            dynamodb=ddb,
-            s3=s3,
-            sns=sns,
-            cloudwatch=session.client("cloudwatch"),
-            table=TABLE,
-            bucket=BUCKET,
-            topic_arn=topic,
-            settings=PipelineSettings(),
-        )
-        made.registry.create(RUN_ID, {"dataset": {}})
-        made.queue_url = queue  # type: ignore[attr-defined]
-        yield made
+def runtime(mocked_aws: None) -> Runtime:
+    session = boto3.Session(region_name=REGION)
+    s3, ddb, sns, sqs = (session.client(n) for n in ("s3", "dynamodb", "sns", "sqs"))
+    s3.create_bucket(Bucket=BUCKET)
+    create_run_table(ddb, TABLE)
+    topic = sns.create_topic(Name="t")["TopicArn"]
+    queue = sqs.create_queue(QueueName="q")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
+    made = Runtime(
+        dynamodb=ddb,
+        s3=s3,
+        sns=sns,
+        cloudwatch=session.client("cloudwatch"),
+        table=TABLE,
+        bucket=BUCKET,
+        topic_arn=topic,
+        settings=PipelineSettings(),
+    )
+    made.registry.create(RUN_ID, {"dataset": {}})
+    made.queue_url = queue  # type: ignore[attr-defined]
+    return made
 
 
 def _put_rows(runtime: Runtime, steps: int) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from mtrl.contracts.errors import ConfigurationError
 from mtrl.runs.manifest import RunSettings, resolve_run_settings
-from mtrl.runs.pipeline import _baseline_phase_wanted
+from mtrl.runs.phases.register import baseline_phase_wanted
 from mtrl.runs.report import baseline_comparison, baseline_lines
 from mtrl.settings.pipeline import PipelineSettings
 
@@ -29,21 +29,21 @@ def resolve(manifest: dict[str, Any], defaults: PipelineSettings = DEFAULTS) -> 
 def test_off_by_default_and_no_baseline_phase() -> None:
     settings = resolve({})
     assert settings.baseline_evaluation is False
-    assert not _baseline_phase_wanted(settings)
+    assert not baseline_phase_wanted(settings)
 
 
 def test_the_local_backend_measures_it_inside_training_and_the_evaluate_phase_reports_it() -> None:
     settings = resolve({"backend": "local", "baseline_evaluation": True})
     assert settings.baseline_evaluation is True
-    assert not _baseline_phase_wanted(settings)  # no job to run: the step-0 evaluation is the baseline
+    assert not baseline_phase_wanted(settings)  # no job to run: the step-0 evaluation is the baseline
     assert settings.evaluate  # the Evaluate phase runs, so both figures reach the summary
 
 
 def test_the_serverless_backend_runs_a_baseline_phase_on_the_evaluation_dataset() -> None:
     settings = resolve({"backend": "serverless", "baseline_evaluation": True, **EVAL})
-    assert _baseline_phase_wanted(settings)
+    assert baseline_phase_wanted(settings)
     # An eval_split serves too: Validate writes its held-out rows, which the evaluation channel is made from.
-    assert _baseline_phase_wanted(resolve({"backend": "serverless", "baseline_evaluation": True, "eval_split": 0.2}))
+    assert baseline_phase_wanted(resolve({"backend": "serverless", "baseline_evaluation": True, "eval_split": 0.2}))
     with pytest.raises(ConfigurationError, match=r"backend 'serverless' evaluates the base model on held-out rows"):
         resolve({"backend": "serverless", "baseline_evaluation": True, "eval_split": 0.0})
 

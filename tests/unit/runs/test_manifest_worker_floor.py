@@ -20,6 +20,7 @@ from mtrl.contracts.errors import ConfigurationError
 from mtrl.runs.manifest import resolve_run_settings
 from mtrl.settings import SettingsError, load_settings
 from mtrl.settings.pipeline import PipelineSettings
+from tests.aws_fixtures import fake_credentials
 from tests.unit.runs.test_manifest_limits import adapter_view
 
 DEFAULTS = PipelineSettings.model_validate({})
@@ -78,7 +79,7 @@ def test_the_cli_refuses_the_manifest_before_any_upload(tmp_path: Path) -> None:
         timeout=120,
         check=False,
         cwd=REPO_ROOT,
-        env={**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"},
+        env={**os.environ, **fake_credentials()},
     )
     assert completed.returncode == 2
     assert "key 'worker_count': 0 reward workers cannot score a rollout" in completed.stdout + completed.stderr

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from mtrl.contracts.backend import CreatedResource
 from mtrl.contracts.errors import ConfigurationError, in_plain_words
@@ -91,11 +89,10 @@ def test_manifest_parsing() -> None:
 
 # -- registry and slots ---------------------------------------------------------------------------------------
 @pytest.fixture
-def dynamodb() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_run_table(client, "runs")
-        yield client
+def dynamodb(mocked_aws: None) -> Any:
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    create_run_table(client, "runs")
+    return client
 
 
 def test_registry_create_is_conditional(dynamodb: Any) -> None:

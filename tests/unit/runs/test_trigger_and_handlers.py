@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from mtrl.contracts.errors import InternalError, TransientError
 from mtrl.runs import lambda_support
@@ -17,6 +15,7 @@ from mtrl.runs.manifest import MAX_MANIFEST_BYTES
 from mtrl.runs.runtime import Runtime
 from mtrl.runs.trigger import handle_upload
 from mtrl.settings.pipeline import PipelineSettings
+from tests.aws_fixtures import create_versioned_bucket
 from tests.run_table import create_run_table
 
 BUCKET = "data"
@@ -24,24 +23,22 @@ ASL = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
 
 
 @pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with mock_aws():
-        s3 = boto3.client("s3", region_name="us-east-1")
-        sfn = boto3.client("stepfunctions", region_name="us-east-1")
-        s3.create_bucket(Bucket=BUCKET)
-        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
-        arn = sfn.create_state_machine(
-            name="m", definition=json.dumps(ASL), roleArn="arn:aws:iam::123456789012:role/r"
-        )["stateMachineArn"]
-        yield Runtime(
-            dynamodb=None,
-            s3=s3,
-            table="t",
-            bucket=BUCKET,
-            settings=PipelineSettings.model_validate({}),
-            stepfunctions=sfn,
-            state_machine_arn=arn,
-        )
+def runtime(mocked_aws: None) -> Runtime:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    create_versioned_bucket(s3, BUCKET)
+    arn = sfn.create_state_machine(name="m", definition=json.dumps(ASL), roleArn="arn:aws:iam::123456789012:role/r")[
+        "stateMachineArn"
+    ]
+    return Runtime(
+        dynamodb=None,
+        s3=s3,
+        table="t",
+        bucket=BUCKET,
+        settings=PipelineSettings.model_validate({}),
+        stepfunctions=sfn,
+        state_machine_arn=arn,
+    )
 
 
 def event(key: str, version: str | None, bucket: str = BUCKET) -> dict[str, Any]:
@@ -208,37 +205,36 @@ def test_malformed_events_are_named_errors_not_tracebacks(runtime: Runtime, bad_
     assert isinstance(lambda_support._run_id_of(bad_event), str)  # the log key of a bad event, never a crash
 
 
-def test_register_answers_a_non_finite_budget_with_a_line_numbered_error() -> None:
+def test_register_answers_a_non_finite_budget_with_a_line_numbered_error(mocked_aws: None) -> None:
     # Before: Infinity became float('inf'), passed gt=0, and the run record write failed with DynamoDB's
     # "Float types are not supported" (a TypeError, i.e. an internal error without the manifest's line).
     from mtrl.contracts.errors import ConfigurationError
     from mtrl.runs.pipeline import register
 
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        create_run_table(dynamodb, "runs")
-        runtime = Runtime(dynamodb=dynamodb, s3=None, table="runs", bucket=BUCKET, settings=PipelineSettings())
-        for text, problem in [
-            ('{\n  "max_budget_usd": Infinity\n}', "line 2 column 21: Infinity is not a finite number"),
-            ('{"max_budget_usd": 1e999}', "line 1 column 20: 1e999 is not a finite number"),
-            ('{"environment_args": {"k": "\\ud800"}}', "lone UTF-16 surrogate"),
-            ('{"environment_args": ' + "[" * 40 + "]" * 40 + "}", "nested more than 16 levels deep"),
-        ]:
-            run_id = f"r{abs(hash(text)) % 10**8}"
-            state = {
-                "bucket": BUCKET,
-                "key": "training-data/x.jsonl",
-                "created_at": "2026-11-29T10:30:05Z",
-                "manifest_ref": {"uri": f"s3://{BUCKET}/training-data/x.run.json"},
-                "manifest_text": text,
-            }
-            with pytest.raises(ConfigurationError) as raised:
-                register(runtime, {"run_id": run_id, "execution_arn": "arn:e", "state": state})
-            assert problem in str(raised.value)
-            assert f"run {run_id}: manifest s3://{BUCKET}/training-data/x.run.json" in str(raised.value)
+    dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+    create_run_table(dynamodb, "runs")
+    runtime = Runtime(dynamodb=dynamodb, s3=None, table="runs", bucket=BUCKET, settings=PipelineSettings())
+    for text, problem in [
+        ('{\n  "max_budget_usd": Infinity\n}', "line 2 column 21: Infinity is not a finite number"),
+        ('{"max_budget_usd": 1e999}', "line 1 column 20: 1e999 is not a finite number"),
+        ('{"environment_args": {"k": "\\ud800"}}', "lone UTF-16 surrogate"),
+        ('{"environment_args": ' + "[" * 40 + "]" * 40 + "}", "nested more than 16 levels deep"),
+    ]:
+        run_id = f"r{abs(hash(text)) % 10**8}"
+        state = {
+            "bucket": BUCKET,
+            "key": "training-data/x.jsonl",
+            "created_at": "2026-11-29T10:30:05Z",
+            "manifest_ref": {"uri": f"s3://{BUCKET}/training-data/x.run.json"},
+            "manifest_text": text,
+        }
+        with pytest.raises(ConfigurationError) as raised:
+            register(runtime, {"run_id": run_id, "execution_arn": "arn:e", "state": state})
+        assert problem in str(raised.value)
+        assert f"run {run_id}: manifest s3://{BUCKET}/training-data/x.run.json" in str(raised.value)
 
 
-def test_register_answers_every_key_its_result_selector_reads_for_a_duplicate_delivery_too() -> None:
+def test_register_answers_every_key_its_result_selector_reads_for_a_duplicate_delivery_too(mocked_aws: None) -> None:
     # Step Functions fails a Task whose ResultSelector names a path the result lacks (States.Runtime,
     # "Input and output processing" in the Step Functions developer guide). Register's duplicate branch used
     # to answer only {"duplicate": true}: the duplicate execution would have failed at Register, and its Catch
@@ -250,13 +246,12 @@ def test_register_answers_every_key_its_result_selector_reads_for_a_duplicate_de
     asl = json.loads((Path(__file__).resolve().parents[3] / "statemachine" / "pipeline.asl.json").read_text())
     selector = asl["States"]["Register"]["ResultSelector"]
     read = {path.removeprefix("$.Payload.") for key, path in selector.items() if key.endswith(".$")}
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        create_run_table(dynamodb, "runs")
-        runtime = Runtime(dynamodb=dynamodb, s3=None, table="runs", bucket=BUCKET, settings=PipelineSettings())
-        state = {"bucket": BUCKET, "key": "training-data/x.jsonl", "created_at": "2026-11-29T10:30:05Z"}
-        first = register(runtime, {"run_id": "r1", "execution_arn": "arn:first", "state": state})
-        again = register(runtime, {"run_id": "r1", "execution_arn": "arn:second", "state": state})
+    dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+    create_run_table(dynamodb, "runs")
+    runtime = Runtime(dynamodb=dynamodb, s3=None, table="runs", bucket=BUCKET, settings=PipelineSettings())
+    state = {"bucket": BUCKET, "key": "training-data/x.jsonl", "created_at": "2026-11-29T10:30:05Z"}
+    first = register(runtime, {"run_id": "r1", "execution_arn": "arn:first", "state": state})
+    again = register(runtime, {"run_id": "r1", "execution_arn": "arn:second", "state": state})
     assert first["duplicate"] is False
     assert again["duplicate"] is True
     assert read <= set(first), sorted(read - set(first))

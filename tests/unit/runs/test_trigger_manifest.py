@@ -4,12 +4,10 @@ that document and never parses it again (moto S3, Step Functions and DynamoDB; t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from mtrl.contracts.errors import ConfigurationError
 from mtrl.runs.manifest import MAX_MANIFEST_BYTES, parse_manifest
@@ -17,6 +15,7 @@ from mtrl.runs.phases import register as register_phase
 from mtrl.runs.runtime import Runtime
 from mtrl.runs.trigger import handle_upload
 from mtrl.settings.pipeline import PipelineSettings
+from tests.aws_fixtures import create_versioned_bucket
 from tests.run_table import create_run_table
 
 BUCKET = "data"
@@ -27,26 +26,24 @@ MAX_EXECUTION_INPUT_BYTES = 256 * 1024
 
 
 @pytest.fixture
-def runtime() -> Iterator[Runtime]:
-    with mock_aws():
-        s3 = boto3.client("s3", region_name="us-east-1")
-        sfn = boto3.client("stepfunctions", region_name="us-east-1")
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        create_run_table(dynamodb, "runs")
-        s3.create_bucket(Bucket=BUCKET)
-        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
-        arn = sfn.create_state_machine(
-            name="m", definition=json.dumps(ASL), roleArn="arn:aws:iam::123456789012:role/r"
-        )["stateMachineArn"]
-        yield Runtime(
-            dynamodb=dynamodb,
-            s3=s3,
-            table="runs",
-            bucket=BUCKET,
-            settings=PipelineSettings.model_validate({}),
-            stepfunctions=sfn,
-            state_machine_arn=arn,
-        )
+def runtime(mocked_aws: None) -> Runtime:
+    s3 = boto3.client("s3", region_name="us-east-1")
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+    create_run_table(dynamodb, "runs")
+    create_versioned_bucket(s3, BUCKET)
+    arn = sfn.create_state_machine(name="m", definition=json.dumps(ASL), roleArn="arn:aws:iam::123456789012:role/r")[
+        "stateMachineArn"
+    ]
+    return Runtime(
+        dynamodb=dynamodb,
+        s3=s3,
+        table="runs",
+        bucket=BUCKET,
+        settings=PipelineSettings.model_validate({}),
+        stepfunctions=sfn,
+        state_machine_arn=arn,
+    )
 
 
 def upload(runtime: Runtime, name: str, manifest: bytes) -> tuple[dict[str, Any], str]:

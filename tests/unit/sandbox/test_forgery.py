@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from environments.ask_to_code.env import AskToCodeEnv
-from environments.ask_to_code.tasks import TASKS, Task
+from environments.ask_to_code.task_model import Task
+from environments.ask_to_code.tasks import TASKS
 from mtrl.sandbox import Case, Check, Limits, Raises, run_cases
 from mtrl.sandbox.judge import same
 from tests.unit.sandbox.forgery import ATTACKS, RETURNS_NONE

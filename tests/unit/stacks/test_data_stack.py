@@ -8,6 +8,7 @@ from aws_cdk.assertions import Match, Template
 from stacks.app_builder import Deployment
 from stacks.constructs.data_store import RUN_TABLE_LISTING_INDEX, RUNS_PREFIX
 from tests.conftest import make_app
+from tests.run_table import LISTING_INDEX
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +172,10 @@ def test_run_table_is_on_demand_recoverable_and_encrypted_with_our_key(data_temp
             "GlobalSecondaryIndexes": [Match.object_like({"IndexName": RUN_TABLE_LISTING_INDEX})],
         },
     )
+
+
+def test_the_tests_run_table_lists_by_the_deployed_index() -> None:
+    assert LISTING_INDEX == RUN_TABLE_LISTING_INDEX  # tests/run_table.py names it without importing CDK
 
 
 def test_state_is_retained_on_stack_deletion_by_default(data_template: Template) -> None:

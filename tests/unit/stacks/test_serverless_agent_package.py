@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from stacks.constructs.python_function import LAYER_DIR, stage_function_code
+from tests.aws_fixtures import fake_credentials
 
 PROBE = r"""
 import json, sys
@@ -36,7 +37,7 @@ print(json.dumps({
 
 
 def _probe(layer: Path, code: Path) -> dict[str, object]:
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_DEFAULT_REGION": "us-east-1"}
+    env = {**os.environ, **fake_credentials()}
     env.pop("PYTHONPATH", None)
     result = subprocess.run(
         [sys.executable, "-c", PROBE, str(layer), str(code)],

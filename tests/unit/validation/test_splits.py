@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from mtrl.validation import DatasetValidator, eval_split_of, validate_s3_object
 from mtrl.validation.splits import SplitSourceError, write_eval_split
+from tests.aws_fixtures import create_versioned_bucket
 
 REGION = "us-east-1"
 BUCKET = "mtrl-data-test"
@@ -20,15 +19,10 @@ TRAIN, EVAL = "runs/r1/data/train.jsonl", "runs/r1/data/eval.jsonl"
 
 
 @pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        client = boto3.client("s3", region_name=REGION)
-        client.create_bucket(Bucket=BUCKET)
-        client.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
-        yield client
+def s3(mocked_aws: None) -> Any:
+    client = boto3.client("s3", region_name=REGION)
+    create_versioned_bucket(client, BUCKET)
+    return client
 
 
 def _line(i: int, *, pad: int = 0) -> bytes:

@@ -15,7 +15,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from environments.sop_support import solve
 from mtrl.envs.episode_state import open_states
@@ -57,9 +56,9 @@ def policy_url() -> Iterator[str]:
         yield f"http://127.0.0.1:{server.server_port}/v1"
 
 
-@mock_aws
-def test_the_worker_entry_point_scores_sop_support_episodes(policy_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+def test_the_worker_entry_point_scores_sop_support_episodes(
+    policy_url: str, mocked_aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sqs = boto3.client("sqs", region_name="us-east-1")
     requests_url = sqs.create_queue(QueueName="requests")["QueueUrl"]
     results_url = sqs.create_queue(QueueName="results")["QueueUrl"]

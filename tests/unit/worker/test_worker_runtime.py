@@ -13,7 +13,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from mtrl.envs import load_spec
 from mtrl.worker import RolloutOutcome, RolloutRequest, WorkerConfig, WorkerRuntime, play_episode
@@ -179,8 +178,7 @@ def test_parse_request_and_result_size() -> None:
     assert json.loads(result_body(big))["transcript_dropped"] is True
 
 
-@mock_aws
-def test_sqs_transport_round_trip() -> None:
+def test_sqs_transport_round_trip(mocked_aws: None) -> None:
     sqs = boto3.client("sqs", region_name="us-east-1")
     requests_url = sqs.create_queue(QueueName="requests")["QueueUrl"]
     results_url = sqs.create_queue(QueueName="results")["QueueUrl"]

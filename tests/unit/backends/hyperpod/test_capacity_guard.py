@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from aws_cdk.assertions import Template
-from moto import mock_aws
 
 from mtrl.backends.hyperpod.capacity_guard import (
     ENV_GUARDED_CLUSTER,
@@ -27,7 +25,8 @@ from mtrl.runs.runtime import Runtime
 from mtrl.settings.pipeline import PipelineSettings
 from stacks.app_builder import Deployment
 from stacks.constructs.data_store import RUN_TABLE_LISTING_INDEX
-from tests.unit.backends.aws_fakes import REGION, FakeAws, FakeCluster, new_session
+from tests.run_table import create_run_table
+from tests.unit.backends.aws_fakes import FakeAws, FakeCluster, new_session
 
 TABLE = "mtrl-runs"
 
@@ -70,57 +69,33 @@ class World:
 
 
 @pytest.fixture
-def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        aws = FakeAws(new_session())
-        calls: list[str] = []
-        aws.session.events.register(
-            "before-call.*.*",
-            lambda model, **_: calls.append(f"{model.service_model.signing_name}:{model.name}"),
-        )
-        cluster = FakeCluster(aws)
-        dynamodb = aws.session.client("dynamodb")
-        # The run table's keys and listing index as stacks/constructs/data_store.py declares them.
-        dynamodb.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": name, "AttributeType": "S"} for name in ("pk", "sk", "kind", "created_at")
-            ],
-            GlobalSecondaryIndexes=[
-                {
-                    "IndexName": RUN_TABLE_LISTING_INDEX,
-                    "KeySchema": [
-                        {"AttributeName": "kind", "KeyType": "HASH"},
-                        {"AttributeName": "created_at", "KeyType": "RANGE"},
-                    ],
-                    "Projection": {"ProjectionType": "ALL"},
-                }
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        sns, sqs = aws.session.client("sns"), aws.session.client("sqs")
-        topic = sns.create_topic(Name="mtrl-runs")["TopicArn"]
-        queue_url = sqs.create_queue(QueueName="alerts")["QueueUrl"]
-        queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
-        runtime = Runtime(
-            dynamodb=dynamodb,
-            s3=aws.session.client("s3"),
-            table=TABLE,
-            bucket="data",
-            settings=PipelineSettings.model_validate({}),
-            sns=sns,
-            topic_arn=topic,
-        )
-        calls.clear()
-        yield World(aws=aws, cluster=cluster, runtime=runtime, queue_url=queue_url, calls=calls)
+def world(mocked_aws: None) -> World:
+    aws = FakeAws(new_session())
+    calls: list[str] = []
+    aws.session.events.register(
+        "before-call.*.*",
+        lambda model, **_: calls.append(f"{model.service_model.signing_name}:{model.name}"),
+    )
+    cluster = FakeCluster(aws)
+    dynamodb = aws.session.client("dynamodb")
+    # The run table's keys and listing index as stacks/constructs/data_store.py declares them.
+    create_run_table(dynamodb, TABLE, listed=True)
+    sns, sqs = aws.session.client("sns"), aws.session.client("sqs")
+    topic = sns.create_topic(Name="mtrl-runs")["TopicArn"]
+    queue_url = sqs.create_queue(QueueName="alerts")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    runtime = Runtime(
+        dynamodb=dynamodb,
+        s3=aws.session.client("s3"),
+        table=TABLE,
+        bucket="data",
+        settings=PipelineSettings.model_validate({}),
+        sns=sns,
+        topic_arn=topic,
+    )
+    calls.clear()
+    return World(aws=aws, cluster=cluster, runtime=runtime, queue_url=queue_url, calls=calls)
 
 
 def _leak(world: World, count: int = 2) -> None:
@@ -160,45 +135,25 @@ def test_a_group_above_idle_with_no_live_holder_is_scaled_back_and_alerted(world
     assert "from 2 to its idle count 0" in alert["Message"]
 
 
-def test_the_restricted_group_is_scaled_back_through_its_own_specification(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": REGION}.items():
-        monkeypatch.setenv(name, value)
-    with mock_aws():
-        aws = FakeAws(new_session())
-        cluster = FakeCluster(aws, group="nova-rig", restricted=True)
-        cluster.target = cluster.current = 4
-        sns = aws.session.client("sns")
-        topic = sns.create_topic(Name="t")["TopicArn"]
-        dynamodb = aws.session.client("dynamodb")
-        dynamodb.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-            AttributeDefinitions=[
-                {"AttributeName": name, "AttributeType": "S"} for name in ("pk", "sk", "kind", "created_at")
-            ],
-            GlobalSecondaryIndexes=[
-                {
-                    "IndexName": RUN_TABLE_LISTING_INDEX,
-                    "KeySchema": [
-                        {"AttributeName": "kind", "KeyType": "HASH"},
-                        {"AttributeName": "created_at", "KeyType": "RANGE"},
-                    ],
-                    "Projection": {"ProjectionType": "ALL"},
-                }
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        runtime = Runtime(
-            dynamodb=dynamodb,
-            s3=None,
-            table=TABLE,
-            bucket="data",
-            settings=PipelineSettings.model_validate({}),
-            sns=sns,
-            topic_arn=topic,
-        )
-        guarded = GuardedCluster(name=cluster.name, idle_counts={"nova-rig": 1})
-        result = check_capacity(runtime, aws.session.client("sagemaker"), guarded)
+def test_the_restricted_group_is_scaled_back_through_its_own_specification(mocked_aws: None) -> None:
+    aws = FakeAws(new_session())
+    cluster = FakeCluster(aws, group="nova-rig", restricted=True)
+    cluster.target = cluster.current = 4
+    sns = aws.session.client("sns")
+    topic = sns.create_topic(Name="t")["TopicArn"]
+    dynamodb = aws.session.client("dynamodb")
+    create_run_table(dynamodb, TABLE, listed=True)
+    runtime = Runtime(
+        dynamodb=dynamodb,
+        s3=None,
+        table=TABLE,
+        bucket="data",
+        settings=PipelineSettings.model_validate({}),
+        sns=sns,
+        topic_arn=topic,
+    )
+    guarded = GuardedCluster(name=cluster.name, idle_counts={"nova-rig": 1})
+    result = check_capacity(runtime, aws.session.client("sagemaker"), guarded)
     assert [entry["group"] for entry in result.scaled_back] == ["nova-rig"]
     (spec,) = cluster.updates[0]["RestrictedInstanceGroups"]
     assert spec["InstanceCount"] == 1

@@ -5,205 +5,33 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import re
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from aws_fakes import (
-    REGION,
-    FakeAws,
-    FakeCluster,
-    Recorder,
-    create_task_network,
-    moto_ecs_tasks,
-    new_session,
-)
-from moto import mock_aws
+from aws_fakes import REGION
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.hyperpod import (
     CAPACITY_KIND,
     STACK_KIND,
     TASKS_KIND,
-    WORKER_ROLE_KIND,
     HyperPodAdapter,
     ProvisioningInProgress,
     cloudformation_stack_name,
-    gpu_holds,
     group_spec,
     parse_settings,
     run_name_pattern,
     run_stack_base,
     sdk_stack_name,
-    worker_role_name,
 )
-from mtrl.backends.pricing import cost_for_run
-from mtrl.contracts.backend import BackendError, CreatedResource, JobState, RunContext
+from mtrl.contracts.backend import BackendError, CreatedResource, JobState
 from mtrl.cost import load_price_book
 from mtrl.worker import contract
 from mtrl.worker.__main__ import config_from_env
-
-BUCKET = "mtrl-data-123456789012"
-# What the stack passes (stacks/app_builder.py, nova_env_package_uris): one content-addressed package per environment.
-PACKAGE_URIS = {
-    "wordle": f"s3://{BUCKET}/nova-envs/wordle/{'a' * 64}.tar.gz",
-    "ask_to_code": f"s3://{BUCKET}/nova-envs/ask_to_code/{'b' * 64}.tar.gz",
-}
-STACK_TEMPLATE = {
-    "Resources": {"RolloutQueue": {"Type": "AWS::SQS::Queue"}},
-    "Outputs": {
-        "RolloutQueueUrl": {"Value": {"Ref": "RolloutQueue"}},
-        "ProxyFunctionUrl": {"Value": "https://proxy.lambda-url.us-east-1.on.aws/"},
-    },
-}
-
-
-@dataclass(frozen=True)
-class Shared:
-    """What every test can share: one moto account with the network, ECS cluster, task definitions and bucket.
-
-    Creating a VPC in moto costs about a second, so the module shares one; each test gets its own run id, so its
-    S3 keys, ECS ``startedBy`` tokens and stack names never meet another test's.
-    """
-
-    subnet: str
-    sg: str
-    ecs_cluster: str
-    worker_boundary: str = ""
-    worker_base_policy: str = ""
-
-
-@pytest.fixture(scope="module")
-def shared() -> Iterator[Shared]:
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")}
-    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "t"})
-    try:
-        with moto_ecs_tasks(), mock_aws():
-            session = new_session()
-            session.client("s3").create_bucket(Bucket=BUCKET)
-            # The deploy-time worker policies (stacks/constructs/reward_workers.py): the run roles' boundary and base.
-            iam = session.client("iam")
-            document = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sqs:*",
-                                                                           "Resource": "*"}]})  # fmt: skip
-            boundary = iam.create_policy(PolicyName="mtrl-reward-worker-run-boundary", PolicyDocument=document)
-            base = iam.create_policy(PolicyName="mtrl-reward-worker-base", PolicyDocument=document)
-            yield Shared(
-                *create_task_network(session, cluster_name="mtrl-rewards", worker_container="worker"),
-                worker_boundary=boundary["Policy"]["Arn"],
-                worker_base_policy=base["Policy"]["Arn"],
-            )
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_795_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class World:
-    def __init__(self, shared: Shared, *, restricted: bool = False) -> None:
-        self.run_id = f"wordle-{uuid.uuid4().hex[:12]}"
-        self.aws = FakeAws(new_session())
-        self.cluster = FakeCluster(self.aws, restricted=restricted)
-        self.clock = Clock()
-        self.subnet, self.sg, self.ecs_cluster = shared.subnet, shared.sg, shared.ecs_cluster
-        self.worker_boundary, self.worker_base_policy = shared.worker_boundary, shared.worker_base_policy
-        self.ecs = self.aws.session.client("ecs")
-        self.adapter = HyperPodAdapter(
-            AwsClients(self.aws.session), clock=self.clock, sleep=self._sleep, wait_seconds=0
-        )
-        self.recorder = Recorder()
-
-    def _sleep(self, seconds: float) -> None:
-        self.clock.now += seconds
-
-    def settings(self, **overrides: Any) -> dict[str, Any]:
-        return {
-            "region": REGION,
-            "prefix": "mtrl",
-            "run_id": self.run_id,
-            "hyperpod_cluster_name": "mtrl-hp",
-            "hyperpod_gpu_instance_group": "gpu",
-            "instance_count": 2,
-            "hyperpod_capacity_timeout_minutes": 30,
-            "ecs_cluster_arn": self.ecs_cluster,
-            "task_subnet_ids": [self.subnet],
-            "task_security_group_ids": [self.sg],
-            "reward_task_definition": "mtrl-reward-worker",
-            "reward_worker_run_boundary_arn": self.worker_boundary,
-            "reward_worker_base_policy_arn": self.worker_base_policy,
-            "worker_count": 2,
-            "environment": "wordle",
-            "environment_args": {"max_turns": 6},
-            "nova_runner_task_definition": "mtrl-nova-runner",
-            "nova_rft_role_name": "mtrl-rft",
-            "nova_env_package_uris": [f"{env_id}={uri}" for env_id, uri in PACKAGE_URIS.items()],
-            "hyperparameters": {"max_steps": 10},
-            **overrides,
-        }
-
-    def run(self, **overrides: Any) -> RunContext:
-        return RunContext(
-            run_id=self.run_id,
-            settings=self.settings(**overrides),
-            dataset_uri=f"s3://{BUCKET}/training-data/wordle.jsonl",
-            eval_dataset_uri=None,
-            output_uri=f"s3://{BUCKET}/runs/{self.run_id}/",
-            resources=tuple(self.recorder.resources),
-            record_resource=self.recorder,
-        )
-
-    def tasks(self, role: str, status: str = "RUNNING") -> list[str]:
-        started_by = next(r.identifier.split("|")[1] for r in self.recorder.resources if r.details.get("role") == role)
-        return self.ecs.list_tasks(cluster=self.ecs_cluster, startedBy=started_by, desiredStatus=status)["taskArns"]
-
-    def runner_finishes(self, command: str, result: dict[str, Any], *, ok: bool = True) -> None:
-        """What the runner container would do: write its result (and, for setup, the SDK's stack)."""
-        if command == "setup" and ok:
-            self.aws.session.client("cloudformation").create_stack(
-                StackName=cloudformation_stack_name(parse_settings(self.settings()), self.run_id),
-                TemplateBody=json.dumps(STACK_TEMPLATE),
-            )
-        document = {"command": command, "ok": ok, "finished_at_epoch": self.clock.now}
-        document.update({"result": result} if ok else {"error": result.get("error", "failed")})
-        self.aws.session.client("s3").put_object(
-            Bucket=BUCKET, Key=f"runs/{self.run_id}/backend/{command}.json", Body=json.dumps(document).encode()
-        )
-        for arn in self.tasks(f"nova-runner-{command}"):
-            self.ecs.stop_task(cluster=self.ecs_cluster, task=arn, reason="done")
-
-    def provision_until_ready(self) -> list[CreatedResource]:
-        with pytest.raises(ProvisioningInProgress):
-            self.adapter.provision(self.run())
-        self.cluster.arrive()
-        self.runner_finishes("setup", SETUP_OUTPUTS)
-        return self.adapter.provision(self.run())
-
-
-SETUP_OUTPUTS = {
-    "rollout_request_queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/q",
-    "rollout_response_sqs_url": "https://sqs.us-east-1.amazonaws.com/123456789012/r",
-    "proxy_function_url": "https://proxy.lambda-url.us-east-1.on.aws/",
-}
-
-
-@pytest.fixture
-def world(shared: Shared) -> World:
-    return World(shared)
-
+from tests.unit.backends.hyperpod.hyperpod_world import BUCKET, PACKAGE_URIS, SETUP_OUTPUTS, Shared, World
 
 # -- GPU capacity --------------------------------------------------------------------------------------------------
 
@@ -514,146 +342,6 @@ def test_cancel_waits_for_the_runner_and_reports_its_failure(world: World) -> No
     with pytest.raises(BackendError, match="Nova Forge cancel failed") as failed:
         world.adapter.cancel(world.run(), "mtrl-abc")
     assert not failed.value.transient
-
-
-# -- cleanup -----------------------------------------------------------------------------------------------------
-
-
-def test_cleanup_is_complete_and_idempotent(world: World) -> None:
-    world.provision_until_ready()
-    sdk_family = sdk_stack_name(parse_settings(world.settings()), world.run_id)
-    # What the SDK registers for its SAM deploy task (moto matches familyPrefix exactly, so the family is the prefix).
-    world.ecs.register_task_definition(
-        family=sdk_family, containerDefinitions=[{"name": "sam", "image": "x", "memory": 512}]
-    )
-    # What the SDK's setup() creates outside its stack (nova_forge_sdk_observed.md: logs:CreateLogGroup
-    # /ecs/<base>-NovaForgeSDK, no retention, never deleted by the SDK); issue 20 item 6: teardown removes it.
-    logs = world.aws.session.client("logs")
-    sdk_group = f"/ecs/{cloudformation_stack_name(parse_settings(world.settings()), world.run_id)}"
-    logs.create_log_group(logGroupName=sdk_group)
-    logs.create_log_group(logGroupName="/ecs/someone-elses-task")
-    world.clock.now += 3600
-    run = world.run()
-    removed = world.adapter.cleanup(run)
-    assert {r.kind for r in removed} == {r.kind for r in run.resources}
-    assert len(removed) == len(run.resources)
-    assert world.cluster.target == 0  # GPU group back at its idle count
-    assert world.cluster.updates[-1]["InstanceGroups"][0]["InstanceCount"] == 0
-    assert world.tasks("reward-workers") == []
-    assert world.tasks("nova-runner-setup") == []
-    stack = next(r.identifier for r in run.resources if r.kind == STACK_KIND)
-    statuses = [
-        s["StackStatus"]
-        for s in world.aws.session.client("cloudformation").list_stacks()["StackSummaries"]
-        if s["StackName"] == stack
-    ]
-    assert statuses == ["DELETE_COMPLETE"]
-    assert world.ecs.list_task_definitions(familyPrefix=sdk_family, status="ACTIVE")["taskDefinitionArns"] == []
-    groups = [g["logGroupName"] for g in logs.describe_log_groups(logGroupNamePrefix="/ecs/")["logGroups"]]
-    assert groups == ["/ecs/someone-elses-task"]  # the run's SDK log group is gone, nothing else
-    # Cost of the run from what cleanup returned: 2 GPUs held for the hour.
-    holds = gpu_holds(removed)
-    assert len(holds) == 1
-    record = {"backend": "hyperpod", "region": REGION, "gpu_holds": holds}
-    assert cost_for_run(record).lines[0].quantity == 2
-    # The same from the run registry's entries (details + removed_at, as mark_removed stores them).
-    capacity = next(r for r in run.resources if r.kind == CAPACITY_KIND)
-    entry = {"kind": capacity.kind, "identifier": capacity.identifier, "details": dict(capacity.details)}
-    entry["removed_at"] = holds[0]["end"].replace("+00:00", "Z")
-    assert gpu_holds([entry]) == holds
-    updates = len(world.cluster.updates)
-    world.cluster.arrive()
-    second = world.adapter.cleanup(world.run())
-    assert [(r.kind, r.identifier) for r in second] == [(r.kind, r.identifier) for r in removed]
-    assert len(world.cluster.updates) == updates  # already at idle: no second UpdateCluster
-
-
-def _policy_allows(document: dict[str, Any], action: str, resource: str) -> bool:
-    return any(
-        statement["Effect"] == "Allow"
-        and action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
-        and fnmatch.fnmatchcase(resource, statement["Resource"])
-        for statement in document["Statement"]
-    )
-
-
-def test_each_runs_workers_get_a_role_that_reaches_only_that_runs_queues_and_proxy(shared: Shared) -> None:
-    # Issue 20 item 6: the shared worker role could invoke every run's reward proxy (<stem>-nf*). ECS task roles carry
-    # no per-task session tags (aws/containers-roadmap#2426), so there is no tag to condition on: each run's workers
-    # run under their own role, created under the deploy-time boundary, granted only their run's names.
-    first, second = World(shared), World(shared)
-    roles = {}
-    for world in (first, second):
-        world.provision_until_ready()
-        iam = world.aws.session.client("iam")
-        (resource,) = [r for r in world.recorder.resources if r.kind == WORKER_ROLE_KIND]
-        assert resource.identifier == worker_role_name("mtrl", world.run_id)
-        role = iam.get_role(RoleName=resource.identifier)["Role"]
-        assert role["PermissionsBoundary"]["PermissionsBoundaryArn"] == shared.worker_boundary
-        trust = role["AssumeRolePolicyDocument"]
-        trust = json.loads(trust) if isinstance(trust, str) else trust
-        (statement,) = trust["Statement"]
-        assert statement["Principal"] == {"Service": "ecs-tasks.amazonaws.com"}
-        assert statement["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
-        attached = iam.list_attached_role_policies(RoleName=resource.identifier)["AttachedPolicies"]
-        assert [a["PolicyArn"] for a in attached] == [shared.worker_base_policy]
-        (name,) = iam.list_role_policies(RoleName=resource.identifier)["PolicyNames"]
-        document = iam.get_role_policy(RoleName=resource.identifier, PolicyName=name)["PolicyDocument"]
-        roles[world.run_id] = (role["Arn"], json.loads(document) if isinstance(document, str) else document)
-        # The workers were started with it.
-        described = world.ecs.describe_tasks(cluster=world.ecs_cluster, tasks=world.tasks("reward-workers"))["tasks"]
-        assert {task["overrides"]["taskRoleArn"] for task in described} == {role["Arn"]}
-    assert len({arn for arn, _ in roles.values()}) == 2
-    for world, other in ((first, second), (second, first)):
-        _, document = roles[world.run_id]
-        mine, theirs = (cloudformation_stack_name(parse_settings(w.settings()), w.run_id) for w in (world, other))
-        proxy = "arn:aws:lambda:us-east-1:123456789012:function:{}-SageMaker-proxy"
-        assert _policy_allows(document, "lambda:InvokeFunctionUrl", proxy.format(mine))
-        assert not _policy_allows(document, "lambda:InvokeFunctionUrl", proxy.format(theirs))
-        queue = "arn:aws:sqs:us-east-1:123456789012:{}-RolloutQueue"
-        assert _policy_allows(document, "sqs:ReceiveMessage", queue.format(mine))
-        assert not _policy_allows(document, "sqs:ReceiveMessage", queue.format(theirs))
-    # Teardown removes the role (and a second teardown finds nothing to remove).
-    first.adapter.cleanup(first.run())
-    with pytest.raises(first.aws.session.client("iam").exceptions.NoSuchEntityException):
-        first.aws.session.client("iam").get_role(RoleName=worker_role_name("mtrl", first.run_id))
-    first.adapter.cleanup(first.run())
-
-
-def test_cleanup_after_failed_provision_still_releases_gpus(world: World) -> None:
-    with pytest.raises(ProvisioningInProgress):
-        world.adapter.provision(world.run())  # scale-up requested, setup runner started, nothing else
-    world.cluster.arrive(capacity=False)
-    removed = world.adapter.cleanup(world.run())
-    assert world.cluster.target == 0
-    assert world.tasks("nova-runner-setup") == []
-    assert {r.kind for r in removed} == {r.kind for r in world.recorder.resources}  # stack never existed: fine
-
-
-def test_cleanup_while_cluster_is_updating_retries_the_gpu_but_removes_the_rest(world: World) -> None:
-    world.provision_until_ready()
-    world.cluster.status = "SystemUpdating"
-    with pytest.raises(BackendError, match="GPU group not yet released") as caught:
-        world.adapter.cleanup(world.run())
-    assert caught.value.transient
-    assert world.tasks("reward-workers") == []  # the other resources went anyway
-    world.cluster.arrive()
-    world.adapter.cleanup(world.run())
-    assert world.cluster.target == 0
-
-
-def test_cleanup_with_nothing_recorded_is_a_no_op(world: World) -> None:
-    assert world.adapter.cleanup(world.run()) == []
-    assert world.cluster.updates == []
-
-
-# -- preflight -----------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def rig_world(shared: Shared) -> World:
-    """A cluster whose GPU group is a restricted instance group, as Nova Forge requires."""
-    return World(shared, restricted=True)
 
 
 def test_preflight_refuses_a_group_that_is_not_a_restricted_instance_group(world: World) -> None:

@@ -10,9 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import test_hyperpod_backend as hyperpod_tests
 from aws_fakes import ingest_emf
-from test_hyperpod_backend import BUCKET, World
 
 from mtrl.backends.hyperpod.signals import ESTIMATE_NOTE
 from mtrl.contracts.backend import BackendError
@@ -20,10 +18,10 @@ from mtrl.envs.registry import load_spec
 from mtrl.health.rules import evaluate
 from mtrl.health.signals import parse_signals
 from mtrl.worker.runtime import RolloutRequest, WorkerConfig, WorkerRuntime
+from tests.unit.backends.hyperpod.hyperpod_world import BUCKET, World
 
-# The adapter's test world (moto with a fake HyperPod cluster, ECS tasks and the runner's results) is shared.
-shared = hyperpod_tests.shared
-world = hyperpod_tests.world
+# The adapter's test world (moto with a fake HyperPod cluster, ECS tasks and the runner's results): this folder's
+# conftest.
 
 
 class Script:

@@ -3,82 +3,34 @@ Lambda/AgentCore invocations)."""
 
 from __future__ import annotations
 
-import base64
 import json
 from datetime import UTC, datetime
 from io import BytesIO
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-from aws_fakes import (
-    ACCOUNT,
-    REGION,
-    SERVERLESS_JOB_ROLE,
-    FakeAws,
-    FakeError,
-    Recorder,
-    create_serverless_job_role,
-)
+from aws_fakes import ACCOUNT, REGION, SERVERLESS_JOB_ROLE, FakeAws, FakeError, Recorder, create_serverless_job_role
 from botocore.exceptions import ParamValidationError, ReadTimeoutError
 from botocore.response import StreamingBody
 
-from mtrl.backends._aws import AwsClients, S3Uri
 from mtrl.backends.pricing import cost_for_run
 from mtrl.backends.serverless import adapter as serverless
-from mtrl.backends.serverless.adapter import (
-    ServerlessAdapter,
-    build_evaluation_config,
-    build_training_config,
-    classify_smoke,
-    job_status_from_description,
-    parse_settings,
-    to_service_row,
-)
+from mtrl.backends.serverless.adapter import classify_smoke, job_status_from_description
 from mtrl.backends.serverless.settings import DEFAULT_BASE_MODEL
-from mtrl.contracts.backend import BackendError, CreatedResource, JobState, RunContext
-
-SCHEMA = json.loads((Path(serverless.__file__).parent / "agent_rft_job_config.schema.json").read_text())
-BUCKET = "mtrl-data-123456789012"
-RUN_ID = "wordle-v3-20261129T103000Z"
-LAMBDA_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:mtrl-agent-wordle"
-ASK_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:mtrl-agent-ask_to_code"
-RUNTIME_ARN = f"arn:aws:bedrock-agentcore:{REGION}:{ACCOUNT}:runtime/Wordle_Wordle-abc123"
-ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/{SERVERLESS_JOB_ROLE}"
-MLFLOW_STATUS = {"status": "Created"}
-ROWS = [
-    {"id": "wordle_train_0000", "metadata": {"prompt": "Guess the 5-letter word", "answer": "riser"}},
-    {"id": "wordle_train_0001", "metadata": {"prompt": "Guess the 5-letter word", "answer": "swoon"}},
-]
-
-
-def settings(**overrides: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "region": REGION,
-        "serverless_job_role_arn": ROLE_ARN,
-        "environment": "wordle",
-        "serverless_agent_lambda_arns": [f"wordle={LAMBDA_ARN}", f"ask_to_code={ASK_ARN}"],
-        "serverless_accept_eula": True,
-        "serverless_mlflow_app_arn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:mlflow-app/app-ABC",
-        "serverless_model_package_group_arn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package-group/wordle",
-        "kms_key_arn": f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab",
-        "hyperparameters": {"sampling_max_tokens": 8192, "max_epochs": 20},
-        "environment_id": "wordle",  # other groups' keys are ignored, not errors
-    }
-    return {**base, **overrides}
-
-
-def make_run(recorder: Recorder | None = None, *, eval_split: bool = True, **overrides: Any) -> RunContext:
-    return RunContext(
-        run_id=RUN_ID,
-        settings=settings(**overrides),
-        dataset_uri=f"s3://{BUCKET}/training-data/wordle.jsonl",
-        eval_dataset_uri=f"s3://{BUCKET}/runs/{RUN_ID}/split/eval.jsonl" if eval_split else None,
-        output_uri=f"s3://{BUCKET}/runs/{RUN_ID}/",
-        resources=tuple(recorder.resources) if recorder else (),
-        record_resource=recorder or (lambda _r: None),
-    )
+from mtrl.contracts.backend import BackendError, CreatedResource, JobState
+from tests.unit.backends.serverless.serverless_support import (
+    BUCKET,
+    MLFLOW_STATUS,
+    ROLE_ARN,
+    ROWS,
+    RUN_ID,
+    RUNTIME_ARN,
+    SCHEMA,
+    adapter,
+    lambda_agent,
+    make_run,
+)
 
 
 @pytest.fixture
@@ -93,135 +45,6 @@ def world(aws: FakeAws) -> FakeAws:
     aws.on("sagemaker", "DescribeMlflowApp", lambda p: {"Arn": p["Arn"], "Status": MLFLOW_STATUS["status"]})
     MLFLOW_STATUS["status"] = "Created"
     return aws
-
-
-def adapter(aws: FakeAws) -> ServerlessAdapter:
-    return ServerlessAdapter(AwsClients(aws.session), sleep=lambda _s: None)
-
-
-def lambda_agent(aws: FakeAws, log_text: str, payload: bytes = b'{"reward": -1.5}') -> None:
-    def invoke(_params: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "StatusCode": 200,
-            "Payload": StreamingBody(BytesIO(payload), len(payload)),
-            "LogResult": base64.b64encode(log_text.encode()).decode(),
-        }
-
-    aws.on("lambda", "Invoke", invoke)
-
-
-# -- documents ---------------------------------------------------------------------------------------------------
-
-
-def test_schema_is_a_valid_draft_2020_12_schema() -> None:
-    jsonschema.Draft202012Validator.check_schema(SCHEMA)
-
-
-def test_training_document_matches_schema_and_carries_only_user_hyperparameters() -> None:
-    parsed = parse_settings(settings())
-    document = build_training_config(
-        parsed,
-        job_name="mtrl-x",
-        train=S3Uri(BUCKET, "runs/x/input/train/"),
-        validation=S3Uri(BUCKET, "runs/x/input/validation/"),
-        output=S3Uri(BUCKET, "runs/x/model/"),
-    )
-    jsonschema.validate(document, SCHEMA)
-    assert document["AgentConfig"] == {"CustomAgentLambdaConfig": {"LambdaArn": LAMBDA_ARN}}
-    assert document["TrainingConfig"]["HyperParameters"] == {"max_epochs": "20", "sampling_max_tokens": "8192"}
-    assert document["OutputDataConfig"]["KmsKeyArn"].startswith("arn:aws:kms:")
-    assert document["TrainingConfig"]["BaseModelArn"] == (
-        f"arn:aws:sagemaker:{REGION}:aws:hub-content/SageMakerPublicHub/Model/openai-reasoning-gpt-oss-20b"
-    )
-    assert [c["ChannelName"] for c in document["InputDataConfig"]] == ["train", "validation"]
-
-
-def test_agentcore_document_without_optionals_matches_schema() -> None:
-    parsed = parse_settings(
-        settings(
-            agent_runtime_arn=RUNTIME_ARN,
-            hyperparameters={},
-            kms_key_arn=None,
-            serverless_subnet_ids=["subnet-0abc"],
-            serverless_security_group_ids=["sg-0abc"],
-        )
-    )
-    document = build_training_config(
-        parsed, job_name="j", train=S3Uri(BUCKET, "t/"), validation=None, output=S3Uri(BUCKET, "o/")
-    )
-    jsonschema.validate(document, SCHEMA)
-    assert document["AgentConfig"]["BedrockAgentCoreConfig"] == {"AgentRuntimeArn": RUNTIME_ARN, "Qualifier": "DEFAULT"}
-    assert "HyperParameters" not in document["TrainingConfig"]
-    assert document["VpcConfig"] == {"SecurityGroupIds": ["sg-0abc"], "Subnets": ["subnet-0abc"]}
-
-
-def test_evaluation_document_matches_schema_with_pass_k() -> None:
-    parsed = parse_settings(
-        settings(eval_group_size=4, eval_pass_k=[1, 4, 2], eval_hyperparameters={"temperature": 1.0})
-    )
-    document = build_evaluation_config(
-        parsed,
-        job_name="mtrl-eval-x",
-        evaluation=S3Uri(BUCKET, "runs/x/input/evaluation/"),
-        output=S3Uri(BUCKET, "runs/x/evaluation/"),
-        model_package_arn=f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/wordle/1",
-    )
-    jsonschema.validate(document, SCHEMA)
-    hyper = document["EvaluationConfig"]["HyperParameters"]
-    assert hyper == {"eval_group_size": "4", "pass_k_values": "[1, 2, 4]", "temperature": "1.0"}
-
-
-@pytest.mark.parametrize(
-    "mutate",
-    [
-        lambda d: d["TrainingConfig"].pop("MlflowConfig"),  # the service requires MLflow
-        lambda d: d["TrainingConfig"].update(HyperParameters={"training": {"lr": 1e-5}}),  # nested form is rejected
-        lambda d: d["AgentConfig"].update(BedrockAgentCoreConfig={"AgentRuntimeArn": RUNTIME_ARN, "Qualifier": "D"}),
-        lambda d: d["InputDataConfig"].reverse(),  # train must come first
-    ],
-)
-def test_schema_rejects_broken_documents(mutate: Any) -> None:
-    document = build_training_config(
-        parse_settings(settings()),
-        job_name="j",
-        train=S3Uri(BUCKET, "t/"),
-        validation=S3Uri(BUCKET, "v/"),
-        output=S3Uri(BUCKET, "o/"),
-    )
-    mutate(document)
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(document, SCHEMA)
-
-
-@pytest.mark.parametrize(
-    ("overrides", "fragment"),
-    [
-        ({"serverless_agent_lambda_arns": ["wordle"]}, "<env_id>=<function ARN>"),
-        ({"hyperparameters": {"sampling_max_tokens": 16384}}, r"'sampling_max_tokens' must be in \[512, 8192\]"),
-        ({"hyperparameters": {"global_batch_size": 48}}, "'global_batch_size' must be one of 32, 64, 128"),
-        ({"hyperparameters": {"rollout_max_concurrency": 8}}, "rollout_max_concurrency"),
-        ({"hyperparameters": {"kl_coef": 0.1}}, "'kl_coef' is not a documented serverless MTRL hyperparameter"),
-        ({"eval_hyperparameters": {"temperature": 3}}, r"'temperature' must be in \[0, 2\]"),
-        ({"eval_pass_k": [2]}, "eval_pass_k"),
-        ({"serverless_job_role_arn": "mtrl-role"}, "not an ARN"),
-        ({"serverless_mlflow_app_arn": None}, "serverless_mlflow_app_arn"),
-    ],
-)
-def test_bad_settings_are_clear_errors(overrides: dict[str, Any], fragment: str) -> None:
-    with pytest.raises(BackendError, match=fragment):
-        parse_settings(settings(**overrides))
-
-
-def test_service_rows() -> None:
-    assert to_service_row({"prompt": '{"answer": "x"}'}) == {"prompt": '{"answer": "x"}'}
-    nova = to_service_row(ROWS[0])
-    assert json.loads(nova["prompt"]) == {
-        "id": "wordle_train_0000",
-        "prompt": "Guess the 5-letter word",
-        "answer": "riser",
-    }
-    flat = to_service_row({"id": "a", "prompt": "p", "answer": "b"})
-    assert json.loads(flat["prompt"]) == {"id": "a", "prompt": "p", "answer": "b"}
 
 
 # -- provision / submit / status / cancel / cleanup ----------------------------------------------------------------

@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress
@@ -74,28 +73,27 @@ class World:
 
 
 @pytest.fixture
-def world() -> Iterator[World]:
-    with mock_aws():
-        session = new_session()
-        aws = FakeAws(session)
-        cluster = FakeCluster(aws, name="mtrl-hyperpod", group="gpu")
-        session.client("s3").create_bucket(Bucket="data-bucket")
-        publish_model_and_image(session)
-        fake = FakeKube(valid_tokens={"token-1"})
-        counter = itertools.count(1)
-        issued: list[str] = []
+def world(mocked_aws: None) -> Iterator[World]:
+    session = new_session()
+    aws = FakeAws(session)
+    cluster = FakeCluster(aws, name="mtrl-hyperpod", group="gpu")
+    session.client("s3").create_bucket(Bucket="data-bucket")
+    publish_model_and_image(session)
+    fake = FakeKube(valid_tokens={"token-1"})
+    counter = itertools.count(1)
+    issued: list[str] = []
 
-        def token() -> str:
-            issued.append(f"token-{next(counter)}")
-            return issued[-1]
+    def token() -> str:
+        issued.append(f"token-{next(counter)}")
+        return issued[-1]
 
-        with serve(fake):
-            client = KubeClient(fake.url, token=token)
-            settings = run_settings(
-                {"hyperpod_instance_groups": GROUPS}, {"instance_count": 1, "backend_options": {"steps": STEPS}}
-            )
-            adapter = VerlAdapter(AwsClients(session), kube=lambda _config: client, clock=Clock())
-            yield World(adapter, fake, cluster, aws, Recorder(), issued, settings)
+    with serve(fake):
+        client = KubeClient(fake.url, token=token)
+        settings = run_settings(
+            {"hyperpod_instance_groups": GROUPS}, {"instance_count": 1, "backend_options": {"steps": STEPS}}
+        )
+        adapter = VerlAdapter(AwsClients(session), kube=lambda _config: client, clock=Clock())
+        yield World(adapter, fake, cluster, aws, Recorder(), issued, settings)
 
 
 def test_a_run_end_to_end_scales_submits_once_succeeds_and_releases(world: World) -> None:
@@ -290,21 +288,20 @@ def test_preflight_of_a_run_beyond_the_ceilings_touches_nothing(world: World) ->
     assert world.aws.calls == []
 
 
-def test_the_default_client_comes_from_describe_cluster_and_a_presigned_token() -> None:
-    with mock_aws():
-        session = new_session()
-        eks = session.client("eks")
-        eks.create_cluster(
-            name="mtrl-eks",
-            roleArn="arn:aws:iam::123456789012:role/eks",
-            resourcesVpcConfig={"subnetIds": ["subnet-1"]},
-        )
-        endpoint = eks.describe_cluster(name="mtrl-eks")["cluster"]["endpoint"]
-        settings = run_settings({"hyperpod_instance_groups": GROUPS})
-        adapter = VerlAdapter(AwsClients(session))
-        client = adapter._kube(parse_config(settings))
-        assert client.endpoint == endpoint.rstrip("/")
-        assert client._bearer().startswith("k8s-aws-v1.")
-        # moto's CA is no certificate: the first request says so plainly instead of failing the TLS setup.
-        with pytest.raises(BackendError, match="CA certificate is unusable"):
-            adapter.status(RunContext(RUN_ID, settings, "s3://b/k", None, f"s3://b/runs/{RUN_ID}/"), JOB_ID)
+def test_the_default_client_comes_from_describe_cluster_and_a_presigned_token(mocked_aws: None) -> None:
+    session = new_session()
+    eks = session.client("eks")
+    eks.create_cluster(
+        name="mtrl-eks",
+        roleArn="arn:aws:iam::123456789012:role/eks",
+        resourcesVpcConfig={"subnetIds": ["subnet-1"]},
+    )
+    endpoint = eks.describe_cluster(name="mtrl-eks")["cluster"]["endpoint"]
+    settings = run_settings({"hyperpod_instance_groups": GROUPS})
+    adapter = VerlAdapter(AwsClients(session))
+    client = adapter._kube(parse_config(settings))
+    assert client.endpoint == endpoint.rstrip("/")
+    assert client._bearer().startswith("k8s-aws-v1.")
+    # moto's CA is no certificate: the first request says so plainly instead of failing the TLS setup.
+    with pytest.raises(BackendError, match="CA certificate is unusable"):
+        adapter.status(RunContext(RUN_ID, settings, "s3://b/k", None, f"s3://b/runs/{RUN_ID}/"), JOB_ID)

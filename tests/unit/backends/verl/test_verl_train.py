@@ -7,14 +7,12 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pandas as pd
 import pytest
-from moto import mock_aws
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.verl import train
@@ -64,17 +62,16 @@ def stand_in_merger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def s3() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
-        client.put_object(Bucket=BUCKET, Key="runs/r1/data/train.jsonl", Body="\n".join(SAMPLE).encode())
-        sums = "".join(f"{hashlib.sha256(body).hexdigest()}  {name}\n" for name, body in WEIGHTS.items()).encode()
-        client.put_object(Bucket=BUCKET, Key="models/q/SHA256SUMS", Body=sums)
-        for name, body in WEIGHTS.items():
-            client.put_object(Bucket=BUCKET, Key=f"models/q/{name}", Body=body)
-        client.sums_sha256 = hashlib.sha256(sums).hexdigest()  # type: ignore[attr-defined]
-        yield client
+def s3(mocked_aws: None) -> Any:
+    client = boto3.client("s3", region_name="us-east-1")
+    client.create_bucket(Bucket=BUCKET)
+    client.put_object(Bucket=BUCKET, Key="runs/r1/data/train.jsonl", Body="\n".join(SAMPLE).encode())
+    sums = "".join(f"{hashlib.sha256(body).hexdigest()}  {name}\n" for name, body in WEIGHTS.items()).encode()
+    client.put_object(Bucket=BUCKET, Key="models/q/SHA256SUMS", Body=sums)
+    for name, body in WEIGHTS.items():
+        client.put_object(Bucket=BUCKET, Key=f"models/q/{name}", Body=body)
+    client.sums_sha256 = hashlib.sha256(sums).hexdigest()  # type: ignore[attr-defined]
+    return client
 
 
 def document(s3: Any, **model: Any) -> dict[str, Any]:

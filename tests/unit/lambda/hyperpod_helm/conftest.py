@@ -17,7 +17,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 
 @pytest.fixture(scope="session")
@@ -84,26 +83,14 @@ run_guard = _helm_lambda_module("run_guard")
 
 
 @pytest.fixture
-def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(key, value)
-
-
-@pytest.fixture
-def eks_cluster(aws_env: None) -> Iterator[str]:
-    """An EKS cluster (moto) the installer describes for its endpoint and CA; yields its name."""
-    with mock_aws():
-        boto3.client("eks", region_name="us-east-1").create_cluster(
-            name="mtrl-eks",
-            roleArn="arn:aws:iam::123456789012:role/eks",
-            resourcesVpcConfig={"subnetIds": ["subnet-1", "subnet-2"]},
-        )
-        yield "mtrl-eks"
+def eks_cluster(mocked_aws: None) -> str:
+    """An EKS cluster (moto) the installer describes for its endpoint and CA; returns its name."""
+    boto3.client("eks", region_name="us-east-1").create_cluster(
+        name="mtrl-eks",
+        roleArn="arn:aws:iam::123456789012:role/eks",
+        resourcesVpcConfig={"subnetIds": ["subnet-1", "subnet-2"]},
+    )
+    return "mtrl-eks"
 
 
 class HelmCalls:

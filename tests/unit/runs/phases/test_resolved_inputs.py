@@ -10,7 +10,6 @@ from typing import Any
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from mtrl.contracts.backend import Finding, JobState, JobStatus, RunContext
 from mtrl.contracts.errors import ConfigurationError, InternalError
@@ -23,6 +22,7 @@ from mtrl.runs.phases.train import check_status, submit
 from mtrl.runs.phases.validate import split_keys, validate
 from mtrl.runs.runtime import Runtime
 from mtrl.settings.pipeline import PipelineSettings
+from tests.aws_fixtures import create_versioned_bucket
 from tests.run_table import create_run_table
 
 BUCKET = "data"
@@ -76,27 +76,25 @@ def wordle_rows(count: int) -> bytes:
 
 
 @pytest.fixture
-def world() -> Iterator[tuple[Runtime, Recorder]]:
-    with mock_aws():
-        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
-        create_run_table(dynamodb, "runs")
-        s3 = boto3.client("s3", region_name="us-east-1")
-        s3.create_bucket(Bucket=BUCKET)
-        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
-        runtime = Runtime(
-            dynamodb=dynamodb,
-            s3=s3,
-            table="runs",
-            bucket=BUCKET,
-            settings=PipelineSettings.model_validate({"run_backend": "local"}),
-            backend_settings={"local": dict(DEPLOY)},  # the run's backend's section
-        )
-        recorder = Recorder()
-        adapters.register_adapter("local", lambda: recorder)  # type: ignore[arg-type,return-value]
-        try:
-            yield runtime, recorder
-        finally:
-            adapters.unregister_adapter("local")
+def world(mocked_aws: None) -> Iterator[tuple[Runtime, Recorder]]:
+    dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+    create_run_table(dynamodb, "runs")
+    s3 = boto3.client("s3", region_name="us-east-1")
+    create_versioned_bucket(s3, BUCKET)
+    runtime = Runtime(
+        dynamodb=dynamodb,
+        s3=s3,
+        table="runs",
+        bucket=BUCKET,
+        settings=PipelineSettings.model_validate({"run_backend": "local"}),
+        backend_settings={"local": dict(DEPLOY)},  # the run's backend's section
+    )
+    recorder = Recorder()
+    adapters.register_adapter("local", lambda: recorder)  # type: ignore[arg-type,return-value]
+    try:
+        yield runtime, recorder
+    finally:
+        adapters.unregister_adapter("local")
 
 
 def start(runtime: Runtime, run_id: str, manifest: dict[str, Any] | None = None) -> None:

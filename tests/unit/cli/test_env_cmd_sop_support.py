@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from environments.sop_support import EXAMPLE_ACTIONS, solve, tickets
 from mtrl.cli import app
 from mtrl.envs.registry import project_root
-from tests.unit.envs.test_env_cli import _read_until
+from tests.unit.cli.test_env_cmd import _read_until
 
 runner = CliRunner()
 

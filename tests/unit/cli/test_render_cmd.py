@@ -22,7 +22,7 @@ from mtrl.cli.yaml_text import dump_documents
 from tests.unit.backends.verl.rayjob_schema import RAYJOB_SCHEMA
 from tests.unit.backends.verl.verl_support import IMAGE, MODEL, RUN_ID
 
-REPO_ROOT = Path(__file__).resolve().parents[4]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 CONFIGURED = ["-c", "verl_models=" + json.dumps([MODEL]), "-c", f"verl_image_uri={IMAGE}"]
 runner = CliRunner()
 

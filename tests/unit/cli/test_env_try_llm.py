@@ -7,10 +7,13 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from mtrl.cli import app
-from tests.unit.llm.conftest import MADE_ENV
+from tests.made_env import MADE_ENV
+
+pytest.importorskip("torch", reason="the mtrl[llm] extra (make test installs it)")
 
 SHORT = ["--max-new-tokens", "1", "--group-size", "3", "--tasks", "2", "--eval-tasks", "2", "--max-turns", "3"]
 

@@ -15,8 +15,10 @@ from typer.testing import CliRunner
 
 from mtrl.cli import app
 from mtrl.envs.registry import project_root
-from tests.unit.llm.conftest import MADE_ENV
+from tests.made_env import MADE_ENV
 from tests.unit.llm.test_openai_policy import ChatServer, chat_server  # noqa: F401  (the fixture)
+
+pytest.importorskip("torch", reason="the mtrl[llm] extra (make test installs it)")
 
 SHORT = ["--max-new-tokens", "2", "--max-turns", "2"]
 
