@@ -412,8 +412,9 @@ def test_limits_are_validated() -> None:
         Limits(isolation="none")  # type: ignore[arg-type]
 
 
-def test_hidden_tests_in_the_checkout_cannot_be_read() -> None:
-    bank = Path(__file__).resolve().parents[3] / "environments" / "ask_to_code" / "tasks.py"
+@pytest.mark.parametrize("bank_file", ["tasks.py", "later_tasks.py"])  # the hidden tests live in both
+def test_hidden_tests_in_the_checkout_cannot_be_read(bank_file: str) -> None:
+    bank = Path(__file__).resolve().parents[3] / "environments" / "ask_to_code" / bank_file
     assert bank.is_file()
     result = run(
         f"""

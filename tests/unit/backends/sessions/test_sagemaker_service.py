@@ -243,7 +243,13 @@ def test_close_while_an_operation_runs_cancels_it_then_stops_and_deletes(world: 
     service.close()
     worker.join(timeout=5)
     assert not worker.is_alive()
-    assert [str(error) for error in errors] == ["forwardBackward: training session 'mtrl-s1' was closed while it ran"]
+    # Whether close() lands while the operation is being polled or between two polls is the scheduler's choice (a
+    # loaded machine shows both): either way the operation ends with the session closed, as infrastructure.
+    assert len(errors) == 1
+    assert str(errors[0]) in {
+        "forwardBackward: training session 'mtrl-s1' was closed while it ran",
+        "forwardBackward: training session 'mtrl-s1' is closed",
+    }
     assert errors[0].infrastructure
     assert "StopTrainingSession" in world.asked()
     assert world.fake.status == "Deleted"
