@@ -28,6 +28,7 @@ from mtrl.envs.registry import (
 from mtrl.envs.rollout import Message, Rollout, StopEpisode, scripted
 from mtrl.envs.rollout import play as play_episode
 from mtrl.sandbox import SandboxUnavailableError
+from mtrl.validation.rows import RowError, iter_rows
 
 app = typer.Typer(
     help="Reward environments: list them, play an episode by hand, try one locally.", no_args_is_help=True
@@ -112,10 +113,10 @@ def _random_sample_task(spec: EnvironmentSpec, seed: int | None) -> dict[str, An
     for name in SAMPLE_TASKS:
         path = spec.path / name
         if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                row = json.loads(line) if line.strip() else None
-                if isinstance(row, dict) and isinstance(row.get("metadata"), dict):
-                    rows.append(row["metadata"])
+            try:
+                rows += [row["metadata"] for _number, row in iter_rows(path) if isinstance(row.get("metadata"), dict)]
+            except RowError as error:
+                raise ValueError(f"{path} {error}") from None
     return random.Random(seed).choice(rows) if rows else None  # noqa: S311 - a game, not cryptography
 
 

@@ -30,7 +30,7 @@ from botocore.response import StreamingBody
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.serverless.adapter import ServerlessAdapter
-from mtrl.validation import eval_split_of
+from mtrl.validation.dataset import eval_split_of
 from tests.integration.pipeline_support import BUCKET, Harness, _handler_module, jsonl, pipeline_context, wordle_rows
 from tests.unit.backends.aws_calls import AGENT_ACTIONS, SERVERLESS_ADAPTER_ACTIONS, AwsCallRecorder
 from tests.unit.backends.aws_fakes import (

@@ -12,15 +12,14 @@ verl writes the file from a background thread, so it may land after the step's c
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mtrl.contracts.environment import MALFORMED_ACTIONS, EpisodeResult
 from mtrl.health.episodes import EpisodeStatus, episode_fields
+from mtrl.validation.rows import RowSource, iter_rows
 
 ROLLOUT_DIR = "rollouts"
 
@@ -64,16 +63,11 @@ def dumped_episode(entry: dict[str, Any]) -> DumpedEpisode:
     )
 
 
-def step_fields(lines: Iterable[str]) -> dict[str, Any]:
-    """The environment-side fields of one step's row from its dump lines (unreadable lines are skipped)."""
+def step_fields(dump: RowSource) -> dict[str, Any]:
+    """The environment-side fields of one step's row from its dump (lines that are not JSON objects are skipped)."""
     groups: dict[str, list[DumpedEpisode]] = {}
-    for line in lines:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            groups.setdefault(str(entry.get("input")), []).append(dumped_episode(entry))
+    for _number, entry in iter_rows(dump, skip_invalid=True):
+        groups.setdefault(str(entry.get("input")), []).append(dumped_episode(entry))
     episodes = [episode for group in groups.values() for episode in group]
     if not episodes:
         return {}
@@ -87,4 +81,4 @@ def read_step(directory: Path, step: int) -> dict[str, Any] | None:
     path = directory / f"{step}.jsonl"
     if not path.is_file():
         return None
-    return step_fields(path.read_text(encoding="utf-8", errors="replace").splitlines())
+    return step_fields(path.read_text(encoding="utf-8", errors="replace"))

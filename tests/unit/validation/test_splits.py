@@ -10,7 +10,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from mtrl.validation import DatasetValidator, eval_split_of, validate_s3_object
+from mtrl.validation.dataset import DatasetValidator, eval_split_of
+from mtrl.validation.sources import validate_s3_object
 from mtrl.validation.splits import SplitSourceError, write_eval_split
 
 REGION = "us-east-1"
