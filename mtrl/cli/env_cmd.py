@@ -28,7 +28,6 @@ from mtrl.envs.registry import (
 from mtrl.envs.rollout import Message, Rollout, StopEpisode, scripted
 from mtrl.envs.rollout import play as play_episode
 from mtrl.sandbox import SandboxUnavailableError
-from mtrl.validation.rows import RowError, iter_rows
 
 app = typer.Typer(
     help="Reward environments: list them, play an episode by hand, try one locally.", no_args_is_help=True
@@ -109,6 +108,8 @@ SAMPLE_TASKS = ("sample/train.jsonl", "sample/eval.jsonl")
 
 def _random_sample_task(spec: EnvironmentSpec, seed: int | None) -> dict[str, Any] | None:
     """A random row's metadata from the environment's sample dataset (None when it ships none)."""
+    from mtrl.validation.rows import RowError, iter_rows  # noqa: PLC0415 - only for `mtrl env play`
+
     rows: list[dict[str, Any]] = []
     for name in SAMPLE_TASKS:
         path = spec.path / name

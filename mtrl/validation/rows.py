@@ -58,11 +58,6 @@ def iter_rows(source: RowSource, *, skip_invalid: bool = False) -> Iterator[tupl
         yield number, row
 
 
-def read_rows(source: RowSource) -> list[dict[str, Any]]:
-    """Every row of ``source`` (``iter_rows``: raises ``RowError``)."""
-    return [row for _number, row in iter_rows(source)]
-
-
 def task_key(metadata: Mapping[str, Any]) -> str:
     """A task's identity across files: its metadata (what an environment's ``reset`` takes) as canonical JSON."""
     return json.dumps(metadata, sort_keys=True, default=str)

@@ -121,8 +121,7 @@ def test_jsonl_rows_are_parsed_only_by_the_one_reader() -> None:
                 continue
             offenders += [f"{relative}:{line}" for line in line_parses(path.read_text(encoding="utf-8"))]
     assert not offenders, (
-        "JSONL parsed line by line outside mtrl.validation.rows (use iter_rows / read_rows, RowError): "
-        + ", ".join(offenders)
+        "JSONL parsed line by line outside mtrl.validation.rows (use iter_rows and RowError): " + ", ".join(offenders)
     )
 
 
