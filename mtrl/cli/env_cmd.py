@@ -108,14 +108,16 @@ SAMPLE_TASKS = ("sample/train.jsonl", "sample/eval.jsonl")
 
 def _random_sample_task(spec: EnvironmentSpec, seed: int | None) -> dict[str, Any] | None:
     """A random row's metadata from the environment's sample dataset (None when it ships none)."""
+    from mtrl.validation.rows import RowError, iter_rows  # noqa: PLC0415 - only for `mtrl env play`
+
     rows: list[dict[str, Any]] = []
     for name in SAMPLE_TASKS:
         path = spec.path / name
         if path.is_file():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                row = json.loads(line) if line.strip() else None
-                if isinstance(row, dict) and isinstance(row.get("metadata"), dict):
-                    rows.append(row["metadata"])
+            try:
+                rows += [row["metadata"] for _number, row in iter_rows(path) if isinstance(row.get("metadata"), dict)]
+            except RowError as error:
+                raise ValueError(f"{path} {error}") from None
     return random.Random(seed).choice(rows) if rows else None  # noqa: S311 - a game, not cryptography
 
 

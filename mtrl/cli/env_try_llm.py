@@ -21,8 +21,9 @@ from mtrl.llm import LLMUnavailableError
 from mtrl.llm.policies import PolicyError, Sampling, parse_policy
 from mtrl.llm.rollout import Episode
 from mtrl.llm.tryout import TryOptions, run_try  # torch itself is imported only when a run starts
-from mtrl.local.run import parse_jsonl, row_ids
+from mtrl.local.run import parse_jsonl
 from mtrl.local.trainer import TaskSplit, TrainingError
+from mtrl.validation.rows import row_ids
 
 SAMPLE_TRAIN = Path("sample") / "train.jsonl"
 SAMPLE_EVAL = Path("sample") / "eval.jsonl"
@@ -137,9 +138,9 @@ def _load_tasks(
     except TrainingError as error:
         fail(str(error), code=EXIT_INVALID, as_json=as_json)
     source = str(eval_path) if eval_rows else f"a seeded {HOLDOUT_FRACTION:.0%} of {train_path}"
-    ids = row_ids(train_path.read_text(encoding="utf-8"))
+    ids = row_ids(train_path)
     if eval_rows and eval_path is not None:
-        ids.update(row_ids(eval_path.read_text(encoding="utf-8")))
+        ids.update(row_ids(eval_path))
     return split, source, ids
 
 

@@ -195,8 +195,8 @@ def evaluate(
     """Evaluate one or more policies on a split, side by side: the external evaluation, reward, success, turns."""
     from mtrl.cli.env_try_llm import read_tasks  # noqa: PLC0415
     from mtrl.local.agents import NoAgentError, agent_for  # noqa: PLC0415
-    from mtrl.local.run import row_ids, task_key  # noqa: PLC0415
     from mtrl.local.trainer import TrainingError  # noqa: PLC0415
+    from mtrl.validation.rows import row_ids, task_key  # noqa: PLC0415
 
     try:
         specs = parse_policies(policies, models or [])
@@ -213,7 +213,7 @@ def evaluate(
     try:
         path = split_path(spec, split)
         chosen = read_tasks(spec, path)[:tasks]
-        ids = row_ids(path.read_text(encoding="utf-8"))
+        ids = row_ids(path)
     except TrainingError as error:
         fail(str(error), code=EXIT_USAGE if "does not exist" in str(error) else EXIT_INVALID, as_json=as_json)
     if not chosen:

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mtrl.cli.output import EXIT_INVALID, console, error_console, fail, print_json
-from mtrl.validation import Limits, UnknownEnvironmentError, ValidationReport, validate_file
+from mtrl.validation.dataset import Limits, ValidationReport
+from mtrl.validation.sources import UnknownEnvironmentError, validate_file
 
 if TYPE_CHECKING:
     from mtrl.settings.pipeline import PipelineSettings

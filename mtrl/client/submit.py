@@ -16,7 +16,8 @@ from mtrl.runs.ids import DATASET_SUFFIX, derive_run_id, manifest_key_for
 from mtrl.runs.manifest import RunSettings, parse_manifest, resolve_run_settings
 from mtrl.runs.trigger import TRAINING_DATA_PREFIX
 from mtrl.settings.pipeline import PipelineSettings
-from mtrl.validation import Limits, UnknownEnvironmentError, ValidationReport, validate_file
+from mtrl.validation.dataset import Limits, ValidationReport
+from mtrl.validation.sources import UnknownEnvironmentError, validate_file
 
 Progress = Callable[[int], None]
 

@@ -1,1 +1,1 @@
-"""Training health: per-step signal rows of a run and the rules that turn them into a verdict."""
+"""Training health: per-step signal rows of a run, the rules that turn them into a verdict, and its learning curve."""

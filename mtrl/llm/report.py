@@ -15,14 +15,16 @@ from typing import Any
 
 from mtrl.health import signal_health
 from mtrl.health.evaluation import figures as evaluation_figures
+from mtrl.health.plots import learning_curve, pyplot
 from mtrl.llm.rollout import Episode
-from mtrl.local.run import task_key
+from mtrl.validation.rows import task_key
 
 TRANSCRIPT_GROUPS = 3  # groups whose best and worst transcripts are kept
 
 
 def task_label(task: dict[str, Any], index: int, ids: Mapping[str, str] | None = None) -> str:
-    """The dataset row's ``id`` when ``ids`` knows the task (``mtrl.local.run.row_ids``), else a name from the task."""
+    """The dataset row's ``id`` when ``ids`` knows the task (``mtrl.validation.rows.row_ids``), else a name from
+    the task."""
     row_id = (ids or {}).get(task_key(task))
     if row_id:
         return row_id
@@ -119,8 +121,6 @@ def summarize_rollouts(
 
 def rollouts_png(summary: dict[str, Any], *, title: str) -> bytes:
     """Left: mean reward ± within-group spread per task group. Right: each component's zero-spread share."""
-    from mtrl.local.report import pyplot
-
     plt = pyplot()
     figure, (groups_axis, health_axis) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
     try:
@@ -159,8 +159,6 @@ def rollouts_png(summary: dict[str, Any], *, title: str) -> bytes:
 
 def curve_png(history: Sequence[dict[str, Any]], evaluations: Sequence[dict[str, Any]], *, title: str) -> bytes:
     """Training reward per GRPO step (line) and held-out success at the steps it was measured (points)."""
-    from mtrl.local.report import learning_curve
-
     return learning_curve(
         steps=[int(record["step"]) for record in history],
         rewards=[float(record["reward_mean"]) for record in history],

@@ -23,6 +23,7 @@ from mtrl.local.config import TrainConfig
 from mtrl.local.policy import Adam, LogLinearPolicy
 from mtrl.local.report import plot_png, summarize
 from mtrl.local.trainer import Task, TaskSplit, Trainer, TrainingError, TrainingState, new_state
+from mtrl.validation.rows import RowError, iter_rows
 
 STATE = "state.json"
 TASKS = "tasks.json"
@@ -59,37 +60,15 @@ class DirectoryStore:
 def parse_jsonl(text: str, *, source: str) -> list[dict[str, Any]]:
     """Dataset rows' ``metadata`` objects: what an environment's ``reset`` takes."""
     tasks: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise TrainingError(f"{source} line {number}: not valid JSON ({error.msg})") from None
-        metadata = row.get("metadata") if isinstance(row, dict) else None
-        if not isinstance(metadata, dict):
-            raise TrainingError(f"{source} line {number}: expected an object with a 'metadata' object")
-        tasks.append(metadata)
+    try:
+        for number, row in iter_rows(text):
+            metadata = row.get("metadata")
+            if not isinstance(metadata, dict):
+                raise TrainingError(f"{source} line {number}: expected an object with a 'metadata' object")
+            tasks.append(metadata)
+    except RowError as error:
+        raise TrainingError(f"{source} {error}") from None
     return tasks
-
-
-def task_key(metadata: Mapping[str, Any]) -> str:
-    """A task's identity across files: its metadata as canonical JSON."""
-    return json.dumps(metadata, sort_keys=True, default=str)
-
-
-def row_ids(text: str) -> dict[str, str]:
-    """Each row's ``id`` by its task (``task_key`` of its metadata): how a report names a task as the dataset does.
-    Lines that are not rows with an ``id`` and a ``metadata`` object are skipped (``parse_jsonl`` reports them)."""
-    ids: dict[str, str] = {}
-    for line in text.splitlines():
-        try:
-            row = json.loads(line) if line.strip() else None
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("metadata"), dict) and isinstance(row.get("id"), str):
-            ids.setdefault(task_key(row["metadata"]), row["id"])
-    return ids
 
 
 @dataclass

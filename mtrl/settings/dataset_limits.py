@@ -1,6 +1,6 @@
 """The default dataset limits: plain numbers, so `mtrl validate` applies them without loading the settings models.
 
-``PipelineSettings`` takes its defaults from here, and ``mtrl.validation.Limits`` too, so a local check refuses
+``PipelineSettings`` takes its defaults from here, and ``mtrl.validation.dataset.Limits`` too, so a local check refuses
 exactly what the pipeline's Validate step refuses on a deployment that keeps the defaults.
 """
 

@@ -1,16 +1,3 @@
-"""Dataset validation shared by the pipeline's validate step and `mtrl validate`."""
-
-from mtrl.validation.dataset import DatasetValidator, Issue, Limits, ValidationReport, eval_split_of
-from mtrl.validation.sources import UnknownEnvironmentError, environment_check, validate_file, validate_s3_object
-
-__all__ = [
-    "DatasetValidator",
-    "Issue",
-    "Limits",
-    "UnknownEnvironmentError",
-    "ValidationReport",
-    "environment_check",
-    "eval_split_of",
-    "validate_file",
-    "validate_s3_object",
-]
+"""Dataset validation shared by the pipeline's validate step and `mtrl validate` (``dataset``, ``sources``), and the
+one JSONL row reader (``rows``). Nothing is imported here: a Lambda, a worker or the trainer image that reads rows
+loads ``rows`` alone, not the validator and its parsers."""

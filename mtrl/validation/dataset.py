@@ -25,6 +25,7 @@ from mtrl.validation.hashindex import HashIndex
 from mtrl.validation.lines import Readable, iter_line_blocks
 from mtrl.validation.row_parser import FAST_REFUSED, parse_row
 from mtrl.validation.row_shape import MAX_ID_CHARS, ROLES, decode_ordinary, ordinary_keys
+from mtrl.validation.rows import json_type
 
 if TYPE_CHECKING:  # settings stay a leaf package: no runtime import from here
     from mtrl.settings.pipeline import PipelineSettings
@@ -335,7 +336,7 @@ class DatasetValidator:
     ) -> tuple[str | None, dict[str, Any], int] | None:
         """(id, metadata, problems reported) of any parsed row; None when it has no metadata object to check further."""
         if type(row) is not dict:
-            report.add(number, "not_object", f"expected a JSON object, got {_json_type(row)}")
+            report.add(number, "not_object", f"expected a JSON object, got {json_type(row)}")
             return None
         problems = 0
         for key in row:
@@ -348,7 +349,7 @@ class DatasetValidator:
             if "metadata" not in row:
                 report.add(number, "bad_metadata", "missing 'metadata'")
             else:
-                report.add(number, "bad_metadata", f"'metadata' must be an object, got {_json_type(metadata)}")
+                report.add(number, "bad_metadata", f"'metadata' must be an object, got {json_type(metadata)}")
             return None
         return row_id, metadata, problems + self._check_metadata(number, metadata, report)
 
@@ -359,7 +360,7 @@ class DatasetValidator:
             report.add(number, "missing_id", "missing 'id'" if "id" not in row else "'id' is null")
             return None
         if type(row_id) is not str:
-            report.add(number, "bad_id", f"'id' must be a string, got {_json_type(row_id)}")
+            report.add(number, "bad_id", f"'id' must be a string, got {json_type(row_id)}")
             return None
         if not row_id.strip() or len(row_id) > MAX_ID_CHARS:
             report.add(number, "bad_id", f"'id' must be 1-{MAX_ID_CHARS} characters and not blank")
@@ -388,7 +389,7 @@ class DatasetValidator:
         for name, expected, kind in _OPTIONAL_TYPES:
             value = metadata.get(name)
             if name in metadata and type(value) is not expected:
-                report.add(number, "bad_type", f"'metadata.{name}' must be {kind}, got {_json_type(value)}")
+                report.add(number, "bad_type", f"'metadata.{name}' must be {kind}, got {json_type(value)}")
                 problems += 1
         return problems
 
@@ -454,7 +455,7 @@ def _prompt_problem(metadata: dict[str, Any]) -> str | None:
         return None if prompt.strip() else "'metadata.prompt' is blank"
     if type(prompt) is list:
         return _check_messages(prompt)
-    return f"'metadata.prompt' must be a string or a list of messages, got {_json_type(prompt)}"
+    return f"'metadata.prompt' must be a string or a list of messages, got {json_type(prompt)}"
 
 
 def _check_messages(messages: list[Any]) -> str | None:
@@ -463,25 +464,11 @@ def _check_messages(messages: list[Any]) -> str | None:
     for index, message in enumerate(messages):
         where = f"metadata.prompt[{index}]"
         if type(message) is not dict:
-            return f"'{where}' must be an object with 'role' and 'content', got {_json_type(message)}"
+            return f"'{where}' must be an object with 'role' and 'content', got {json_type(message)}"
         role = message.get("role")
         if type(role) is not str or role not in ROLES:  # an unhashable role (a list) must not crash the check
             return f"'{where}.role' must be one of {', '.join(sorted(ROLES))}, got {role!r}"
         content = message.get("content")
         if type(content) is not str and type(content) is not list:
-            return f"'{where}.content' must be a string or a list of parts, got {_json_type(content)}"
+            return f"'{where}.content' must be a string or a list of parts, got {json_type(content)}"
     return None
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"

@@ -12,18 +12,18 @@ line those counts cannot clear is looked at value by value.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import msgspec
 
+from mtrl.validation.rows import json_error_reason
 from mtrl.validation.strict_json import (
     FAST_DECODER,
     MAX_ROW_DEPTH,
     STRICT_DECODER,
     DuplicateKeyError,
-    depth_of,
+    keys_and_depth,
     lone_surrogate_in,
     surrogate_reason,
 )
@@ -63,7 +63,7 @@ def parse_strictly(data: bytes) -> tuple[Any, Problem | None]:
     except RecursionError:
         return None, ("too_deep", _DEEP)
     except ValueError as error:
-        return None, ("invalid_json", f"not valid JSON: {_json_reason(error)}")
+        return None, ("invalid_json", f"not valid JSON: {json_error_reason(error)}")
     if _SURROGATE_ESCAPE.search(data) is not None:
         shown = lone_surrogate_in(row)
         if shown is not None:
@@ -86,9 +86,9 @@ def strict_problem(data: bytes, row: Any) -> Problem | None:
     if written <= _known_keys(row):
         # Every key is in the documented objects (row, metadata, info, messages, content parts: at most 6 levels),
         # so anything deeper is arrays or empty objects, each level at least one '['.
-        deep = data.count(b"[") > MAX_ROW_DEPTH - 7 and depth_of(row) > MAX_ROW_DEPTH
+        deep = data.count(b"[") > MAX_ROW_DEPTH - 7 and keys_and_depth(row)[1] > MAX_ROW_DEPTH
     else:
-        keys, depth = _keys_and_depth(row)
+        keys, depth = keys_and_depth(row)
         deep = depth > MAX_ROW_DEPTH
         if not deep and written > keys:
             try:  # a '\\":' inside a string also looks like a separator: only the strict parse can tell
@@ -118,27 +118,3 @@ def _known_keys(row: Any) -> int:
                     if type(content) is list:
                         count += sum(len(part) for part in content if type(part) is dict)
     return count
-
-
-def _keys_and_depth(value: Any) -> tuple[int, int]:
-    """(keys of every object, nesting depth) of a parsed value, without recursion."""
-    keys = deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if type(item) is dict:
-            keys += len(item)
-            children: Any = item.values()
-        elif type(item) is list:
-            children = item
-        else:
-            continue
-        deepest = max(deepest, level)
-        stack.extend((child, level + 1) for child in children if type(child) is dict or type(child) is list)
-    return keys, deepest
-
-
-def _json_reason(error: ValueError) -> str:
-    if isinstance(error, json.JSONDecodeError):
-        return f"{error.msg} at column {error.colno}"
-    return str(error)

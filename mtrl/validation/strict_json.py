@@ -82,13 +82,15 @@ STRICT_DECODER = json.JSONDecoder(
 )
 
 
-def depth_of(value: Any) -> int:
-    """Nesting depth of a parsed value (a scalar is 0, ``[]`` is 1), without recursion."""
-    deepest = 0
+def keys_and_depth(value: Any) -> tuple[int, int]:
+    """(keys of every object, nesting depth) of a parsed value (a scalar's depth is 0, ``[]``'s 1), without
+    recursion: the one walk behind the depth limit here and the dataset parser's key count (``row_parser``)."""
+    keys = deepest = 0
     stack = [(value, 1)]
     while stack:
         item, level = stack.pop()
         if type(item) is dict:
+            keys += len(item)
             children: Any = item.values()
         elif type(item) is list:
             children = item
@@ -96,7 +98,7 @@ def depth_of(value: Any) -> int:
             continue
         deepest = max(deepest, level)
         stack.extend((child, level + 1) for child in children if type(child) is dict or type(child) is list)
-    return deepest
+    return keys, deepest
 
 
 def too_deep_at(text: str, max_depth: int) -> int | None:
@@ -166,7 +168,7 @@ def loads_strict(text: str, *, max_depth: int) -> Any:
         raise StrictJSONError(str(error), *_locate(text, number)) from None
     except ValueError as error:  # e.g. an integer of more than 4300 digits
         raise StrictJSONError(str(error)) from None
-    index = too_deep_at(text, max_depth) if recursed or depth_of(value) > max_depth else None
+    index = too_deep_at(text, max_depth) if recursed or keys_and_depth(value)[1] > max_depth else None
     if recursed or index is not None:
         where = position(text, index) if index is not None else (None, None)
         raise StrictJSONError(f"nested more than {max_depth} levels deep", *where)

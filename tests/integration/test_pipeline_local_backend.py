@@ -10,7 +10,7 @@ import boto3
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.local import LocalAdapter
-from mtrl.validation import eval_split_of
+from mtrl.validation.dataset import eval_split_of
 from tests.integration.pipeline_support import (
     BUCKET,
     REGION,

@@ -31,7 +31,7 @@ from botocore.response import StreamingBody
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.serverless.adapter import ServerlessAdapter
-from mtrl.validation import eval_split_of
+from mtrl.validation.dataset import eval_split_of
 from mtrl.worker import serverless_agent
 from tests.integration.moto_speedups import handler_module
 from tests.integration.pipeline_support import BUCKET, Harness, jsonl, pipeline_context, wordle_rows

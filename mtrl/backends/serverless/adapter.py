@@ -29,7 +29,6 @@ from mtrl.backends._aws import (
     backend_error,
     error_code,
     error_message,
-    iter_s3_lines,
     short_token,
 )
 from mtrl.backends.episode_rows import update_signals
@@ -42,6 +41,7 @@ from mtrl.backends.serverless.documents import (
     evaluation_sampling,
     job_name_for,
     run_input_prefix,
+    service_rows,
     to_service_row,
 )
 from mtrl.backends.serverless.settings import (
@@ -228,10 +228,8 @@ class ServerlessAdapter:
 
     def _first_prompt(self, run: RunContext, settings: ServerlessSettings) -> str:
         s3 = self._clients.client("s3", settings.region)
-        for raw in iter_s3_lines(s3, S3Uri.parse(run.dataset_uri)):
-            if raw.strip():
-                row = json.loads(raw)
-                return to_service_row(row, agent_options(settings))["prompt"] if isinstance(row, dict) else raw.decode()
+        for row in service_rows(s3, S3Uri.parse(run.dataset_uri), agent_options(settings)):
+            return row["prompt"]
         raise BackendError(f"{run.dataset_uri} has no rows to smoke-test the agent with")
 
     # -- provision / submit ------------------------------------------------------------------------------------

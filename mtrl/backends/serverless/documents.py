@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from mtrl.backends._aws import S3Uri, iter_s3_lines, safe_name
 from mtrl.backends.serverless.options import TRAINING_HYPERPARAMETERS
 from mtrl.backends.serverless.settings import HyperValue, ServerlessSettings
 from mtrl.contracts.backend import BackendError, RunContext
+from mtrl.validation.rows import RowError, iter_rows
 
 AGENT_OPTIONS_KEY = "mtrl_agent"
 # What an evaluation job samples with, and what the service uses when the run sets nothing (the MTRL hyperparameters
@@ -58,20 +59,21 @@ def to_service_row(row: Mapping[str, Any], options: Mapping[str, str] | None = N
     return {"prompt": json.dumps(task, ensure_ascii=False, sort_keys=True)}
 
 
+def service_rows(s3: Any, source: S3Uri, options: Mapping[str, str] | None = None) -> Iterator[dict[str, str]]:
+    """The rows of ``source`` (JSONL, streamed) in the service's format; BackendError names a line that is no row."""
+    try:
+        for _number, row in iter_rows(iter_s3_lines(s3, source)):
+            yield to_service_row(row, options)
+    except RowError as error:
+        raise BackendError(f"{source} {error}") from None
+
+
 def convert_dataset(s3: Any, source: S3Uri, destination: S3Uri, options: Mapping[str, str] | None = None) -> int:
     """Stream ``source`` (JSONL) into ``destination`` in the service's row format; returns the row count."""
     rows = 0
     with tempfile.SpooledTemporaryFile(max_size=32 * 1024 * 1024) as buffer:
-        for number, raw in enumerate(iter_s3_lines(s3, source), start=1):
-            if not raw.strip():
-                continue
-            try:
-                row = json.loads(raw)
-            except json.JSONDecodeError as error:
-                raise BackendError(f"{source} line {number} is not JSON: {error}") from error
-            if not isinstance(row, dict):
-                raise BackendError(f"{source} line {number} is not a JSON object")
-            buffer.write(json.dumps(to_service_row(row, options), ensure_ascii=False).encode() + b"\n")
+        for row in service_rows(s3, source, options):
+            buffer.write(json.dumps(row, ensure_ascii=False).encode() + b"\n")
             rows += 1
         if rows == 0:
             raise BackendError(f"{source} has no rows")

@@ -13,9 +13,7 @@ verl writes the file from a background thread, so it may land after the step's c
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from mtrl.contracts.environment import MALFORMED_ACTIONS, EpisodeResult
 from mtrl.health.episodes import EpisodeStatus
 from mtrl.health.rows import episode_row
 from mtrl.health.signals import SignalRow
+from mtrl.validation.rows import RowSource, iter_rows
 
 ROLLOUT_DIR = "rollouts"
 
@@ -76,16 +75,11 @@ def _task(entry: dict[str, Any], line: int) -> tuple[str, float | int]:
     return ("line", line)
 
 
-def step_row(step: int, lines: Iterable[str]) -> SignalRow:
-    """The environment side of ``step``'s row from its dump lines (unreadable lines are skipped)."""
+def step_row(step: int, dump: RowSource) -> SignalRow:
+    """The environment side of ``step``'s row from its dump (lines that are not JSON objects are skipped)."""
     groups: dict[tuple[str, float | int], list[DumpedEpisode]] = {}
-    for number, line in enumerate(lines):
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            groups.setdefault(_task(entry, number), []).append(dumped_episode(entry))
+    for number, entry in iter_rows(dump, skip_invalid=True):
+        groups.setdefault(_task(entry, number), []).append(dumped_episode(entry))
     return episode_row(step, list(groups.values()))
 
 
@@ -94,4 +88,4 @@ def read_step(directory: Path, step: int) -> SignalRow | None:
     path = directory / f"{step}.jsonl"
     if not path.is_file():
         return None
-    return step_row(step, path.read_text(encoding="utf-8", errors="replace").splitlines())
+    return step_row(step, path.read_text(encoding="utf-8", errors="replace"))

@@ -24,6 +24,7 @@ from typing import Any
 
 from mtrl.envs.registry import EnvironmentSpec, load_spec
 from mtrl.envs.rollout import run_episode
+from mtrl.validation.rows import iter_rows
 
 SPECIALS = ("<pad>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>")
 CHAT_TEMPLATE = (
@@ -82,9 +83,8 @@ def tasks_of(spec: EnvironmentSpec, count: int) -> list[dict[str, Any]]:
     found = [spec.example_task]
     sample = spec.path / "sample" / "train.jsonl"
     if sample.is_file():
-        for line in sample.read_text(encoding="utf-8").splitlines():
-            row = json.loads(line) if line.strip() else None
-            if isinstance(row, dict) and isinstance(row.get("metadata"), dict) and row["metadata"] != found[0]:
+        for _number, row in iter_rows(sample):
+            if isinstance(row.get("metadata"), dict) and row["metadata"] != found[0]:
                 found.append(row["metadata"])
     return found[:count]
 

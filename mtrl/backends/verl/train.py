@@ -49,6 +49,7 @@ from mtrl.backends.verl.rollout_rows import ROLLOUT_DIR, read_step
 from mtrl.health.rows import merged, signal_row
 from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
 from mtrl.settings.verl import MODEL_SUMS_FILE, model_sums_object
+from mtrl.validation.rows import RowError, RowSource, iter_rows
 
 MERGED_DIR = "huggingface"  # output/huggingface/: the merged model (and lora_adapter/) a run delivers
 AGENT_NAME = "mtrl"
@@ -75,11 +76,10 @@ class TrainError(RuntimeError):
     """The run cannot be trained (the message names the run and what to fix)."""
 
 
-def verl_rows(lines: Iterable[str], *, env_id: str, env_args: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """verl dataset rows from validated mtrl JSONL lines (blank lines skipped)."""
+def verl_rows(source: RowSource, *, env_id: str, env_args: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """verl dataset rows from a validated mtrl JSONL dataset (read by ``mtrl.validation.rows``: raises RowError)."""
     rows = []
-    for index, line in enumerate(line for line in lines if line.strip()):
-        document = json.loads(line)
+    for index, (_number, document) in enumerate(iter_rows(source)):
         metadata = document["metadata"]
         prompt = metadata.get("prompt", "")
         text = prompt if isinstance(prompt, str) else json.dumps(prompt)
@@ -355,10 +355,15 @@ def follow(lines: Iterable[str], progress: Progress) -> Iterator[str]:
         yield line
 
 
-def _read_s3_lines(s3: Any, uri: str) -> list[str]:
+def _dataset_rows(document: Mapping[str, Any], s3: Any, uri: str) -> list[dict[str, Any]]:
+    """The verl rows of the dataset object at ``uri`` (TrainError naming the line that is not a row)."""
     bucket, _, key = uri.removeprefix("s3://").partition("/")
     body: bytes = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-    return body.decode("utf-8").splitlines()
+    env_id, env_args = str(document["environment"]), document.get("environment_args") or {}
+    try:
+        return verl_rows(body, env_id=env_id, env_args=env_args)
+    except RowError as error:
+        raise TrainError(f"run {document.get('run_id')}: {uri} {error}") from None
 
 
 def _write_parquet(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
@@ -381,10 +386,8 @@ class Prepared:
 
 def prepare(document: Mapping[str, Any], s3: Any, work: Path) -> Prepared:
     """The dataset files and the agent-loop registry, under ``work``."""
-    env_id = str(document["environment"])
-    env_args = document.get("environment_args") or {}
     train = work / "data" / "train.parquet"
-    train_rows = verl_rows(_read_s3_lines(s3, document["dataset_uri"]), env_id=env_id, env_args=env_args)
+    train_rows = _dataset_rows(document, s3, document["dataset_uri"])
     if not train_rows:
         raise TrainError(f"run {document.get('run_id')}: the training rows {document['dataset_uri']} are empty")
     _write_parquet(train_rows, train)
@@ -392,7 +395,7 @@ def prepare(document: Mapping[str, Any], s3: Any, work: Path) -> Prepared:
     eval_rows: list[dict[str, Any]] = []
     if document.get("eval_dataset_uri"):
         val = work / "data" / "eval.parquet"
-        eval_rows = verl_rows(_read_s3_lines(s3, document["eval_dataset_uri"]), env_id=env_id, env_args=env_args)
+        eval_rows = _dataset_rows(document, s3, document["eval_dataset_uri"])
         if not eval_rows:
             raise TrainError(
                 f"run {document.get('run_id')}: the held-out split {document['eval_dataset_uri']} is empty"

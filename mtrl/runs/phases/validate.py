@@ -14,14 +14,8 @@ from mtrl.runs.phases.context import Event, put_json, run_id_of, run_settings
 from mtrl.runs.phases.inputs import INPUTS_FIELD, data_inputs
 from mtrl.runs.registry import RunStatus, raise_for_client_error
 from mtrl.runs.runtime import Runtime
-from mtrl.validation import (
-    DatasetValidator,
-    Limits,
-    UnknownEnvironmentError,
-    ValidationReport,
-    environment_check,
-    validate_s3_object,
-)
+from mtrl.validation.dataset import DatasetValidator, Limits, ValidationReport
+from mtrl.validation.sources import UnknownEnvironmentError, environment_check, validate_s3_object
 from mtrl.validation.splits import SplitFiles, SplitSourceError, write_eval_split
 
 

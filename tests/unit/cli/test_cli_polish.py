@@ -17,7 +17,7 @@ from mtrl.cli import app
 from mtrl.cli.runs_cmd import status_renderable
 from mtrl.client.runs import run_view
 from mtrl.envs.registry import project_root
-from mtrl.local.report import learning_curve_figure
+from mtrl.health.plots import learning_curve_figure
 
 ROOT = project_root()
 

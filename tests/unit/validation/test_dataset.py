@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from mtrl.validation import DatasetValidator, Limits, eval_split_of, validate_file
+from mtrl.validation.dataset import DatasetValidator, Limits, eval_split_of
 from mtrl.validation.hashindex import HashIndex
 from mtrl.validation.lines import iter_lines
+from mtrl.validation.sources import validate_file
 
 
 def row(i: int, **metadata: Any) -> dict[str, Any]:

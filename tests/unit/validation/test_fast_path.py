@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mtrl.validation.dataset as dataset_module
-from mtrl.validation import DatasetValidator, Limits, ValidationReport, row_parser
+from mtrl.validation import row_parser
+from mtrl.validation.dataset import DatasetValidator, Limits, ValidationReport
 from mtrl.validation.hashindex import HashIndex
 from mtrl.validation.lines import iter_line_blocks, iter_lines
 from mtrl.validation.row_shape import decode_ordinary

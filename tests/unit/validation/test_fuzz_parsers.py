@@ -16,7 +16,7 @@ from mtrl.contracts.errors import ConfigurationError
 from mtrl.runs.manifest import parse_manifest, resolve_run_settings
 from mtrl.runs.registry import encode_item
 from mtrl.settings.pipeline import PipelineSettings
-from mtrl.validation import DatasetValidator
+from mtrl.validation.dataset import DatasetValidator
 
 FUZZ = settings(
     max_examples=150,

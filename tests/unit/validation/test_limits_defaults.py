@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mtrl.settings.pipeline import PipelineSettings
-from mtrl.validation import Limits
+from mtrl.validation.dataset import Limits
 
 
 def test_the_validators_default_limits_are_the_pipelines() -> None:

@@ -8,7 +8,8 @@ from typing import Any
 import boto3
 import pytest
 
-from mtrl.validation import DatasetValidator, eval_split_of, validate_s3_object
+from mtrl.validation.dataset import DatasetValidator, eval_split_of
+from mtrl.validation.sources import validate_s3_object
 from mtrl.validation.splits import SplitSourceError, write_eval_split
 from tests.aws_fixtures import create_versioned_bucket
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from mtrl.cli import app
 from mtrl.contracts.errors import ConfigurationError
 from mtrl.runs.manifest import parse_manifest
-from mtrl.validation import DatasetValidator, ValidationReport
+from mtrl.validation.dataset import DatasetValidator, ValidationReport
 from mtrl.validation.strict_json import MAX_MANIFEST_DEPTH, MAX_ROW_DEPTH
 
 GOOD = b'{"id": "ok", "metadata": {"prompt": "Guess", "answer": "crane"}}'

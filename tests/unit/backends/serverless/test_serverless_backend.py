@@ -65,7 +65,7 @@ def test_provision_writes_service_format_under_the_run_prefix_only(world: FakeAw
 
 def test_provision_rejects_non_json_lines(world: FakeAws) -> None:
     world.session.client("s3").put_object(Bucket=BUCKET, Key="training-data/wordle.jsonl", Body=b'{"id": 1}\nnope\n')
-    with pytest.raises(BackendError, match="line 2 is not JSON"):
+    with pytest.raises(BackendError, match="line 2: not valid JSON"):
         adapter(world).provision(make_run())
 
 
