@@ -65,7 +65,10 @@ EXIT_USAGE = 2  # bad arguments or configuration
 
 
 def print_json(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
+    """Standard JSON only: a non-finite number (whatever computed it) is written as null, never NaN or Infinity."""
+    from mtrl.health.signals import standard_json  # noqa: PLC0415 - only commands that print JSON load it
+
+    sys.stdout.write(json.dumps(standard_json(document), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
 
 
 def fail(message: str, *, code: int = EXIT_USAGE, as_json: bool = False) -> NoReturn:

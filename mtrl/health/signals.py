@@ -27,6 +27,14 @@ SHARE_FIELDS = (
     "timeout_share",
     "truncation_share",
 )
+# Bounds on what a signals file may hold (any writer, any size): the rules compute means, spreads and ratios over
+# these, so a finite extreme (1e308) would overflow to inf and NaN, and a step of hundreds of digits would not fit a
+# float; a file past these sizes is refused, never read whole into a backend function's memory.
+MAX_MAGNITUDE = 1e9
+MAX_COUNT = 10**9
+MAX_SIGNALS_BYTES = 16 * 1024 * 1024
+MAX_SIGNAL_ROWS = 100_000
+
 NUMBER_FIELDS = (
     "reward_mean",
     "reward_spread_mean",
@@ -122,14 +130,17 @@ def _number(value: Any, name: str, where: str, *, share: bool) -> float | None:
     number = float(value)
     if not math.isfinite(number):
         raise SignalsError(f"{where}: '{name}' is not finite ({value!r})")
+    if abs(number) > MAX_MAGNITUDE:
+        raise SignalsError(f"{where}: '{name}' is outside ±{MAX_MAGNITUDE:g} ({number:g})")
     if share and not 0.0 <= number <= 1.0:
         raise SignalsError(f"{where}: '{name}' is a share and must be within [0, 1], not {number}")
     return number
 
 
 def _count(value: Any, name: str, where: str, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise SignalsError(f"{where}: '{name}' must be an integer >= {minimum}, not {json.dumps(value)[:40]}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= MAX_COUNT:
+        shown = json.dumps(value)[:40] if not isinstance(value, int) or value.bit_length() < 64 else "a huge integer"
+        raise SignalsError(f"{where}: '{name}' must be an integer in [{minimum}, {MAX_COUNT}], not {shown}")
     return value
 
 
@@ -162,7 +173,11 @@ def row_from(document: Mapping[str, Any], where: str = "row") -> SignalRow:
 def parse_signals(text: str, *, source: str = "signals.jsonl") -> Signals:
     """Read a signals file. A last line without its newline that does not parse is a write in progress: it is
     left out (``truncated_tail``). Any other bad line is an error naming the line."""
+    if len(text) > MAX_SIGNALS_BYTES:
+        raise SignalsError(f"{source}: larger than {MAX_SIGNALS_BYTES // (1024 * 1024)} MiB; not read")
     lines = text.split("\n")
+    if len(lines) > MAX_SIGNAL_ROWS + 2:
+        raise SignalsError(f"{source}: more than {MAX_SIGNAL_ROWS} rows; not read")
     complete_tail = text.endswith("\n")
     truncated = False
     header: SignalHeader | None = None
@@ -191,6 +206,18 @@ def parse_signals(text: str, *, source: str = "signals.jsonl") -> Signals:
     if header is None:
         raise SignalsError(f'{source}: empty; the first line must be the header {{"planned_steps": N, ...}}')
     return Signals(header=header, rows=tuple(rows), truncated_tail=truncated)
+
+
+def standard_json(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None, so ``json.dumps(..., allow_nan=False)`` writes
+    standard JSON (RFC 8259 has no NaN or Infinity) whatever arithmetic produced it."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {key: standard_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [standard_json(item) for item in value]
+    return value
 
 
 def render_signals(header: SignalHeader, rows: Iterable[SignalRow]) -> str:

@@ -20,7 +20,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from mtrl.contracts.backend import BackendError, RunContext
 from mtrl.health.rules import STOP, WARN, evaluate, health_level
-from mtrl.health.signals import HEALTH_FILE, SIGNALS_FILE, SignalsError, parse_signals
+from mtrl.health.signals import (
+    HEALTH_FILE,
+    MAX_SIGNALS_BYTES,
+    SIGNALS_FILE,
+    SignalsError,
+    parse_signals,
+    standard_json,
+)
 from mtrl.runs.report import notification_choice
 from mtrl.runs.runtime import Runtime
 
@@ -67,11 +74,16 @@ def health_key(run_id: str) -> str:
 
 def _read_signals(runtime: Runtime, run_id: str) -> str | None:
     try:
-        body: bytes = runtime.s3.get_object(Bucket=runtime.bucket, Key=signals_key(run_id))["Body"].read()
+        answer = runtime.s3.get_object(Bucket=runtime.bucket, Key=signals_key(run_id))
     except ClientError as error:
         if error.response.get("Error", {}).get("Code") in {"NoSuchKey", "404", "NotFound"}:
             return None
         raise
+    size = int(answer.get("ContentLength") or 0)
+    if size > MAX_SIGNALS_BYTES:  # never read a file this large into the function's memory
+        answer["Body"].close()
+        raise SignalsError(f"run {run_id}: {signals_key(run_id)} is {size} bytes, over {MAX_SIGNALS_BYTES}; not read")
+    body: bytes = answer["Body"].read(MAX_SIGNALS_BYTES + 1)
     return body.decode("utf-8", errors="replace")
 
 
@@ -104,7 +116,7 @@ def poll_health(runtime: Runtime, run_id: str, record: dict[str, Any], *, ended:
     when reading or storing failed: that is recorded on the run and retried next poll, never fails the run)."""
     try:
         return _poll_health(runtime, run_id, record, ended=ended)
-    except (ClientError, BotoCoreError) as error:
+    except (ClientError, BotoCoreError, SignalsError, ValueError, ArithmeticError) as error:
         previous = dict(record.get("health") or {})
         runtime.registry.set_fields(run_id, health={**previous, "error": f"run {run_id}: {error}"[:500]})
         return None
@@ -126,7 +138,7 @@ def _poll_health(runtime: Runtime, run_id: str, record: dict[str, Any], *, ended
     runtime.s3.put_object(
         Bucket=runtime.bucket,
         Key=health_key(run_id),
-        Body=json.dumps(document, sort_keys=True).encode(),
+        Body=json.dumps(standard_json(document), sort_keys=True, allow_nan=False).encode(),
         ContentType="application/json",
     )
     level = health_level(document)

@@ -140,3 +140,37 @@ def test_notifications_none_sends_no_health_notice_but_keeps_the_verdict(runtime
     assert _messages(runtime) == []
     health = runtime.registry.get(RUN_ID)["health"]
     assert (health["verdict"], health["notified"]) == ("stop", [])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"planned_steps": 1' + b"0" * 400 + b"}\n" + b'{"step": 1}\n',
+        b'{"planned_steps": 3}\n{"step": 1, "reward_mean": 1e308}\n{"step": 2, "reward_mean": -1e308}\n',
+        b'{"planned_steps": 3}\n{"step": 1' + b"0" * 400 + b"}\n",
+    ],
+)
+def test_a_hostile_rows_file_is_recorded_and_never_fails_the_run(runtime: Runtime, body: bytes) -> None:
+    runtime.s3.put_object(Bucket=BUCKET, Key=signals_key(RUN_ID), Body=body)
+    assert poll_health(runtime, RUN_ID, runtime.registry.get(RUN_ID), ended=True) is None
+    assert runtime.registry.get(RUN_ID)["health"]["error"]
+
+
+def test_a_rows_file_over_the_size_limit_is_not_read(runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mtrl.runs import health_poll
+
+    monkeypatch.setattr(health_poll, "MAX_SIGNALS_BYTES", 1024)
+    _put_rows(runtime, 40)
+    assert poll_health(runtime, RUN_ID, runtime.registry.get(RUN_ID), ended=False) is None
+    assert "not read" in runtime.registry.get(RUN_ID)["health"]["error"]
+
+
+def test_the_stored_verdict_is_standard_json(runtime: Runtime) -> None:
+    _put_rows(runtime, 5)
+    assert poll_health(runtime, RUN_ID, runtime.registry.get(RUN_ID), ended=False) is not None
+    body = runtime.s3.get_object(Bucket=BUCKET, Key=f"runs/{RUN_ID}/health.json")["Body"].read()
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(constant)
+
+    json.loads(body, parse_constant=refuse)
