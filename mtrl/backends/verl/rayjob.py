@@ -43,6 +43,10 @@ DEPLOYMENT_LABEL = "mtrl/deployment"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"  # HyperPod: "Schedulable" = passed health checks
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+# HyperPod labels each node with its instance group ("Amazon SageMaker HyperPod labels", EKS orchestration): two groups
+# of one instance type are told apart only by this label.
+INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
+SUBMITTER_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # KubeRay: RayCluster names ≤ 53 characters, and a RayJob's cluster is its name plus a 6-character suffix.
@@ -74,7 +78,11 @@ def _tolerations(plan: VerlPlan, *, efa: bool) -> list[dict[str, Any]]:
 
 
 def _node_selector(plan: VerlPlan) -> dict[str, str]:
-    return {INSTANCE_TYPE_LABEL: plan.config.verl_instance_type, HEALTH_LABEL: "Schedulable"}
+    return {
+        INSTANCE_GROUP_LABEL: plan.config.verl_instance_group,
+        INSTANCE_TYPE_LABEL: plan.config.verl_instance_type,
+        HEALTH_LABEL: "Schedulable",
+    }
 
 
 def _volumes(name: str) -> list[dict[str, Any]]:
@@ -119,6 +127,8 @@ def run_document(plan: VerlPlan, run: RunContext) -> dict[str, Any]:
         "max_response_length": plan.max_response_length,
         "hyperparameters": plan.config.hyperparameters,
         "nnodes": plan.config.instance_count,  # workers only: the head holds no GPU
+        # Each worker pod requests all of its node's GPUs (render), so the trainer uses all of them.
+        "gpus_per_node": _gpus_per_node(plan),
         "dataset_uri": run.dataset_uri,
         "eval_dataset_uri": run.eval_dataset_uri,
         # The held-out split through the agent loop before training too (verl's val_before_train).
@@ -128,6 +138,11 @@ def run_document(plan: VerlPlan, run: RunContext) -> dict[str, Any]:
         "output_uri": run.output_uri,
         "progress_uri": progress_uri(run),
     }
+
+
+def _gpus_per_node(plan: VerlPlan) -> int:
+    facts = instance_facts(plan.config.verl_instance_type)
+    return facts.gpus if facts is not None else 1
 
 
 def progress_uri(run: RunContext) -> str:
@@ -230,6 +245,24 @@ def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
             "activeDeadlineSeconds": plan.config.run_timeout_minutes * 60,
             "preRunningDeadlineSeconds": plan.config.verl_pre_running_deadline_minutes * 60,
             "backoffLimit": 0,  # a retry would start over from step 0; the pipeline decides what to do
+            # KubeRay's default submitter pod has no node selector, tolerations or service account: on a tainted group
+            # it would stay Pending while the RayJob counts as Running, holding the GPUs until activeDeadlineSeconds.
+            "submitterPodTemplate": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": TRAINER_SERVICE_ACCOUNT,
+                    "nodeSelector": _node_selector(plan),
+                    "tolerations": _tolerations(plan, efa=False),
+                    "containers": [
+                        {
+                            "name": "ray-job-submitter",
+                            "image": plan.image,
+                            "resources": {"requests": SUBMITTER_RESOURCES, "limits": SUBMITTER_RESOURCES},
+                        }
+                    ],
+                },
+            },
             "rayClusterSpec": {"rayVersion": RAY_VERSION, "headGroupSpec": head, "workerGroupSpecs": [worker]},
         },
     }
@@ -294,4 +327,7 @@ def _spec_problems(spec: Mapping[str, Any]) -> list[str]:
         problems.append("spec.rayClusterSpec is required (no clusterSelector names an existing cluster)")
     if mode != "InteractiveMode" and not spec.get("entrypoint"):
         problems.append("spec.entrypoint is required outside InteractiveMode")
+    submitter = (spec.get("submitterPodTemplate") or {}).get("spec") or {}
+    if submitter and submitter.get("restartPolicy") != "Never":
+        problems.append("spec.submitterPodTemplate.spec.restartPolicy must be Never (the submitter is a Job's pod)")
     return problems

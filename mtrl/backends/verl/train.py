@@ -456,7 +456,9 @@ def trainer_command() -> list[str]:
 def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mtrl.backends.verl.train")
     parser.add_argument("--run-config", required=True, type=Path, help="the run document (the ConfigMap's run.json)")
-    parser.add_argument("--gpus-per-node", type=int, default=int(os.environ.get("MTRL_GPUS_PER_NODE", "1")))
+    parser.add_argument(
+        "--gpus-per-node", type=int, default=None, help="default: the run document's gpus_per_node (the node's GPUs)"
+    )
     parser.add_argument(
         "--compose-only",
         action="store_true",
@@ -472,7 +474,8 @@ def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
         import boto3  # noqa: PLC0415 - the image's AWS SDK; tests pass a client
 
         s3 = boto3.client("s3")
-    launch = prepare_launch(document, s3, gpus_per_node=options.gpus_per_node)
+    gpus = options.gpus_per_node or int(document.get("gpus_per_node") or 1)
+    launch = prepare_launch(document, s3, gpus_per_node=gpus)
     progress = Progress(
         s3,
         document["output_uri"],

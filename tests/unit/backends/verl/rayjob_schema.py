@@ -104,6 +104,7 @@ POD_TEMPLATE = closed(
                 "containers": {"type": "array", "items": CONTAINER, "minItems": 1},
                 "volumes": {"type": "array", "items": VOLUME},
                 "serviceAccountName": STRING,
+                "restartPolicy": {"type": "string", "enum": ["Always", "OnFailure", "Never"]},
             },
             ("containers",),
         ),
@@ -140,6 +141,7 @@ RAYJOB_SPEC = closed(
         "backoffLimit": int32(),
         "runtimeEnvYAML": STRING,
         "rayClusterSpec": RAY_CLUSTER_SPEC,
+        "submitterPodTemplate": POD_TEMPLATE,
     }
 )
 RAYJOB_SCHEMA: dict[str, Any] = {

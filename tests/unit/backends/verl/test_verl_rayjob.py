@@ -73,6 +73,7 @@ def test_head_has_no_gpu_and_workers_sit_on_the_run_group_with_its_gpus_and_efa(
     assert worker["replicas"] == worker["minReplicas"] == worker["maxReplicas"] == 1
     pod = worker["template"]["spec"]
     assert pod["nodeSelector"] == {
+        "sagemaker.amazonaws.com/instance-group-name": "gpu",
         "node.kubernetes.io/instance-type": "ml.g5.8xlarge",
         "sagemaker.amazonaws.com/node-health-status": "Schedulable",
     }
@@ -196,4 +197,41 @@ def test_every_pod_of_a_run_runs_as_the_trainer_service_account() -> None:
     _, rayjob = _render()
     cluster = rayjob["spec"]["rayClusterSpec"]
     pods = [cluster["headGroupSpec"]["template"], *(group["template"] for group in cluster["workerGroupSpecs"])]
+    pods.append(rayjob["spec"]["submitterPodTemplate"])
     assert [pod["spec"]["serviceAccountName"] for pod in pods] == [TRAINER_SERVICE_ACCOUNT] * len(pods)
+
+
+def test_the_submitter_pod_can_schedule_on_the_runs_group() -> None:
+    # KubeRay's default submitter (K8sJobMode) has no node selector, tolerations or service account: on a tainted group
+    # it stays Pending while the RayJob counts as Running (issue 35 item 11; KubeRay RayJob spec.submitterPodTemplate).
+    taints = [{"key": "dedicated", "value": "training", "effect": "NoSchedule"}]
+    groups = [
+        {"name": "gpu", "instance_type": "ml.g5.8xlarge", "run_count": 1, "purpose": "training", "taints": taints}
+    ]
+    rayjob = _rayjob(context={"hyperpod_instance_groups": groups})
+    submitter = rayjob["spec"]["submitterPodTemplate"]["spec"]
+    assert {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"} in (
+        submitter["tolerations"]
+    )
+    assert submitter["nodeSelector"]["sagemaker.amazonaws.com/instance-group-name"] == "gpu"
+    head = rayjob["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]
+    assert submitter["restartPolicy"] == "Never"
+    assert submitter["nodeSelector"] == head["nodeSelector"]
+    assert submitter["tolerations"] == head["tolerations"]
+    assert submitter["containers"][0]["resources"]["limits"] == {"cpu": "500m", "memory": "512Mi"}
+    broken = {**rayjob["spec"]["submitterPodTemplate"]["spec"], "restartPolicy": "OnFailure"}
+    spec = {**rayjob["spec"], "submitterPodTemplate": {"spec": broken}}
+    assert "spec.submitterPodTemplate.spec.restartPolicy must be Never" in " ".join(
+        controller_problems({**rayjob, "spec": spec})
+    )
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "gpus"), [("ml.g5.8xlarge", 1), ("ml.g5.12xlarge", 4), ("ml.g5.48xlarge", 8)]
+)
+def test_the_trainer_is_told_every_gpu_its_pods_request(instance_type: str, gpus: int) -> None:
+    groups = [{"name": "training", "instance_type": instance_type, "run_count": 1, "purpose": "training"}]
+    config_map, rayjob = _render(context={"hyperpod_instance_groups": groups})
+    document = json.loads(config_map["data"]["run.json"])
+    worker = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    assert document["gpus_per_node"] == gpus == int(worker["resources"]["limits"]["nvidia.com/gpu"])
