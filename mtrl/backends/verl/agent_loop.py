@@ -111,7 +111,8 @@ class MtrlAgentLoop(AgentLoopBase):  # type: ignore[misc]
             response_mask=bridge.response_mask,
             response_logprobs=bridge.response_logprobs,
             reward_score=reward,
-            num_turns=len(rollout.transcript),
+            # The policy's turns, not the messages: verl logs num_turns/mean, which the health row reads as mean_turns.
+            num_turns=rollout.turns,
             metrics=AgentLoopMetrics(),
             extra_fields={
                 "reward_extra_info": reward_extra_info(

@@ -47,6 +47,7 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 # of one instance type are told apart only by this label.
 INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
 SUBMITTER_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
+EPISODE_TIMEOUT_S = 300.0
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # KubeRay: RayCluster names ≤ 53 characters, and a RayJob's cluster is its name plus a 6-character suffix.
@@ -129,6 +130,8 @@ def run_document(plan: VerlPlan, run: RunContext) -> dict[str, Any]:
         "nnodes": plan.config.instance_count,  # workers only: the head holds no GPU
         # Each worker pod requests all of its node's GPUs (render), so the trainer uses all of them.
         "gpus_per_node": _gpus_per_node(plan),
+        # Each episode's wall-clock deadline in the agent loop (the reward workers' default: mtrl.worker.runtime).
+        "episode_timeout_s": EPISODE_TIMEOUT_S,
         "dataset_uri": run.dataset_uri,
         "eval_dataset_uri": run.eval_dataset_uri,
         # The held-out split through the agent loop before training too (verl's val_before_train).

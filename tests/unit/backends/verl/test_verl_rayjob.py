@@ -235,3 +235,10 @@ def test_the_trainer_is_told_every_gpu_its_pods_request(instance_type: str, gpus
     document = json.loads(config_map["data"]["run.json"])
     worker = rayjob["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
     assert document["gpus_per_node"] == gpus == int(worker["resources"]["limits"]["nvidia.com/gpu"])
+
+
+def test_every_episode_gets_a_deadline() -> None:
+    # The agent loop reads mtrl.episode_timeout_s (train.overrides passes the document's); without it an environment
+    # that hangs holds a whole verl step (issue 35 item 11).
+    config_map, _ = _render()
+    assert json.loads(config_map["data"]["run.json"])["episode_timeout_s"] == 300.0
