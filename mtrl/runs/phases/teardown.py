@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mtrl.contracts.backend import JobState
-from mtrl.contracts.errors import ConfigurationError, TeardownIncomplete
+from mtrl.contracts.errors import ConfigurationError, InternalError, TeardownIncomplete
 from mtrl.runs.phases.context import Event, run_id_of
 from mtrl.runs.phases.run_view import RunView
 from mtrl.runs.registry import RunStatus
@@ -27,12 +27,11 @@ def teardown(runtime: Runtime, event: Event) -> dict[str, Any]:
     if record.get("settings") and (record["resources"] or record.get("job_id")):
         run = RunView(runtime, record)
         try:
-            adapter = run.adapter
-        except ConfigurationError as error:
+            adapter, context = run.adapter, run.context
+        except (ConfigurationError, InternalError) as error:  # no backend, or no stored inputs to give it
             adapter = None
             problems.append(str(error))
         if adapter is not None:
-            context = run.context
             job_id = record.get("job_id")
             if job_id and record.get("job_state") not in {state.value for state in JobState if state.terminal}:
                 try:

@@ -13,8 +13,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from mtrl.contracts.backend import Finding, JobState, JobStatus, RunContext
-from mtrl.contracts.errors import ConfigurationError, InternalError
+from mtrl.contracts.backend import CreatedResource, Finding, JobState, JobStatus, RunContext
+from mtrl.contracts.errors import ConfigurationError, InternalError, TeardownIncomplete
 from mtrl.health.signals import SignalHeader, SignalRow, render_signals
 from mtrl.runs import adapters
 from mtrl.runs.health_poll import signals_key
@@ -23,6 +23,7 @@ from mtrl.runs.phases.inputs import INPUTS_FIELD, stored_inputs
 from mtrl.runs.phases.provision import preflight, provision
 from mtrl.runs.phases.register import register
 from mtrl.runs.phases.slot import acquire_slot
+from mtrl.runs.phases.teardown import teardown
 from mtrl.runs.phases.train import check_status, submit
 from mtrl.runs.phases.validate import split_keys, validate
 from mtrl.runs.runtime import Runtime
@@ -194,6 +195,19 @@ def test_a_record_without_inputs_is_an_internal_error_naming_the_run(world: tupl
     runtime.registry.update("r5", lambda item: item.pop(INPUTS_FIELD))
     with pytest.raises(InternalError, match="run r5: the record has no resolved inputs"):
         preflight(runtime, {"run_id": "r5"})
+    assert recorder.seen == []
+
+
+def test_teardown_of_a_record_without_inputs_is_incomplete_not_an_internal_error(
+    world: tuple[Runtime, Recorder],
+) -> None:
+    # A run of the release before that crossed the upgrade holding resources: its teardown says what it could not do.
+    runtime, recorder = world
+    start(runtime, "r8")
+    runtime.registry.record_resource("r8", CreatedResource("svc", "s1", {}))
+    runtime.registry.update("r8", lambda item: item.pop(INPUTS_FIELD))
+    with pytest.raises(TeardownIncomplete, match=r"run r8: .*the record has no resolved inputs"):
+        teardown(runtime, {"run_id": "r8"})
     assert recorder.seen == []
 
 
