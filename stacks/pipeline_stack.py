@@ -16,7 +16,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from mtrl.backends.hyperpod.capacity_guard import ENV_GUARDED_CLUSTER, ENV_GUARDED_GROUPS
+from mtrl.runs.capacity_guard import ENV_GUARDED_CLUSTER, ENV_GUARDED_GROUPS
 from mtrl.runs.runtime import (
     ENV_BACKEND_FUNCTION,
     ENV_BACKEND_SETTINGS,
@@ -171,7 +171,7 @@ class PipelineStack(cdk.Stack):
     def add_capacity_guard(
         self, *, cluster_name: str, cluster_arn: str | None, node_role_arn: str | None, idle_counts: dict[str, int]
     ) -> PipelineFunction:
-        """The GPU safety net (``mtrl.backends.hyperpod.capacity_guard``): every CAPACITY_GUARD_INTERVAL, scale back
+        """The GPU safety net (``mtrl.runs.capacity_guard``): every CAPACITY_GUARD_INTERVAL, scale back
         each group of ``idle_counts`` that is above its idle count while no live run holds it, and alert on the topic.
 
         ``cluster_arn`` None = an existing cluster (its ARN ends in an id the configuration does not know);

@@ -1,6 +1,6 @@
 """EventBridge schedule → the GPU safety net: scale back GPU groups above idle that no live run holds, and alert."""
 
-from mtrl.backends.hyperpod.capacity_guard import guard
+from mtrl.runs.capacity_guard import guard
 from mtrl.runs.lambda_support import lambda_entry
 
 handler = lambda_entry(guard)

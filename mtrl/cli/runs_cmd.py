@@ -459,7 +459,7 @@ def _await_teardown(
     final = _is_final(record)
     document["status"] = record["status"] if record else None
     document["teardown_error"] = (record or {}).get("teardown_error")
-    document["teardown"] = (((record or {}).get("phases") or {}).get("teardown") or {}).get("outcome")
+    document["teardown"] = (record["phases"].get("teardown") or {}).get("outcome") if record else None
     ok = final and not document["teardown_error"]
     if as_json:
         print_json(document)

@@ -82,7 +82,7 @@ def current_phase(record: Mapping[str, Any]) -> str | None:
     """The last phase that started and has not ended (None once the run is final or before register)."""
     if RunStatus(record["status"]).terminal:
         return None
-    phases = record.get("phases") or {}
+    phases = record["phases"]
     open_phases = [name for name in PHASE_ORDER if name in phases and "ended_at" not in phases[name]]
     return open_phases[-1] if open_phases else None
 
@@ -92,7 +92,7 @@ def run_view(record: Mapping[str, Any], *, now: datetime | None = None) -> dict[
     now = now or datetime.now(UTC)
     status = RunStatus(record["status"])
     settings = record.get("settings") or {}
-    phases = record.get("phases") or {}
+    phases = record["phases"]
     metrics = record.get("metrics") or {}
     ordered = [name for name in PHASE_ORDER if name in phases] + sorted(set(phases) - set(PHASE_ORDER))
     return {
@@ -103,9 +103,9 @@ def run_view(record: Mapping[str, Any], *, now: datetime | None = None) -> dict[
         "backend": settings.get("backend"),
         "environment": settings.get("environment"),
         "dataset_uri": (record.get("dataset") or {}).get("uri"),
-        "created_at": record.get("created_at"),
+        "created_at": record["created_at"],
         "finished_at": record.get("finished_at"),
-        "elapsed_seconds": _seconds(record.get("created_at"), record.get("finished_at"), now),
+        "elapsed_seconds": _seconds(record["created_at"], record.get("finished_at"), now),
         "phases": [
             {
                 "name": name,

@@ -12,7 +12,6 @@ run.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,7 +45,7 @@ NOTICE_LEVELS: dict[str, frozenset[str]] = {
 }
 
 
-def kept_checkpoints(adapter: Any, context: Callable[[], RunContext]) -> dict[str, Any]:
+def kept_checkpoints(adapter: Any, context: RunContext) -> dict[str, Any]:
     """What an early-stopped run keeps: the backend's ``checkpoints`` verb (the latest and the best-evaluation
     checkpoint) where it has per-step evaluation checkpoints; otherwise a record saying it has none. A failure is
     recorded, never stops the stop."""
@@ -59,7 +58,7 @@ def kept_checkpoints(adapter: Any, context: Callable[[], RunContext]) -> dict[st
             "cancelling its job keeps (see its outputs)",
         }
     try:
-        return dict(keep(context()))
+        return dict(keep(context))
     except BackendError as error:
         return {"latest": None, "best_evaluation": None, "error": str(error)[:500]}
 

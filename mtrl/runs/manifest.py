@@ -17,7 +17,7 @@ from mtrl.contracts.descriptor import resolve
 from mtrl.contracts.errors import ConfigurationError
 from mtrl.contracts.problems import problems_from_validation_error
 from mtrl.contracts.registry import descriptor_for
-from mtrl.contracts.run_options import baseline_problem, validate_backend_options
+from mtrl.contracts.run_options import baseline_problem, effective_settings, validate_backend_options
 from mtrl.health.rules import STOP_RULES
 from mtrl.settings.deploy import DeploySettings
 from mtrl.settings.pipeline import (
@@ -268,3 +268,17 @@ def resolve_run_settings(
     if problems or settings is None:
         raise ConfigurationError(f"{source}: " + "; ".join(problems))
     return settings
+
+
+def effective_run_settings(
+    backend_settings: Mapping[str, Any], settings: RunSettings, **run_fields: Any
+) -> dict[str, Any]:
+    """The settings a run's adapter is given: the deploy-time backend settings, the run's own settings (with
+    ``run_fields``, e.g. its id) and its per-run backend options, which can never replace a deploy-time value
+    (ConfigurationError; mtrl.contracts.run_options). Preflight stores them; ``mtrl render`` computes them offline."""
+    return effective_settings(
+        backend_settings,
+        {**settings.model_dump(mode="json", exclude={"backend_options"}), **run_fields},
+        backend=settings.backend,
+        options=settings.backend_options,
+    )

@@ -9,11 +9,11 @@ from __future__ import annotations
 from mtrl.runs.phases.actions import BACKEND_ACTIONS
 from mtrl.runs.phases.context import Event, Phase
 from mtrl.runs.phases.evaluate import baseline, evaluate
-from mtrl.runs.phases.inputs import run_context
 from mtrl.runs.phases.provision import preflight, provision
 from mtrl.runs.phases.reaper import STEP_OF_PHASE, reap
 from mtrl.runs.phases.register import register
 from mtrl.runs.phases.report import report
+from mtrl.runs.phases.run_view import RunView
 from mtrl.runs.phases.slot import acquire_slot
 from mtrl.runs.phases.teardown import teardown
 from mtrl.runs.phases.train import check_status, submit
@@ -24,6 +24,7 @@ __all__ = [
     "STEP_OF_PHASE",
     "Event",
     "Phase",
+    "RunView",
     "acquire_slot",
     "baseline",
     "check_status",
@@ -33,7 +34,6 @@ __all__ = [
     "reap",
     "register",
     "report",
-    "run_context",
     "split_keys",
     "submit",
     "teardown",

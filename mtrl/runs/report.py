@@ -80,15 +80,15 @@ def baseline_comparison(record: Mapping[str, Any]) -> dict[str, Any] | None:
 def build_summary(record: Mapping[str, Any], *, bucket: str) -> dict[str, Any]:
     phases = {
         name: {**entry, "seconds": _seconds_between(entry.get("started_at"), entry.get("ended_at"))}
-        for name, entry in dict(record.get("phases") or {}).items()
+        for name, entry in record["phases"].items()
     }
-    remaining = [r for r in record.get("resources") or [] if "removed_at" not in r]
+    remaining = [r for r in record["resources"] if "removed_at" not in r]
     return {
         "run_id": record["run_id"],
         "status": record["status"],
-        "created_at": record.get("created_at"),
+        "created_at": record["created_at"],
         "finished_at": record.get("finished_at"),
-        "duration_seconds": _seconds_between(record.get("created_at"), record.get("finished_at")),
+        "duration_seconds": _seconds_between(record["created_at"], record.get("finished_at")),
         "dataset": record.get("dataset"),
         "settings": record.get("settings"),
         "phases": phases,
@@ -100,7 +100,7 @@ def build_summary(record: Mapping[str, Any], *, bucket: str) -> dict[str, Any]:
         "baseline": baseline_comparison(record),
         "cost": record.get("cost") or {},
         "outputs": record.get("outputs") or {},
-        "resources": record.get("resources") or [],
+        "resources": record["resources"],
         "resources_remaining": remaining,
         "validation_report": record.get("validation", {}).get("report_uri"),
         # eval_split runs: the training and held-out rows the backend was given (written by Validate).

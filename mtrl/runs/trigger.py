@@ -59,7 +59,7 @@ def _manifest(runtime: Runtime, bucket: str, key: str) -> dict[str, Any]:
         document = parse_manifest(body, source=uri)
     except ConfigurationError as error:
         return {"manifest_ref": reference, "manifest_error": str(error)}
-    return {"manifest_ref": reference, "manifest": document, "manifest_text": body.decode("utf-8")}
+    return {"manifest_ref": reference, "manifest": document}
 
 
 def _event_fields(event: Mapping[str, Any]) -> tuple[str, str, str | None]:

@@ -49,7 +49,7 @@ def test_the_rule_refuses_a_folder_named_after_a_feature() -> None:
 
 # Tests of runtime code that also read the synthesized template the code runs under (not stack tests).
 READS_A_TEMPLATE = {
-    "tests/unit/backends/hyperpod/test_capacity_guard.py",  # the guard against the slot table and its function
+    "tests/unit/runs/test_capacity_guard.py",  # the guard against the slot table and its function
     "tests/unit/test_layout.py",  # this file names the call
 }
 

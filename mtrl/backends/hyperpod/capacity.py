@@ -296,3 +296,39 @@ def gpu_holds(resources: Iterable[CreatedResource | Mapping[str, Any]]) -> list[
             }
         )
     return holds
+
+
+# -- what the GPU safety net (mtrl.runs.capacity_guard) asks of a HyperPod cluster -------------------------------
+@dataclass(frozen=True)
+class GroupSize:
+    """An instance group's size as ``DescribeCluster`` reports it."""
+
+    target: int
+    instance_type: str
+
+
+def describe_cluster(sagemaker: Any, cluster: str) -> dict[str, Any]:
+    """The cluster's ``DescribeCluster`` document (a transient ``BackendError`` where the call fails)."""
+    return GpuCapacity(sagemaker, GroupTarget(cluster, "")).describe()
+
+
+def group_size(cluster: Mapping[str, Any], group: str) -> GroupSize:
+    """The target count of ``group`` in a ``DescribeCluster`` document (BackendError: the cluster has no such group)."""
+    _, details = find_group(cluster, group)
+    target = int(details.get("TargetCount", details.get("CurrentCount", 0)) or 0)
+    return GroupSize(target=target, instance_type=str(details.get("InstanceType", "")))
+
+
+def scale_group(sagemaker: Any, cluster: str, group: str, count: int) -> None:
+    """Set the group's target count (``ProvisioningInProgress`` while the cluster or the group is updating)."""
+    GpuCapacity(sagemaker, GroupTarget(cluster, group)).scale(count)
+
+
+def held_group(resource: Mapping[str, Any], cluster: str) -> str | None:
+    """The instance group of ``cluster`` a run record's resource entry holds (None: not GPU capacity, or removed)."""
+    details = resource.get("details") or {}
+    if resource.get("kind") != CAPACITY_KIND or resource.get("removed_at"):
+        return None
+    if details.get("cluster", cluster) != cluster or not details.get("group"):
+        return None
+    return str(details["group"])

@@ -7,6 +7,7 @@ Events come from ``statemachine/pipeline.asl.json``: ``{"action", "run_id", "exe
 The order: ``register`` (the manifest's settings, resolved once) → ``slot`` → ``validate`` (the dataset; the run's
 resolved inputs written once, ``inputs``) → ``preflight`` → ``provision`` → ``evaluate.baseline`` → ``train``
 (submit, status) → ``evaluate`` → ``teardown`` → ``report``; ``reaper`` finishes executions that never reached
-``report``. ``context`` holds what every phase shares. This package imports nothing of its own on import, so each
+``report``. ``context`` holds what every phase shares; ``run_view`` is one run as one invocation sees it (the record,
+its settings, inputs and adapter, each built once). This package imports nothing of its own on import, so each
 Lambda function loads only its phase.
 """

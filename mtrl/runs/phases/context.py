@@ -1,4 +1,5 @@
-"""What every phase shares: reading the event, the run's stored settings and adapter, and the error mapping."""
+"""What every phase shares: reading the event, the error mapping and writing a run's documents (the run itself:
+``run_view``)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from mtrl.contracts.backend import BackendAdapter, BackendError
-from mtrl.contracts.errors import BackendFailed, ConfigurationError, InternalError, PipelineError, TransientError
-from mtrl.runs.adapters import adapter_for
-from mtrl.runs.manifest import RunSettings
+from mtrl.contracts.backend import BackendError
+from mtrl.contracts.errors import BackendFailed, InternalError, PipelineError, TransientError
 from mtrl.runs.registry import raise_for_client_error
 from mtrl.runs.runtime import Runtime
 
@@ -37,17 +36,6 @@ def parse_time(value: str) -> datetime:
 
 def iso_time(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat().replace("+00:00", "Z")
-
-
-def run_settings(record: Mapping[str, Any]) -> RunSettings:
-    """The settings Register resolved from the manifest and stored on the record (read, never re-resolved)."""
-    if not record.get("settings"):
-        raise ConfigurationError(f"run {record['run_id']} has no valid settings")
-    return RunSettings.model_validate(record["settings"])
-
-
-def adapter_of(record: Mapping[str, Any]) -> BackendAdapter:
-    return adapter_for(run_settings(record).backend)
 
 
 def backend_call(run_id: str, what: str, call: Callable[[], Any]) -> Any:

@@ -5,19 +5,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mtrl.contracts.backend import BackendAdapter, BackendError
+from mtrl.contracts.backend import BackendError
 from mtrl.contracts.errors import BackendFailed, ConfigurationError, PipelineError
-from mtrl.runs.phases.context import Event, adapter_of, backend_call, parse_time, run_id_of
-from mtrl.runs.phases.inputs import run_context
+from mtrl.runs.phases.context import Event, backend_call, parse_time, run_id_of
+from mtrl.runs.phases.run_view import RunView
 from mtrl.runs.registry import RunStatus
 from mtrl.runs.runtime import Runtime
 
 
 def _evaluation_step(
-    runtime: Runtime, run_id: str, phase: str, what: str, call: Callable[[], Mapping[str, float]]
+    run: RunView, phase: str, what: str, call: Callable[[], Mapping[str, float]]
 ) -> dict[str, float] | None:
     """One step of an evaluation wait loop: the metrics, or None while the evaluation job still runs (a transient
     BackendError), bounded by ``evaluation_max_wait_minutes`` from the phase's start."""
+    runtime, run_id = run.runtime, run.run_id
     registry = runtime.registry
     try:
         return dict(call() or {})
@@ -28,7 +29,7 @@ def _evaluation_step(
             registry.end_phase(run_id, phase, "failed")
             raise BackendFailed(f"run {run_id}: {what}: {error}") from error
         # An evaluation job takes minutes: wait in the state machine (bounded), not in a giant Retry.
-        started = parse_time(registry.get(run_id)["phases"][phase]["started_at"]).timestamp()
+        started = parse_time(run.record["phases"][phase]["started_at"]).timestamp()
         limit = runtime.settings.evaluation_max_wait_minutes
         if runtime.clock() - started > limit * 60:
             registry.end_phase(run_id, phase, "timed out", waiting_for=str(error))
@@ -40,16 +41,12 @@ def _evaluation_step(
         return None
 
 
-def _evaluation_settings(runtime: Runtime, adapter: BackendAdapter, record: Mapping[str, Any]) -> dict[str, Any]:
+def _evaluation_settings(run: RunView) -> dict[str, Any]:
     """What was scored (sampling settings, the evaluation measure), so the summary's metrics can be read correctly."""
-    described = getattr(adapter, "evaluation_settings", None)
+    described = getattr(run.adapter, "evaluation_settings", None)
     if not callable(described):
         return {}
-    return {
-        "evaluation_settings": backend_call(
-            record["run_id"], "evaluation settings", lambda: described(run_context(runtime, record))
-        )
-    }
+    return {"evaluation_settings": backend_call(run.run_id, "evaluation settings", lambda: described(run.context))}
 
 
 def baseline(runtime: Runtime, event: Event) -> dict[str, Any]:
@@ -60,19 +57,16 @@ def baseline(runtime: Runtime, event: Event) -> dict[str, Any]:
     registry = runtime.registry
     record = registry.set_status(run_id, RunStatus.EVALUATING_BASELINE, phase="baseline")
     runtime.slots.renew(run_id)
-    adapter = adapter_of(record)
+    run = RunView(runtime, record)
+    adapter = run.adapter
     measure = getattr(adapter, "baseline", None)
     if not callable(measure):  # manifest validation refuses this; a record from elsewhere must not pass silently
         registry.end_phase(run_id, "baseline", "failed")
         raise ConfigurationError(f"run {run_id}: backend '{adapter.name}' cannot evaluate a baseline before training")
-    metrics = _evaluation_step(
-        runtime, run_id, "baseline", "baseline evaluation", lambda: measure(run_context(runtime, record))
-    )
+    metrics = _evaluation_step(run, "baseline", "baseline evaluation", lambda: measure(run.context))
     if metrics is None:
         return {"done": False}
-    registry.set_fields(
-        run_id, baseline=metrics, evaluation_waiting_for=None, **_evaluation_settings(runtime, adapter, record)
-    )
+    registry.set_fields(run_id, baseline=metrics, evaluation_waiting_for=None, **_evaluation_settings(run))
     registry.end_phase(run_id, "baseline")
     return {"done": True}
 
@@ -84,18 +78,17 @@ def evaluate(runtime: Runtime, event: Event) -> dict[str, Any]:
     registry = runtime.registry
     record = registry.set_status(run_id, RunStatus.EVALUATING, phase="evaluate")
     runtime.slots.renew(run_id)
-    adapter = adapter_of(record)
+    run = RunView(runtime, record)
+    adapter = run.adapter
     evaluator = getattr(adapter, "evaluate", None)
     if not callable(evaluator):
         registry.end_phase(run_id, "evaluate", "skipped", reason=f"backend '{adapter.name}' has no evaluator")
         return {"done": True, "evaluated": False}
-    metrics = _evaluation_step(
-        runtime, run_id, "evaluate", "evaluation", lambda: evaluator(run_context(runtime, record))
-    )
+    metrics = _evaluation_step(run, "evaluate", "evaluation", lambda: evaluator(run.context))
     if metrics is None:
         return {"done": False, "evaluated": False}
     fields: dict[str, Any] = {"evaluation": metrics, "evaluation_waiting_for": None}
-    fields.update(_evaluation_settings(runtime, adapter, record))
+    fields.update(_evaluation_settings(run))
     registry.set_fields(run_id, **fields)
     registry.end_phase(run_id, "evaluate")
     return {"done": True, "evaluated": True}

@@ -1,4 +1,4 @@
-"""A run's resolved inputs, and what the backend adapter sees of the run (``RunContext``).
+"""A run's resolved inputs (what the backend adapter sees of the run, ``run_view.RunView.context``, is built from them).
 
 Each input is resolved once and stored on the run record (``inputs``), by the first phase that can know it:
 Validate the data URIs (the dataset, or the ``eval_split`` files it wrote; the evaluation set; the output prefix),
@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from mtrl.contracts.backend import CreatedResource, RunContext
 from mtrl.contracts.errors import ConfigurationError, InternalError
-from mtrl.contracts.run_options import effective_settings
-from mtrl.runs.manifest import RunSettings
-from mtrl.runs.phases.context import run_settings
+from mtrl.runs.manifest import RunSettings, effective_run_settings
 from mtrl.runs.runtime import Runtime
 
 INPUTS_FIELD = "inputs"  # the run record's field
@@ -80,71 +77,24 @@ def data_inputs(
     )
 
 
-def adapter_settings(runtime: Runtime, record: Mapping[str, Any]) -> dict[str, Any]:
+def adapter_settings(runtime: Runtime, record: Mapping[str, Any], settings: RunSettings) -> dict[str, Any]:
     """The effective settings (Preflight): deploy-time backend settings, the run's own settings and its per-run backend
     options, which can never replace a deploy-time value (mtrl.contracts.run_options)."""
     run_id = record["run_id"]
-    settings = run_settings(record)
     try:
-        return effective_settings(
-            runtime.backend_settings.get(settings.backend, {}),
-            {
-                **settings.model_dump(mode="json", exclude={"backend_options"}),
-                "run_id": run_id,
-                "dataset_version_id": record["dataset"].get("version_id"),
-            },
-            backend=settings.backend,
-            options=settings.backend_options,
+        return effective_run_settings(
+            runtime.backend_settings.get(settings.backend, {}),  # the run's backend's section
+            settings,
+            run_id=run_id,
+            dataset_version_id=record["dataset"].get("version_id"),
         )
     except ConfigurationError as error:
         raise ConfigurationError(f"run {run_id}: {error}") from None
 
 
-def stored_inputs(runtime: Runtime, record: Mapping[str, Any]) -> ResolvedInputs:
-    """The inputs as stored, each part resolved only where the record has none: a record written by a release
-    before Validate and Preflight stored them (still running during an upgrade) gets them as that release did."""
-    run_id = record["run_id"]
+def stored_inputs(run_id: str, record: Mapping[str, Any]) -> ResolvedInputs:
+    """The inputs as stored: the data URIs from Validate on, the effective settings from Preflight on."""
     stored = record.get(INPUTS_FIELD)
-    inputs = (
-        ResolvedInputs.from_record(run_id, stored)
-        if stored
-        else data_inputs(
-            runtime,
-            run_id,
-            settings=run_settings(record),
-            dataset=record["dataset"],
-            splits=(record.get("validation") or {}).get("splits"),
-        )
-    )
-    if inputs.settings is None:
-        inputs = replace(inputs, settings=adapter_settings(runtime, record))
-    return inputs
-
-
-def run_context(runtime: Runtime, record: Mapping[str, Any]) -> RunContext:
-    """What the backend adapter sees: the run's resolved inputs and the resources recorded so far."""
-    run_id = record["run_id"]
-    inputs = stored_inputs(runtime, record)
-    resources = tuple(
-        CreatedResource(kind=r["kind"], identifier=r["identifier"], details=r.get("details") or {})
-        for r in record.get("resources") or []
-        if "removed_at" not in r
-    )
-    return RunContext(
-        run_id=run_id,
-        settings=dict(inputs.settings or {}),
-        dataset_uri=inputs.dataset_uri,
-        eval_dataset_uri=inputs.eval_dataset_uri,
-        output_uri=inputs.output_uri,
-        resources=resources,
-        record_resource=lambda resource: runtime.registry.record_resource(run_id, resource),
-    )
-
-
-def store_inputs(runtime: Runtime, record: dict[str, Any]) -> dict[str, Any]:
-    """Preflight: complete the stored inputs with the effective settings, once (a retried Preflight keeps what the
-    first one stored); returns the record as now stored."""
-    if "settings_json" in (record.get(INPUTS_FIELD) or {}):
-        return record
-    inputs = stored_inputs(runtime, record)
-    return runtime.registry.set_fields(record["run_id"], **{INPUTS_FIELD: inputs.to_record()})
+    if not stored:
+        raise InternalError(f"run {run_id}: the record has no resolved inputs (Validate stores them)")
+    return ResolvedInputs.from_record(run_id, stored)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from mtrl.contracts.backend import BackendError
 from mtrl.contracts.errors import BackendFailed, InternalError, PipelineError, PreflightFailed
-from mtrl.runs.phases.context import Event, adapter_of, backend_call, parse_time, run_id_of, run_settings
-from mtrl.runs.phases.inputs import run_context, store_inputs
+from mtrl.runs.phases.context import Event, backend_call, parse_time, run_id_of
+from mtrl.runs.phases.inputs import INPUTS_FIELD, adapter_settings
+from mtrl.runs.phases.run_view import RunView
 from mtrl.runs.registry import RunStatus
 from mtrl.runs.runtime import Runtime
 
@@ -17,13 +19,14 @@ def preflight(runtime: Runtime, event: Event) -> dict[str, Any]:
     registry = runtime.registry
     record = registry.set_status(run_id, RunStatus.PREFLIGHT, phase="preflight")
     runtime.slots.renew(run_id)
-    settings = run_settings(record)
-    if settings.eval_split > 0 and not settings.eval_dataset and not (record.get("validation") or {}).get("splits"):
+    run = RunView(runtime, record)
+    settings = run.settings
+    if settings.eval_split > 0 and not settings.eval_dataset and not record["validation"].get("splits"):
         # Never fall back to the whole upload: the backend would train on the rows held out for evaluation.
         raise InternalError(f"run {run_id}: eval_split={settings.eval_split} but validation wrote no split files")
-    adapter = adapter_of(record)
-    record = store_inputs(runtime, record)  # the effective settings: this function holds the deploy-time ones
-    findings = backend_call(run_id, "preflight", lambda: adapter.preflight(run_context(runtime, record)))
+    adapter = run.adapter
+    run = _store_effective_settings(run)  # this function holds the deploy-time backend settings
+    findings = backend_call(run_id, "preflight", lambda: adapter.preflight(run.context))
     failed = [finding for finding in findings if not finding.ok]
     registry.end_phase(
         run_id,
@@ -43,16 +46,16 @@ def provision(runtime: Runtime, event: Event) -> dict[str, Any]:
     registry = runtime.registry
     record = registry.set_status(run_id, RunStatus.PROVISIONING, phase="provision")
     runtime.slots.renew(run_id)
-    adapter = adapter_of(record)
+    run = RunView(runtime, record)
     try:
-        created = adapter.provision(run_context(runtime, record))
+        created = run.adapter.provision(run.context)
     except PipelineError:
         raise
     except BackendError as error:
         if not error.transient:
             raise BackendFailed(f"run {run_id}: provision: {error}") from error
         # A scale-up takes many minutes: wait in the state machine (bounded), not in a giant Retry.
-        started = parse_time(registry.get(run_id)["phases"]["provision"]["started_at"]).timestamp()
+        started = parse_time(record["phases"]["provision"]["started_at"]).timestamp()
         waited = runtime.clock() - started
         limit = runtime.settings.provision_max_wait_minutes
         if waited > limit * 60:
@@ -68,3 +71,13 @@ def provision(runtime: Runtime, event: Event) -> dict[str, Any]:
     registry.set_fields(run_id, provision_waiting_for=None)
     registry.end_phase(run_id, "provision", resources=len(created))
     return {"ready": True, "resources": len(created)}
+
+
+def _store_effective_settings(run: RunView) -> RunView:
+    """Complete the stored inputs with the effective settings, once (a retried Preflight keeps what the first one
+    stored); returns the view of the record as now stored."""
+    if run.inputs.settings is not None:
+        return run
+    effective = adapter_settings(run.runtime, run.record, run.settings)
+    stored = replace(run.inputs, settings=effective).to_record()
+    return run.updated(run.runtime.registry.set_fields(run.run_id, **{INPUTS_FIELD: stored}))

@@ -28,7 +28,7 @@ def reap(runtime: Runtime, event: Event) -> dict[str, Any]:
         return {"reaped": False}
     if record.get("notified_at") and RunStatus(record["status"]).terminal:
         return {"reaped": False}  # the execution reported the run itself
-    open_phases = [name for name, entry in (record.get("phases") or {}).items() if "ended_at" not in entry]
+    open_phases = [name for name, entry in record["phases"].items() if "ended_at" not in entry]
     step = STEP_OF_PHASE.get(open_phases[-1], open_phases[-1]) if open_phases else record["status"]
     error = {"ABORTED": "Aborted", "TIMED_OUT": "ExecutionTimedOut"}.get(status, "States.Runtime")
     cause = {

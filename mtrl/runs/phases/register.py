@@ -6,7 +6,7 @@ from typing import Any
 
 from mtrl.contracts.errors import ConfigurationError
 from mtrl.contracts.run_options import baseline_support
-from mtrl.runs.manifest import RunSettings, parse_manifest, resolve_run_settings
+from mtrl.runs.manifest import RunSettings, resolve_run_settings
 from mtrl.runs.phases.context import Event, run_id_of, state_of
 from mtrl.runs.registry import RunStatus
 from mtrl.runs.runtime import Runtime
@@ -50,14 +50,13 @@ def register(runtime: Runtime, event: Event) -> dict[str, Any]:
 
 
 def _manifest_document(state: dict[str, Any], *, source: str) -> dict[str, Any] | None:
-    """The manifest the trigger parsed (``manifest``), never parsed again. An input without the document — from the
-    trigger of an earlier release during an upgrade, or an execution started by hand — has the text parsed here."""
-    if "manifest" in state:
-        document = state["manifest"]
-        if not isinstance(document, dict):
-            raise ConfigurationError(f"manifest {source} must be a JSON object of settings")
-        return document
-    return parse_manifest(state["manifest_text"], source=source) if state.get("manifest_text") else None
+    """The manifest the trigger parsed (``manifest``), never parsed again; None when the upload has none."""
+    if "manifest" not in state:
+        return None
+    document = state["manifest"]
+    if not isinstance(document, dict):
+        raise ConfigurationError(f"manifest {source} must be a JSON object of settings")
+    return document
 
 
 def registration(runtime: Runtime, *, duplicate: bool, evaluate: bool, baseline: bool) -> dict[str, Any]:

@@ -13,7 +13,7 @@ def acquire_slot(runtime: Runtime, event: Event) -> dict[str, Any]:
     run_id = run_id_of(event)
     registry = runtime.registry
     record = registry.get(run_id)
-    started = record["phases"].get("slot", {}).get("started_at") or record["created_at"]
+    started = record["phases"]["slot"]["started_at"]  # Register starts the slot phase
     waited = runtime.clock() - parse_time(started).timestamp()
     try:
         acquisition = runtime.slots.try_acquire(run_id)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from mtrl.contracts.backend import JobState
-from mtrl.contracts.errors import ConfigurationError, TeardownIncomplete
-from mtrl.runs.phases.context import Event, adapter_of, run_id_of
-from mtrl.runs.phases.inputs import run_context
+from mtrl.contracts.errors import ConfigurationError, InternalError, TeardownIncomplete
+from mtrl.runs.phases.context import Event, run_id_of
+from mtrl.runs.phases.run_view import RunView
 from mtrl.runs.registry import RunStatus
 from mtrl.runs.runtime import Runtime
 
@@ -24,15 +24,14 @@ def teardown(runtime: Runtime, event: Event) -> dict[str, Any]:
     problems: list[str] = []
     removed = 0
     # A run that created nothing and started no job never reached its backend: nothing to clean up.
-    if record.get("settings") and (record.get("resources") or record.get("job_id")):
+    if record.get("settings") and (record["resources"] or record.get("job_id")):
+        run = RunView(runtime, record)
         try:
-            adapter = adapter_of(record)
-        except ConfigurationError as error:
+            adapter, context = run.adapter, run.context
+        except (ConfigurationError, InternalError) as error:  # no backend, or no stored inputs to give it
             adapter = None
-            if record.get("resources") or record.get("job_id"):
-                problems.append(str(error))
+            problems.append(str(error))
         if adapter is not None:
-            context = run_context(runtime, record)
             job_id = record.get("job_id")
             if job_id and record.get("job_state") not in {state.value for state in JobState if state.terminal}:
                 try:
@@ -41,7 +40,7 @@ def teardown(runtime: Runtime, event: Event) -> dict[str, Any]:
                 except Exception as error:
                     problems.append(f"cancelling job {job_id}: {error}")
                 # Cancelling may itself record resources (the hyperpod runner's cancel task): clean those up too.
-                context = run_context(runtime, registry.get(run_id))
+                context = run.updated(registry.get(run_id)).context
             if not problems:
                 try:
                     adapter.cleanup(context)

@@ -6,12 +6,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from mtrl.contracts.backend import BackendAdapter, JobState
+from mtrl.contracts.backend import JobState
 from mtrl.contracts.errors import BudgetExceeded, EarlyStopped, InternalError, JobFailed, RunTimedOut
 from mtrl.health.rules import INCOMPLETE, STOP, stop_rules
 from mtrl.runs.health_poll import kept_checkpoints, poll_health
-from mtrl.runs.phases.context import Event, adapter_of, backend_call, parse_time, run_id_of, run_settings
-from mtrl.runs.phases.inputs import run_context
+from mtrl.runs.phases.context import Event, backend_call, parse_time, run_id_of
+from mtrl.runs.phases.run_view import RunView
 from mtrl.runs.registry import RunStatus
 from mtrl.runs.runtime import Runtime
 
@@ -25,11 +25,10 @@ def submit(runtime: Runtime, event: Event) -> dict[str, Any]:
         registry.set_status(run_id, RunStatus.TRAINING, phase="train")
         return {"job_id": record["job_id"]}
     runtime.slots.renew(run_id)
-    adapter = adapter_of(record)
-    job_id = backend_call(run_id, "submit", lambda: adapter.submit(run_context(runtime, record)))
-    settings = run_settings(record)
+    run = RunView(runtime, record)
+    job_id = backend_call(run_id, "submit", lambda: run.adapter.submit(run.context))
     now = runtime.clock()
-    deadline = datetime.fromtimestamp(now + settings.run_timeout_minutes * 60, UTC)
+    deadline = datetime.fromtimestamp(now + run.settings.run_timeout_minutes * 60, UTC)
     registry.set_fields(
         run_id, job_id=job_id, job_state=JobState.PENDING.value, deadline=deadline.isoformat().replace("+00:00", "Z")
     )
@@ -46,8 +45,8 @@ def check_status(runtime: Runtime, event: Event) -> dict[str, Any]:
     if not job_id:
         raise InternalError(f"run {run_id}: no job was submitted")
     runtime.slots.renew(run_id)
-    adapter = adapter_of(record)
-    status = backend_call(run_id, "job status", lambda: adapter.status(run_context(runtime, record), job_id))
+    run = RunView(runtime, record)
+    status = backend_call(run_id, "job status", lambda: run.adapter.status(run.context, job_id))
     cost = {"usd": status.metrics["cost_usd"]} if "cost_usd" in status.metrics else record.get("cost")
     registry.set_fields(
         run_id,
@@ -61,7 +60,7 @@ def check_status(runtime: Runtime, event: Event) -> dict[str, Any]:
     )
     health = poll_health(runtime, run_id, record, ended=status.state.terminal)
     if health is not None and not status.state.terminal:
-        _early_stop(runtime, record, adapter, job_id, health)
+        _early_stop(run, job_id, health)
     if status.state is JobState.SUCCEEDED:
         if health is not None and health["verdict"] == INCOMPLETE:
             # A "success" that trained fewer steps than planned (verl #5725: a silent 0-step exit) is a failure.
@@ -75,7 +74,7 @@ def check_status(runtime: Runtime, event: Event) -> dict[str, Any]:
     if status.state in (JobState.FAILED, JobState.STOPPED):
         registry.end_phase(run_id, "train", "failed")
         raise JobFailed(f"run {run_id}: training job {job_id} ended {status.state.value}: {status.message}")
-    settings = run_settings(record)
+    settings = run.settings
     if runtime.clock() > parse_time(record["deadline"]).timestamp():
         registry.end_phase(run_id, "train", "timed out")
         raise RunTimedOut(
@@ -89,13 +88,11 @@ def check_status(runtime: Runtime, event: Event) -> dict[str, Any]:
     return {"done": False, "state": status.state.value}
 
 
-def _early_stop(
-    runtime: Runtime, record: Mapping[str, Any], adapter: BackendAdapter, job_id: str, health: Mapping[str, Any]
-) -> None:
+def _early_stop(run: RunView, job_id: str, health: Mapping[str, Any]) -> None:
     """``early_stop``: a rule at its stop level cancels the job through its backend (which keeps its latest
     state); the run then ends STOPPED with ``stop_reason`` naming the rule."""
-    run_id = record["run_id"]
-    wanted = run_settings(record).early_stop
+    run_id = run.run_id
+    wanted = run.settings.early_stop
     if not wanted:
         return
     rules = stop_rules(dict(health), None if wanted is True else wanted.rules)
@@ -106,11 +103,9 @@ def _early_stop(
         f"early_stop: training-health rule '{fired['rule']}' reached its stop level at step {fired['step']} "
         f"(value {fired['value']:.4g}, threshold {fired['threshold']:.4g})"
     )
-    backend_call(
-        run_id, "cancelling the job (early_stop)", lambda: adapter.cancel(run_context(runtime, record), job_id)
-    )
-    kept = kept_checkpoints(adapter, lambda: run_context(runtime, record))
-    runtime.registry.set_fields(
+    backend_call(run_id, "cancelling the job (early_stop)", lambda: run.adapter.cancel(run.context, job_id))
+    kept = kept_checkpoints(run.adapter, run.context)
+    run.runtime.registry.set_fields(
         run_id,
         job_state=JobState.STOPPED.value,
         job_message=reason,
@@ -118,5 +113,5 @@ def _early_stop(
         stop_rule=fired["rule"],
         stop_checkpoints=kept,
     )
-    runtime.registry.end_phase(run_id, "train", "stopped")
+    run.runtime.registry.end_phase(run_id, "train", "stopped")
     raise EarlyStopped(f"run {run_id}: {reason}")

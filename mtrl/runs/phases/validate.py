@@ -10,8 +10,9 @@ from botocore.exceptions import ClientError
 
 from mtrl.contracts.errors import ConfigurationError, DatasetInvalid, InternalError
 from mtrl.runs.manifest import RunSettings
-from mtrl.runs.phases.context import Event, put_json, run_id_of, run_settings
+from mtrl.runs.phases.context import Event, put_json, run_id_of
 from mtrl.runs.phases.inputs import INPUTS_FIELD, data_inputs
+from mtrl.runs.phases.run_view import RunView
 from mtrl.runs.registry import RunStatus, raise_for_client_error
 from mtrl.runs.runtime import Runtime
 from mtrl.validation.dataset import DatasetValidator, Limits, ValidationReport
@@ -24,7 +25,7 @@ def validate(runtime: Runtime, event: Event) -> dict[str, Any]:
     registry = runtime.registry
     record = registry.set_status(run_id, RunStatus.VALIDATING, phase="validate")
     runtime.slots.renew(run_id)
-    settings = run_settings(record)
+    settings = RunView(runtime, record).settings
     dataset = record["dataset"]
     limits = Limits.from_settings(runtime.settings, max_errors=runtime.settings.validation_max_errors)
     try:

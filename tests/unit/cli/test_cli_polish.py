@@ -90,6 +90,8 @@ def test_status_shows_the_cause_not_the_lambda_wrapper_name() -> None:
         "status": "FAILED",
         "created_at": "2026-12-01T11:00:00Z",
         "finished_at": "2026-12-01T11:00:02Z",
+        "phases": {"validate": {"started_at": "2026-12-01T11:00:01Z", "ended_at": "2026-12-01T11:00:02Z"}},
+        "resources": [],
         "error": {"step": "Validate", "error": "Runtime.HandlerError", "cause": "dataset has 5 error(s): line 2"},
     }
     console = Console(record=True, width=200, force_terminal=False)

@@ -75,7 +75,7 @@ def test_submit_uploads_manifest_then_dataset_and_prints_the_triggers_run_id(
     assert started["status"] == "STARTED"
     assert started["run_id"] == document["run_id"]
     execution = fake.stepfunctions.describe_execution(executionArn=started["execution_arn"])
-    assert json.loads(json.loads(execution["input"])["manifest_text"]) == MANIFEST
+    assert json.loads(execution["input"])["manifest"] == MANIFEST
 
 
 def test_a_reupload_is_a_new_run(fake: Fake, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from mtrl.contracts.backend import BackendError
+from mtrl.contracts.backend import BackendError, RunContext
 from mtrl.health.signals import SignalHeader, SignalRow, render_signals
 from mtrl.runs.health_poll import health_key, kept_checkpoints, poll_health, signals_key
 from mtrl.runs.report import checkpoint_lines
@@ -95,6 +95,9 @@ def test_a_rule_notifies_once_across_polls_and_the_verdict_follows_the_rows(runt
     assert "error" not in health
 
 
+CONTEXT = RunContext(run_id=RUN_ID, settings={}, dataset_uri="s3://data/d.jsonl", eval_dataset_uri=None, output_uri="")
+
+
 class _NoCheckpoints:
     name = "serverless"
 
@@ -107,14 +110,14 @@ class _BrokenCheckpoints:
 
 
 def test_a_backend_without_evaluation_checkpoints_is_said_to_have_none() -> None:
-    kept = kept_checkpoints(_NoCheckpoints(), lambda: pytest.fail("no context needed"))  # type: ignore[arg-type,return-value]
+    kept = kept_checkpoints(_NoCheckpoints(), CONTEXT)
     assert (kept["latest"], kept["best_evaluation"]) == (None, None)
     assert "serverless backend keeps no per-step evaluation checkpoints" in kept["note"]
     assert checkpoint_lines(kept) == [f"Checkpoints: {kept['note']}"]
 
 
 def test_a_failure_keeping_checkpoints_is_recorded_with_the_run_id() -> None:
-    kept = kept_checkpoints(_BrokenCheckpoints(), lambda: None)  # type: ignore[arg-type,return-value]
+    kept = kept_checkpoints(_BrokenCheckpoints(), CONTEXT)
     assert RUN_ID in kept["error"]
     assert checkpoint_lines(kept)[0].startswith("Checkpoints: not recorded (run r-1: ")
 

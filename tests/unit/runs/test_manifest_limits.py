@@ -4,8 +4,8 @@ Whoever can upload to training-data/ writes the manifest. Before the per-run/dep
 ``backend_options`` was merged over the deploy-time backend settings, so ``{"instance_count": 8,
 "backend_options": {"hyperpod_max_instance_count": 64}}`` lifted the run_count ceiling and provision scaled the
 GPU group to 8; the environment checked by Validate, the budget, the cluster, the RFT role and the region could be
-replaced the same way. These tests drive the real manifest resolution and ``run_context`` (what the adapter is
-given) and parse the result with the real adapter settings models.
+replaced the same way. These tests drive the real manifest resolution and ``adapter_settings`` (what Preflight
+stores and the adapter is given) and parse the result with the real adapter settings models.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from mtrl.backends.serverless.adapter import ServerlessSettings
 from mtrl.contracts.errors import ConfigurationError
 from mtrl.contracts.registry import backend_names
 from mtrl.runs.manifest import RunSettings, resolve_run_settings
-from mtrl.runs.pipeline import run_context
+from mtrl.runs.phases.inputs import adapter_settings
 from mtrl.runs.runtime import Runtime
 from mtrl.settings.deploy import DeploySettings
 from mtrl.settings.pipeline import PipelineSettings
@@ -71,7 +71,7 @@ def adapter_view(manifest: dict[str, Any], defaults: PipelineSettings = DEFAULTS
             "dataset": {"bucket": "data", "key": "training-data/attack.jsonl", "version_id": "v1"},
         }
         runtime = Runtime(dynamodb=None, s3=None, table="t", bucket="data", settings=defaults, backend_settings=SHIPPED)
-        return dict(run_context(runtime, record).settings)
+        return adapter_settings(runtime, record, settings)
     except ConfigurationError as error:
         return str(error)
 
@@ -165,13 +165,13 @@ def test_run_settings_cannot_be_set_again_inside_backend_options(key: str) -> No
 
 
 def test_deploy_time_keys_in_a_stored_record_never_reach_the_adapter() -> None:
-    # A record written before these checks (or edited in the table): run_context refuses it itself.
+    # A record edited in the table: Preflight's composition refuses it itself.
     settings = resolve_run_settings(DEFAULTS, None).model_dump(mode="json")
     settings["backend_options"] = {"hyperpod_max_instance_count": 64}
     record = {"run_id": "old-1", "settings": settings, "dataset": {"bucket": "data", "key": "training-data/a.jsonl"}}
     runtime = Runtime(dynamodb=None, s3=None, table="t", bucket="data", settings=DEFAULTS, backend_settings=SHIPPED)
     with pytest.raises(ConfigurationError, match=r"run old-1: key 'backend_options\.hyperpod_max_instance_count'"):
-        run_context(runtime, record)
+        adapter_settings(runtime, record, RunSettings.model_validate(settings))
 
 
 def test_per_run_serverless_options_reach_the_adapter_and_replace_only_what_they_declare() -> None:

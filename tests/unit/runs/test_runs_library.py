@@ -353,6 +353,13 @@ def test_a_retried_submit_never_submits_twice(dynamodb: Any) -> None:
         {
             "settings": resolve_run_settings(DEFAULTS, {"backend": "local"}).model_dump(mode="json"),
             "dataset": {"bucket": "b", "key": "training-data/x.jsonl", "version_id": "v"},
+            # What Validate and Preflight stored.
+            "inputs": {
+                "dataset_uri": "s3://b/training-data/x.jsonl",
+                "eval_dataset_uri": None,
+                "output_uri": "s3://b/runs/r1/",
+                "settings_json": '{"run_id": "r1", "backend": "local"}',
+            },
         },
     )
     adapters.register_adapter("local", Backend)  # type: ignore[arg-type]

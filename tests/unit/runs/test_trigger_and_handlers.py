@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -115,7 +116,7 @@ def test_manifest_is_passed_along_and_problems_are_named(runtime: Runtime) -> No
     version = put(runtime, "training-data/a.jsonl")
     handle_upload(runtime, event("training-data/a.jsonl", version))
     given = started_input(runtime)
-    assert given["manifest_text"] == '{"instance_count": 2}'
+    assert given["manifest"] == {"instance_count": 2}
     assert given["manifest_ref"]["uri"] == f"s3://{BUCKET}/training-data/a.run.json"
 
 
@@ -205,33 +206,35 @@ def test_malformed_events_are_named_errors_not_tracebacks(runtime: Runtime, bad_
     assert isinstance(lambda_support._run_id_of(bad_event), str)  # the log key of a bad event, never a crash
 
 
-def test_register_answers_a_non_finite_budget_with_a_line_numbered_error(mocked_aws: None) -> None:
+def test_register_answers_a_non_finite_budget_with_a_line_numbered_error(runtime: Runtime) -> None:
     # Before: Infinity became float('inf'), passed gt=0, and the run record write failed with DynamoDB's
     # "Float types are not supported" (a TypeError, i.e. an internal error without the manifest's line).
+    # The trigger parses the manifest; Register refuses the run with what the parse found.
     from mtrl.contracts.errors import ConfigurationError
     from mtrl.runs.pipeline import register
 
     dynamodb = boto3.client("dynamodb", region_name="us-east-1")
     create_run_table(dynamodb, "runs")
-    runtime = Runtime(dynamodb=dynamodb, s3=None, table="runs", bucket=BUCKET, settings=PipelineSettings())
-    for text, problem in [
-        ('{\n  "max_budget_usd": Infinity\n}', "line 2 column 21: Infinity is not a finite number"),
-        ('{"max_budget_usd": 1e999}', "line 1 column 20: 1e999 is not a finite number"),
-        ('{"environment_args": {"k": "\\ud800"}}', "lone UTF-16 surrogate"),
-        ('{"environment_args": ' + "[" * 40 + "]" * 40 + "}", "nested more than 16 levels deep"),
-    ]:
-        run_id = f"r{abs(hash(text)) % 10**8}"
-        state = {
-            "bucket": BUCKET,
-            "key": "training-data/x.jsonl",
-            "created_at": "2026-11-29T10:30:05Z",
-            "manifest_ref": {"uri": f"s3://{BUCKET}/training-data/x.run.json"},
-            "manifest_text": text,
-        }
+    runtime = dataclasses.replace(runtime, dynamodb=dynamodb, table="runs")
+    for index, (text, problem) in enumerate(
+        [
+            ('{\n  "max_budget_usd": Infinity\n}', "line 2 column 21: Infinity is not a finite number"),
+            ('{"max_budget_usd": 1e999}', "line 1 column 20: 1e999 is not a finite number"),
+            ('{"environment_args": {"k": "\\ud800"}}', "lone UTF-16 surrogate"),
+            ('{"environment_args": ' + "[" * 40 + "]" * 40 + "}", "nested more than 16 levels deep"),
+        ]
+    ):
+        put(runtime, f"training-data/x{index}.run.json", text.encode())
+        started = handle_upload(
+            runtime, event(f"training-data/x{index}.jsonl", put(runtime, f"training-data/x{index}.jsonl"))
+        )
+        described = runtime.stepfunctions.describe_execution(executionArn=started["execution_arn"])
+        state = json.loads(described["input"])
+        run_id = started["run_id"]
         with pytest.raises(ConfigurationError) as raised:
-            register(runtime, {"run_id": run_id, "execution_arn": "arn:e", "state": state})
+            register(runtime, {"run_id": run_id, "execution_arn": started["execution_arn"], "state": state})
         assert problem in str(raised.value)
-        assert f"run {run_id}: manifest s3://{BUCKET}/training-data/x.run.json" in str(raised.value)
+        assert f"run {run_id}: manifest s3://{BUCKET}/training-data/x{index}.run.json" in str(raised.value)
 
 
 def test_register_answers_every_key_its_result_selector_reads_for_a_duplicate_delivery_too(mocked_aws: None) -> None:

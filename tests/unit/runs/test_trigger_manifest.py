@@ -61,37 +61,18 @@ def upload(runtime: Runtime, name: str, manifest: bytes) -> tuple[dict[str, Any]
     return {"input": description["input"]}, started["run_id"]
 
 
-def test_the_trigger_passes_the_parsed_document_and_register_never_parses_again(
-    runtime: Runtime, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_trigger_passes_the_parsed_document_and_register_never_parses_again(runtime: Runtime) -> None:
     text = b'{\n  "instance_count": 2,\n  "eval_split": 0.125,\n  "environment_args": {"words": ["caf\xc3\xa9"]}\n}'
     described, run_id = upload(runtime, "a", text)
     state = json.loads(described["input"])
     assert state["manifest"] == parse_manifest(text, source="m")
-    assert state["manifest_text"] == text.decode("utf-8")  # the document as uploaded still travels (existing readers)
-
-    def refuse(*_args: Any, **_kwargs: Any) -> Any:
-        raise AssertionError("Register parsed a manifest the trigger had already parsed")
-
-    monkeypatch.setattr(register_phase, "parse_manifest", refuse)
+    assert "manifest_text" not in state  # the parsed document travels once; Register has no parser to call
+    assert not hasattr(register_phase, "parse_manifest")
     answer = register_phase.register(runtime, {"run_id": run_id, "execution_arn": "arn:e", "state": state})
     settings = runtime.registry.get(run_id)["settings"]
     assert (settings["instance_count"], settings["eval_split"]) == (2, 0.125)
     assert settings["environment_args"] == {"words": ["café"]}
     assert answer["evaluate"] is True
-
-
-def test_an_input_with_only_the_text_is_parsed_by_register(runtime: Runtime) -> None:
-    # An execution the trigger of an earlier release started (during an upgrade) carries only the text.
-    state = {
-        "bucket": BUCKET,
-        "key": "training-data/old.jsonl",
-        "created_at": "2026-12-02T01:00:00Z",
-        "manifest_ref": {"uri": f"s3://{BUCKET}/training-data/old.run.json"},
-        "manifest_text": '{"instance_count": 3}',
-    }
-    register_phase.register(runtime, {"run_id": "old-1", "execution_arn": "arn:e", "state": state})
-    assert runtime.registry.get("old-1")["settings"]["instance_count"] == 3
 
 
 @pytest.mark.parametrize("document", [[1, 2], "text", 7, None])

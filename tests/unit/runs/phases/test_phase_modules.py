@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from mtrl.runs import pipeline
-from mtrl.runs.phases import actions, evaluate, inputs, provision, reaper, register, report, slot, teardown, train
+from mtrl.runs.phases import actions, evaluate, provision, reaper, register, report, run_view, slot, teardown, train
 from mtrl.runs.phases import validate as validate_phase
 
 REPO = Path(__file__).resolve().parents[4]
@@ -29,10 +29,10 @@ print(json.dumps(loaded))
 LOADS = {
     "register": {"register", "context"},
     "acquire_slot": {"slot", "context"},
-    "validate": {"validate", "inputs", "context"},
+    "validate": {"validate", "inputs", "run_view", "context"},
     "report": {"report", "context"},
-    "reaper": {"reaper", "report", "teardown", "inputs", "context"},
-    "backend": {"actions", "evaluate", "provision", "teardown", "train", "inputs", "context"},
+    "reaper": {"reaper", "report", "teardown", "run_view", "inputs", "context"},
+    "backend": {"actions", "evaluate", "provision", "teardown", "train", "run_view", "inputs", "context"},
 }
 
 
@@ -58,7 +58,7 @@ def test_the_facade_names_the_phase_functions_themselves() -> None:
     assert pipeline.teardown is teardown.teardown
     assert pipeline.report is report.report
     assert pipeline.reap is reaper.reap
-    assert pipeline.run_context is inputs.run_context
+    assert pipeline.RunView is run_view.RunView
     assert pipeline.BACKEND_ACTIONS is actions.BACKEND_ACTIONS
     assert set(actions.BACKEND_ACTIONS) == {
         "preflight",

@@ -3,6 +3,7 @@ phase gives the adapter exactly those: the real phases on moto DynamoDB and S3, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -11,13 +12,17 @@ from typing import Any
 import boto3
 import pytest
 
-from mtrl.contracts.backend import Finding, JobState, JobStatus, RunContext
-from mtrl.contracts.errors import ConfigurationError, InternalError
+from mtrl.contracts.backend import CreatedResource, Finding, JobState, JobStatus, RunContext
+from mtrl.contracts.errors import ConfigurationError, InternalError, TeardownIncomplete
+from mtrl.health.signals import SignalHeader, SignalRow, render_signals
 from mtrl.runs import adapters
-from mtrl.runs.phases.inputs import INPUTS_FIELD, run_context, stored_inputs
+from mtrl.runs.health_poll import signals_key
+from mtrl.runs.manifest import RunSettings
+from mtrl.runs.phases.inputs import INPUTS_FIELD, stored_inputs
 from mtrl.runs.phases.provision import preflight, provision
 from mtrl.runs.phases.register import register
 from mtrl.runs.phases.slot import acquire_slot
+from mtrl.runs.phases.teardown import teardown
 from mtrl.runs.phases.train import check_status, submit
 from mtrl.runs.phases.validate import split_keys, validate
 from mtrl.runs.runtime import Runtime
@@ -180,33 +185,28 @@ def test_an_invalid_dataset_stores_no_inputs(world: tuple[Runtime, Recorder]) ->
     assert INPUTS_FIELD not in runtime.registry.get("bad")
 
 
-def test_a_record_without_inputs_is_resolved_as_before(world: tuple[Runtime, Recorder]) -> None:
-    # A run that an earlier release validated (no inputs on its record) must still reach its adapter, with the same
-    # view the stored inputs give a run validated now.
-    runtime, _ = world
-    start(runtime, "r4", {"eval_split": 0.25})
-    preflight(runtime, {"run_id": "r4"})
-    record = runtime.registry.get("r4")
-    legacy = {key: value for key, value in record.items() if key != INPUTS_FIELD}
-    assert stored_inputs(runtime, legacy) == stored_inputs(runtime, record)
-    fresh, old = run_context(runtime, record), run_context(runtime, legacy)
-    assert (dict(fresh.settings), fresh.dataset_uri, fresh.eval_dataset_uri, fresh.output_uri) == (
-        dict(old.settings),
-        old.dataset_uri,
-        old.eval_dataset_uri,
-        old.output_uri,
-    )
-
-
-def test_a_legacy_record_reaching_preflight_gets_its_inputs_stored(world: tuple[Runtime, Recorder]) -> None:
-    runtime, _ = world
+def test_a_record_without_inputs_is_an_internal_error_naming_the_run(world: tuple[Runtime, Recorder]) -> None:
+    # Validate stores the inputs before any backend phase runs; a record without them (written by a release before
+    # the inputs were stored: CHANGELOG.md) is refused, never resolved again.
+    runtime, recorder = world
     start(runtime, "r5")
-    record = runtime.registry.get("r5")
-    expected = stored_inputs(runtime, record)
     runtime.registry.update("r5", lambda item: item.pop(INPUTS_FIELD))
-    preflight(runtime, {"run_id": "r5"})
-    assert stored_inputs(runtime, runtime.registry.get("r5")).dataset_uri == expected.dataset_uri
-    assert "settings_json" in runtime.registry.get("r5")[INPUTS_FIELD]
+    with pytest.raises(InternalError, match="run r5: the record has no resolved inputs"):
+        preflight(runtime, {"run_id": "r5"})
+    assert recorder.seen == []
+
+
+def test_teardown_of_a_record_without_inputs_is_incomplete_not_an_internal_error(
+    world: tuple[Runtime, Recorder],
+) -> None:
+    # A run of the release before that crossed the upgrade holding resources: its teardown says what it could not do.
+    runtime, recorder = world
+    start(runtime, "r8")
+    runtime.registry.record_resource("r8", CreatedResource("svc", "s1", {}))
+    runtime.registry.update("r8", lambda item: item.pop(INPUTS_FIELD))
+    with pytest.raises(TeardownIncomplete, match=r"run r8: .*the record has no resolved inputs"):
+        teardown(runtime, {"run_id": "r8"})
+    assert recorder.seen == []
 
 
 @pytest.mark.parametrize(
@@ -218,10 +218,9 @@ def test_a_legacy_record_reaching_preflight_gets_its_inputs_stored(world: tuple[
     ],
 )
 def test_unreadable_stored_inputs_are_an_internal_error_naming_the_run(stored: dict[str, Any]) -> None:
-    runtime = Runtime(dynamodb=None, s3=None, table="t", bucket=BUCKET, settings=PipelineSettings())
     record = {"run_id": "broken-1", INPUTS_FIELD: stored}
     with pytest.raises(InternalError, match="run broken-1: the record's resolved inputs are unreadable"):
-        stored_inputs(runtime, record)
+        stored_inputs("broken-1", record)
 
 
 def test_settings_the_adapter_cannot_be_given_fail_preflight_as_before(world: tuple[Runtime, Recorder]) -> None:
@@ -233,3 +232,54 @@ def test_settings_the_adapter_cannot_be_given_fail_preflight_as_before(world: tu
         preflight(runtime, {"run_id": "r6"})
     assert recorder.seen == []
     assert "settings_json" not in runtime.registry.get("r6")[INPUTS_FIELD]
+
+
+class CountingDynamoDB:
+    """The moto client, counting the run-record reads (GetItem) a phase makes."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.get_items = 0
+
+    def get_item(self, **request: Any) -> Any:
+        self.get_items += 1
+        return self._client.get_item(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def _reads_of(runtime: Runtime, monkeypatch: pytest.MonkeyPatch, phase: Any, event: dict[str, Any]) -> tuple[int, int]:
+    """(RunSettings validations, GetItem calls) one invocation of ``phase`` makes, on a fresh registry."""
+    validations = []
+    original = RunSettings.model_validate.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[RunSettings], *args: Any, **kwargs: Any) -> RunSettings:
+        validations.append(1)
+        return original(cls, *args, **kwargs)  # type: ignore[no-any-return]
+
+    counting = CountingDynamoDB(runtime.dynamodb)
+    invocation = dataclasses.replace(runtime, dynamodb=counting)  # one Lambda invocation: its own registry
+    with monkeypatch.context() as patch:
+        patch.setattr(RunSettings, "model_validate", classmethod(counted))
+        phase(invocation, event)
+    return len(validations), counting.get_items
+
+
+def test_a_status_poll_reads_the_run_and_validates_its_settings_once(
+    world: tuple[Runtime, Recorder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime, recorder = world
+    start(runtime, "r7", {"max_budget_usd": 50, "early_stop": True})
+    for phase in (preflight, provision, submit):
+        phase(runtime, {"run_id": "r7"})
+    # A poll without signal rows yet, then one with rows (health rules evaluated, early_stop consulted): each
+    # reads the record once and validates its settings once (the release before read them up to three times).
+    assert _reads_of(runtime, monkeypatch, check_status, {"run_id": "r7"}) == (1, 1)
+    rows = [SignalRow(step=step, zero_spread_share=0.0) for step in (1, 2)]
+    runtime.s3.put_object(
+        Bucket=BUCKET, Key=signals_key("r7"), Body=render_signals(SignalHeader(planned_steps=30), rows).encode()
+    )
+    assert _reads_of(runtime, monkeypatch, check_status, {"run_id": "r7"}) == (1, 1)
+    assert runtime.registry.get("r7")["health"]["last_step"] == 2
+    assert [phase for phase, _ in recorder.seen][-2:] == ["status", "status"]

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Template
 
-from mtrl.backends.hyperpod.capacity_guard import (
+from mtrl.contracts.backend import CreatedResource
+from mtrl.contracts.errors import InternalError
+from mtrl.runs.capacity_guard import (
     ENV_GUARDED_CLUSTER,
     ENV_GUARDED_GROUPS,
     GuardedCluster,
     check_capacity,
 )
-from mtrl.contracts.backend import CreatedResource
-from mtrl.contracts.errors import InternalError
 from mtrl.runs.registry import RunStatus
 from mtrl.runs.runtime import Runtime
 from mtrl.settings.pipeline import PipelineSettings

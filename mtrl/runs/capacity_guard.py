@@ -11,8 +11,9 @@ the run table, so a run that starts scaling during the check is seen as a holder
 table's GSI, which DynamoDB keeps only eventually consistent with the table ("Global secondary indexes ... support
 eventually consistent reads only"): right after ``record_resource`` the index can still show the run without its
 capacity. So a group that looks unheld is scaled back only after every live run of the listing has been re-read from
-the table itself with a strongly consistent ``GetItem``. Scaling back goes through ``GpuCapacity.scale`` (the
-adapter's own implementation); a cluster that is busy updating is left for the next check.
+the table itself with a strongly consistent ``GetItem``. Reading and scaling the cluster's groups is the hyperpod
+backend's (``mtrl.backends.hyperpod.capacity``: the adapter's own implementation); a cluster that is busy updating is
+left for the next check.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from mtrl.backends.hyperpod import CAPACITY_KIND, GpuCapacity, HyperPodSettings, ProvisioningInProgress, find_group
+from mtrl.backends.hyperpod import ProvisioningInProgress
+from mtrl.backends.hyperpod.capacity import describe_cluster, group_size, held_group, scale_group
 from mtrl.contracts.backend import BackendError
 from mtrl.contracts.errors import InternalError, TransientError
 from mtrl.runs.registry import TERMINAL_STATUSES, decode_item, raise_for_client_error, run_key
@@ -103,12 +105,10 @@ def holders_in(records: list[dict[str, Any]], cluster: str) -> dict[str, list[st
     for record in records:
         if record.get("status") in TERMINAL_STATUSES:
             continue
-        for resource in record.get("resources") or []:
-            details = resource.get("details") or {}
-            if resource.get("kind") != CAPACITY_KIND or resource.get("removed_at"):
-                continue
-            if details.get("cluster", cluster) == cluster and details.get("group"):
-                holders.setdefault(str(details["group"]), []).append(str(record.get("run_id")))
+        for resource in record["resources"]:
+            group = held_group(resource, cluster)
+            if group is not None:
+                holders.setdefault(group, []).append(str(record["run_id"]))
     return holders
 
 
@@ -128,18 +128,12 @@ def confirmed_holders(runtime: Runtime, runs: list[dict[str, Any]], cluster: str
     return holders_in(records, cluster)
 
 
-def _capacity(sagemaker: Any, cluster: str, group: str) -> GpuCapacity:
-    # GpuCapacity reads only the cluster and group names from its settings; the run fields do not apply here.
-    settings = HyperPodSettings.model_construct(hyperpod_cluster_name=cluster, hyperpod_gpu_instance_group=group)
-    return GpuCapacity(sagemaker, settings)
-
-
 def check_capacity(runtime: Runtime, sagemaker: Any, guarded: GuardedCluster) -> GuardResult:
     """Scale back every watched group above its idle count that no live run holds; alert on what it did."""
     result = GuardResult()
     groups = sorted(guarded.idle_counts)
     try:
-        cluster = _capacity(sagemaker, guarded.name, groups[0]).describe()  # before the run table: see module doc
+        cluster = describe_cluster(sagemaker, guarded.name)  # before the run table: see module doc
     except BackendError as error:
         raise TransientError(f"capacity guard: {error}") from error
     runs = live_runs(runtime)
@@ -148,14 +142,13 @@ def check_capacity(runtime: Runtime, sagemaker: Any, guarded: GuardedCluster) ->
     for group in groups:
         idle = guarded.idle_counts[group]
         try:
-            _, details = find_group(cluster, group)
+            size = group_size(cluster, group)
         except BackendError as error:
             result.problems.append(str(error))
             continue
-        target = int(details.get("TargetCount", details.get("CurrentCount", 0)) or 0)
-        if target <= idle:
+        if size.target <= idle:
             continue
-        entry = {"group": group, "instance_type": details.get("InstanceType", ""), "target": target, "idle": idle}
+        entry = {"group": group, "instance_type": size.instance_type, "target": size.target, "idle": idle}
         if not holders.get(group):
             if confirmed is None:
                 confirmed = confirmed_holders(runtime, runs, guarded.name)
@@ -164,7 +157,7 @@ def check_capacity(runtime: Runtime, sagemaker: Any, guarded: GuardedCluster) ->
             result.held.append({**entry, "runs": holders[group]})
             continue
         try:
-            _capacity(sagemaker, guarded.name, group).scale(idle)
+            scale_group(sagemaker, guarded.name, group, idle)
         except ProvisioningInProgress as error:
             result.busy.append({**entry, "reason": str(error)})
             continue
