@@ -6,15 +6,24 @@ deployment ships (``verl_pipeline_values``) ∪ the run's settings ∪ its per-r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from mtrl.backends.verl.config import plan_for, verl_pipeline_values
 from mtrl.backends.verl.rayjob import render
 from mtrl.contracts.backend import RunContext
 from mtrl.contracts.run_options import effective_settings
-from mtrl.runs.manifest import RunSettings
 from mtrl.settings.deploy import DeploySettings
+
+
+class RunChoices(Protocol):
+    """What the renderer reads of a resolved run (the pipeline's ``RunSettings``, which sits above the backends)."""
+
+    @property
+    def backend_options(self) -> Mapping[str, Any]: ...
+
+    def model_dump(self, *, mode: str, exclude: set[str]) -> dict[str, Any]: ...
 
 
 def offline_cluster_names(settings: DeploySettings) -> tuple[str, str]:
@@ -24,7 +33,7 @@ def offline_cluster_names(settings: DeploySettings) -> tuple[str, str]:
     return f"{settings.prefix}-hyperpod", f"{settings.prefix}-eks"
 
 
-def offline_run_settings(deploy: DeploySettings, run_settings: RunSettings, run_id: str) -> dict[str, Any]:
+def offline_run_settings(deploy: DeploySettings, run_settings: RunChoices, run_id: str) -> dict[str, Any]:
     hyperpod_cluster, eks_cluster = offline_cluster_names(deploy)
     values = verl_pipeline_values(
         deploy,
@@ -43,7 +52,7 @@ def offline_run_settings(deploy: DeploySettings, run_settings: RunSettings, run_
     )
 
 
-def render_run(deploy: DeploySettings, run_settings: RunSettings, run: RunContext) -> list[dict[str, Any]]:
+def render_run(deploy: DeploySettings, run_settings: RunChoices, run: RunContext) -> list[dict[str, Any]]:
     """The run's [ConfigMap, RayJob] (``run.settings`` is ignored: they are computed from ``deploy``)."""
     settings = offline_run_settings(deploy, run_settings, run.run_id)
     return render(plan_for(settings), replace(run, settings=settings))
