@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -95,7 +95,7 @@ def test_a_sessions_run_trains_the_tiny_model_to_success_through_the_real_pipeli
 class _ClosedAfterFailure:
     """The local service with a forward-backward that the service rejects (not an infrastructure failure)."""
 
-    closed: list[bool] = []
+    closed: ClassVar[list[bool]] = []
 
     def __init__(self, config: RunConfig, progress: Progress) -> None:
         self._service = open_service(config, progress)
@@ -113,7 +113,7 @@ class _ClosedAfterFailure:
 
 def test_a_sessions_run_whose_service_fails_ends_failed_with_the_service_closed_and_nothing_left() -> None:
     _ClosedAfterFailure.closed = []
-    adapter = SessionsAdapter(open=_ClosedAfterFailure)  # type: ignore[arg-type]
+    adapter = SessionsAdapter(open=_ClosedAfterFailure)
     with _sessions_pipeline(adapter) as pipeline:
         manifest = {"backend_options": {**OPTIONS, "steps": 1, "max_tokens": 2}}
         pipeline.put("training-data/sessions-bad.run.json", json.dumps(manifest).encode())

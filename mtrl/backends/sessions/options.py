@@ -23,17 +23,17 @@ class SessionsRunOptions(RunOptions):
     loop can read); SageMaker needs one (the loop renders and counts tokens itself), local uses the model's own."""
 
     service: Literal["sagemaker", "local"] = "sagemaker"
-    base_model: str | None = Field(None, min_length=1, max_length=512)
-    tokenizer: str | None = Field(None, min_length=1, max_length=512)
-    lora_rank: int = Field(16, ge=1, le=256)  # CreateTrainingSession's LoraConfig.Rank range
-    steps: int = Field(10, ge=1, le=1000)
-    group_size: int = Field(4, ge=2, le=64)
-    tasks_per_step: int = Field(4, ge=1, le=256)
-    learning_rate: float = Field(1e-4, gt=0, le=0.01)
-    max_tokens: int = Field(256, ge=1, le=8192)
-    temperature: float = Field(1.0, ge=0, le=2)
+    base_model: str | None = Field(default=None, min_length=1, max_length=512)
+    tokenizer: str | None = Field(default=None, min_length=1, max_length=512)
+    lora_rank: int = Field(default=16, ge=1, le=256)  # CreateTrainingSession's LoraConfig.Rank range
+    steps: int = Field(default=10, ge=1, le=1000)
+    group_size: int = Field(default=4, ge=2, le=64)
+    tasks_per_step: int = Field(default=4, ge=1, le=256)
+    learning_rate: float = Field(default=1e-4, gt=0, le=0.01)
+    max_tokens: int = Field(default=256, ge=1, le=8192)
+    temperature: float = Field(default=1.0, ge=0, le=2)
     loss: Literal["importance_sampling", "ppo"] = "importance_sampling"
-    seed: int = Field(0, ge=0, le=2**31 - 1)
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
 
     @model_validator(mode="after")
     def _model_fits_the_service(self) -> SessionsRunOptions:

@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 
 from mtrl.backends._aws import S3Uri
-from mtrl.backends.sessions.runner import RunConfig, SessionsRunner
+from mtrl.backends.sessions.runner import OpenService, RunConfig, SessionsRunner, open_service
 
 logger = logging.getLogger("mtrl.backends.sessions.task")
 
@@ -31,7 +31,7 @@ class TaskStopped(BaseException):
     """SIGTERM: unwinds through the loop (not an ``Exception``, so no step handler takes it) to close the service."""
 
 
-def _stop(signum: int, frame: FrameType | None) -> None:
+def stop(signum: int, frame: FrameType | None) -> None:
     raise TaskStopped(f"signal {signum}")
 
 
@@ -41,11 +41,11 @@ def read_run_config(s3: Any, uri: str) -> RunConfig:
     return RunConfig.model_validate_json(body)
 
 
-def run(uri: str, *, s3: Any = None) -> int:
+def run(uri: str, *, s3: Any = None, open: OpenService = open_service) -> int:
     """Advance the run at ``uri`` to its end; the exit status: 0 done, 1 failed or stopped by request."""
     client = s3 or boto3.client("s3")
     config = read_run_config(client, uri)
-    runner = SessionsRunner(config, client)
+    runner = SessionsRunner(config, client, open=open)
     while True:
         progress = runner.advance()
         logger.info("run %s: %s at step %d (%s)", config.run_id, progress.phase, progress.step, progress.message)
@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--run-config", required=True, help="s3:// URI of the run's run-config.json")
     arguments = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGTERM, stop)
     try:
         return run(arguments.run_config)
     except TaskStopped:
