@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from run_support import BUCKET, RUN_ID, Opener, Stop, config, world
+from run_support import BUCKET, RUN_ID, TRAIN_KEY, Opener, Stop, config, world
 
 from mtrl.backends.sessions.service import ServiceError
 from mtrl.health.signals import parse_signals
@@ -142,3 +142,15 @@ def test_a_sagemaker_session_is_named_in_the_progress_before_it_is_opened() -> N
     assert progress.sessions == ["mtrl-run-sessions-1-1"]
     assert progress.service_failures == 1
     assert SessionsRunner(sagemaker, s3, open=refuse).advance().sessions[-1] == "mtrl-run-sessions-1-2"
+
+
+def test_the_run_reads_the_validated_version_of_its_dataset() -> None:
+    s3 = world()
+    s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    validated = s3.put_object(
+        Bucket=BUCKET, Key=TRAIN_KEY, Body=s3.get_object(Bucket=BUCKET, Key=TRAIN_KEY)["Body"].read()
+    )
+    s3.put_object(Bucket=BUCKET, Key=TRAIN_KEY, Body=b"not json\n")  # replaced after Validate accepted it
+    run = config(steps=1).model_copy(update={"dataset_version_id": validated["VersionId"]})
+    progress = SessionsRunner(run, s3, open=Opener()).advance()
+    assert (progress.phase, progress.step) == ("done", 1)
