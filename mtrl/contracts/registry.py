@@ -17,6 +17,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "hyperpod": "mtrl.backends.hyperpod.descriptor:DESCRIPTOR",
     "serverless": "mtrl.backends.serverless.descriptor:DESCRIPTOR",
     "local": "mtrl.backends.local_descriptor:DESCRIPTOR",
+    "sessions": "mtrl.backends.sessions.descriptor:DESCRIPTOR",
 }
 
 _registered: dict[str, BackendDescriptor] = {}
