@@ -13,7 +13,7 @@ from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from mtrl.contracts.registry import UnknownBackendError, check_backend_name, descriptor_for
+from mtrl.contracts.registry import BUILTIN_BACKENDS, UnknownBackendError, check_backend_name, descriptor_for
 from mtrl.settings.backends import AGENT_RUNTIME_ARN
 from mtrl.settings.base import SettingsGroup
 from mtrl.settings.dataset_limits import (
@@ -100,8 +100,9 @@ class PipelineSettings(SettingsGroup):
     run_backend: Backend = Field(
         "verl",
         description="Default training backend of a run, a backend registered in mtrl.contracts.registry (built in: "
-        "'verl', 'hyperpod', 'serverless', 'local'): 'verl' (open-weight GRPO on the training group), or "
-        "'hyperpod' (Nova Forge, the default when hyperpod_restricted_instance_group is set, which it needs).",
+        + ", ".join(f"'{name}'" for name in BUILTIN_BACKENDS)
+        + "): 'verl' (open-weight GRPO on the training group), or 'hyperpod' (Nova Forge, the default when "
+        "hyperpod_restricted_instance_group is set, which it needs).",
         json_schema_extra=_per_run("backend"),
     )
     run_environment: str = Field(

@@ -30,9 +30,15 @@ REPO = Path(__file__).resolve().parents[3]
 HOOKS = [f.name for f in fields(BackendDescriptor) if f.name not in {"name", "baseline", "no_baseline"}]
 HOOKS.remove("needs_reward_workers")
 
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
-def test_the_built_in_backends_are_the_four_packages() -> None:
-    assert backend_names() == ("verl", "hyperpod", "serverless", "local")
+
+def test_the_built_in_backends_are_the_backend_packages() -> None:
+    # Every package under mtrl/backends/ with a descriptor is registered, and nothing else (a backend is its package
+    # plus its one registration line).
+    packages = {path.parent.name for path in (REPO_ROOT / "mtrl" / "backends").glob("*/descriptor.py")}
+    assert set(backend_names()) == {*packages, "local"}
+    assert backend_names()[0] == "verl"  # the default backend first
     for name in backend_names():
         assert descriptor_for(name).name == name
 
