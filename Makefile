@@ -212,6 +212,9 @@ lock:
 	# The runner image's Python (docker/nova-runner/Dockerfile) is 3.12: the SDK requires it.
 	cd requirements && ../$(BIN)/uv pip compile --python-version 3.12 --no-header --annotation-style line -q \
 	  nova-runner.in -o nova-runner.txt
+	# The sessions loop's image (docker/sessions-runner/Dockerfile): Python 3.12, like the reward worker's.
+	cd requirements && ../$(BIN)/uv pip compile --python-version 3.12 --no-header --annotation-style line -q \
+	  sessions-runner.in -o sessions-runner.txt
 
 clean:
 	rm -rf cdk.out .build .pytest_cache .mypy_cache .ruff_cache
