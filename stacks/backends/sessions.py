@@ -356,7 +356,8 @@ class SessionsLoopTask(Construct):
 
 def function_statements(stack: cdk.Stack, *, prefix: str, loop: SessionsLoopTask) -> PolicyParts:
     """The adapter's calls from the backend function: RunTask of the loop, DescribeTasks while it runs, ListTasks by
-    ``startedBy`` and StopTask at cancel and teardown. Its S3 reads and writes of the run's folder and the data key
+    ``startedBy`` and StopTask at cancel and teardown, and stopping a training session a killed task left behind.
+    Its S3 reads and writes of the run's folder and the data key
     are the function's own grants (runs/, training-data/, eval-data/; PipelineFunctions)."""
     arn, where = arn_and_where(stack)
     # The literal name RewardWorkers gives its cluster: a cross-stack token would not render in acknowledgment ids.
@@ -383,13 +384,26 @@ def function_statements(stack: cdk.Stack, *, prefix: str, loop: SessionsLoopTask
             conditions=on_cluster,
         ),
         iam.PolicyStatement(
+            # Teardown's backstop: a session a killed task left behind is stopped and deleted from the function
+            # (mtrl.backends.sessions.adapter, cleanup); the function never creates or drives one.
+            sid="ReleaseLeftoverTrainingSessions",
+            actions=[
+                "sagemaker:DescribeTrainingSession",
+                "sagemaker:StopTrainingSession",
+                "sagemaker:DeleteTrainingSession",
+            ],
+            resources=[f"{arn}:sagemaker:{where}:training-session/{SESSION_NAME_PREFIX}*"],
+        ),
+        iam.PolicyStatement(
             sid="PassLoopTaskRolesToEcs",
             actions=["iam:PassRole"],
             resources=[loop.task_role.role_arn, execution_role.role_arn],
             conditions={"StringEquals": {"iam:PassedToService": ECS_TASKS}},
         ),
     ]
+    leftover_sessions = f"{arn}:sagemaker:{where}:training-session/{SESSION_NAME_PREFIX}*"
     reasons = {
+        leftover_sessions: "Session names carry the run id, known only at run time; the prefix is mtrl's own.",
         definitions: f"Any revision of the {loop.family} task definition (deploys add revisions).",
         tasks: "Task ids are generated at RunTask; the grant is limited to tasks of the reward-worker cluster.",
         "*": "ecs:ListTasks names no task or cluster resource (container instances only); conditioned on the "

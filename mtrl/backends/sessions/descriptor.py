@@ -17,4 +17,5 @@ DESCRIPTOR = BackendDescriptor(
     ),
     cost="mtrl.backends.sessions.cost:estimate",
     cost_usage="mtrl.backends.sessions.cost:usage_from_record",
+    stack_side="stacks.backends.sessions:SessionsStackSide",
 )

@@ -15,6 +15,7 @@ from mtrl.backends.hyperpod import HyperPodSettings
 from mtrl.backends.serverless.adapter import ServerlessSettings
 from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
 from mtrl.backends.verl.config import VerlRunConfig
+from mtrl.contracts.registry import backend_names, descriptor_for
 from mtrl.envs.registry import list_environments
 from mtrl.settings import SettingsError
 from stacks.app_builder import Deployment
@@ -37,6 +38,10 @@ RUN_LEVEL = {
 ADAPTER_ACTIONS = {
     # verl: the EKS API's endpoint and CA (its Kubernetes calls are RBAC, not IAM)
     "eks:DescribeCluster",
+    # sessions: cleanup releases a training session a killed loop task left behind (the task drives them)
+    "sagemaker:DescribeTrainingSession",
+    "sagemaker:StopTrainingSession",
+    "sagemaker:DeleteTrainingSession",
     # hyperpod.py: GpuCapacity
     "sagemaker:DescribeCluster",
     "sagemaker:UpdateCluster",
@@ -98,7 +103,7 @@ NO_RESOURCE_LEVEL = {
 }
 PER_RUN_WILDCARD = re.compile(
     r"mtrl-nf\*|task/mtrl-reward-workers/\*|job/\*/mtrl-\*|:\*\"|mapping:\*|:runtime/[^*/]+/runtime-endpoint/\*|"
-    r"/aws/bedrock-agentcore/runtimes/[^*]+-\*"
+    r"/aws/bedrock-agentcore/runtimes/[^*]+-\*|training-session/mtrl-\*"
 )
 # Granted only when the deployment lists AgentCore runtimes (its own, or run_allowed_agent_runtime_arns).
 AGENTCORE_SMOKE_ACTIONS = {"bedrock-agentcore:InvokeAgentRuntime", "logs:FilterLogEvents"}
@@ -120,6 +125,10 @@ def backends_template(deployment: Deployment) -> Template:
     return Template.from_stack(deployment.backends)
 
 
+# Every registered backend with a stack side (hyperpod, serverless, verl, sessions): each ships values and a policy.
+STACK_SIDES = {name for name in backend_names() if descriptor_for(name).stack_side}
+
+
 @pytest.fixture(scope="module")
 def backend_statements(pipeline_template: Template) -> list[dict[str, Any]]:
     """Every backend's statements on the backend function (one inline policy per backend's stack side)."""
@@ -128,7 +137,7 @@ def backend_statements(pipeline_template: Template) -> list[dict[str, Any]]:
         for name, p in pipeline_template.find_resources("AWS::IAM::Policy").items()
         if name.startswith("BackendPermissions")
     ]
-    assert len(policies) == 3  # hyperpod, serverless, verl
+    assert len(policies) == len(STACK_SIDES)  # one per backend with a stack side
     return [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
 
 
@@ -198,7 +207,7 @@ def test_backend_function_wildcards_and_conditions(backend_statements: list[dict
 
 def test_every_deploy_time_setting_the_adapters_require_is_passed(shipped: dict[str, dict[str, Any]]) -> None:
     """Each backend's section holds what its own model requires (and only fields of that model)."""
-    assert set(shipped) == {"hyperpod", "serverless", "verl"}  # local needs nothing deployed
+    assert set(shipped) == STACK_SIDES  # local needs nothing deployed
     for backend, model in (("hyperpod", HyperPodSettings), ("serverless", ServerlessSettings), ("verl", VerlRunConfig)):
         required = {name for name, f in model.model_fields.items() if f.is_required()} - RUN_LEVEL
         assert required <= set(shipped[backend]), f"{model.__name__}: {required - set(shipped[backend])}"

@@ -1,12 +1,11 @@
 """The sessions backend's stack side: the loop's Fargate task on the reward-worker cluster, its role and the session
-role, the backend function's statements, and the values its adapter reads back. The backend is registered here only
-for this module's synth (with cdk-nag: an unacknowledged finding fails it)."""
+role, the backend function's statements, and the values its adapter reads back (the app's own synth, with cdk-nag: an
+unacknowledged finding fails it)."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,8 +13,7 @@ from aws_cdk.assertions import Match, Template
 
 from mtrl.backends.sessions.sagemaker_wire import session_name
 from mtrl.backends.sessions.settings import SessionsSettings
-from mtrl.contracts.descriptor import BackendDescriptor
-from mtrl.contracts.registry import register_backend, unregister_backend
+from mtrl.contracts.registry import descriptor_for
 from stacks.app_builder import Deployment
 from stacks.backends import sessions
 from tests.conftest import REPO_ROOT, make_app
@@ -29,14 +27,11 @@ REWARD_CLUSTER = f"arn:aws:ecs:{WHERE}:cluster/mtrl-reward-workers"
 
 
 @pytest.fixture(scope="module")
-def sessions_deployment() -> Iterator[Deployment]:
-    register_backend(BackendDescriptor(name="sessions", adapter=lambda: None, stack_side=STACK_SIDE))
-    try:
-        app, deployment = make_app()
-        app.synth()  # cdk-nag runs here: any unacknowledged finding raises
-        yield deployment
-    finally:
-        unregister_backend("sessions")
+def sessions_deployment() -> Deployment:
+    assert descriptor_for("sessions").stack_side == STACK_SIDE
+    app, deployment = make_app()
+    app.synth()  # cdk-nag runs here: any unacknowledged finding raises
+    return deployment
 
 
 @pytest.fixture(scope="module")
@@ -234,8 +229,21 @@ def test_the_backend_function_starts_watches_and_stops_only_the_loop_task(
     policy = _one(resources, "BackendPermissionsSessions", "AWS::IAM::Policy")
     assert "FunctionsBackendRole" in _text(policy["Properties"]["Roles"])
     statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
-    # Nothing for SageMaker or S3: the task drives the sessions; the function's own grants cover the run folder.
-    assert _actions(statements) == {"ecs:RunTask", "ecs:DescribeTasks", "ecs:StopTask", "ecs:ListTasks", "iam:PassRole"}
+    # The task drives the sessions; the function only releases one a killed task left behind (cleanup), and its own
+    # grants cover the run folder.
+    assert _actions(statements) == {
+        "ecs:RunTask",
+        "ecs:DescribeTasks",
+        "ecs:StopTask",
+        "ecs:ListTasks",
+        "iam:PassRole",
+        "sagemaker:DescribeTrainingSession",
+        "sagemaker:StopTrainingSession",
+        "sagemaker:DeleteTrainingSession",
+    }
+    leftover = statements["ReleaseLeftoverTrainingSessions"]
+    assert leftover["Resource"] == f"arn:aws:sagemaker:{WHERE}:training-session/mtrl-*"
+    assert "sagemaker:CreateTrainingSession" not in _text(policy)
     for sid in ("StartLoopTask", "WatchAndStopLoopTasks", "ListLoopTasks"):
         assert statements[sid]["Condition"] == {"ArnEquals": {"ecs:cluster": REWARD_CLUSTER}}
     assert statements["StartLoopTask"]["Resource"] == f"arn:aws:ecs:{WHERE}:task-definition/mtrl-sessions-loop:*"
