@@ -68,7 +68,7 @@ def test_state_machine_logs_everything_encrypted_with_xray(template: Template) -
 
 def test_every_log_group_is_encrypted(resources: dict[str, Any]) -> None:
     groups = _of_type(resources, "AWS::Logs::LogGroup")
-    assert len(groups) == 9  # 7 phase functions + the capacity guard + the state machine
+    assert len(groups) == 10  # 7 phase functions + the capacity guard + the state machine + the sessions loop task
     assert all("KmsKeyId" in group for group in groups)
 
 
@@ -265,6 +265,15 @@ def test_least_privilege(resources: dict[str, Any]) -> None:
                     "cloudwatch:PutMetricData",
                     # A serverless run's signal rows read the agent's episode metrics (no resource types, no keys).
                     "cloudwatch:GetMetricData",
+                    # The sessions session role (stacks/backends/sessions.py): what SageMaker needs to place a session's
+                    # network interfaces in the deployment's subnets; EC2's Describe calls have no resource level.
+                    "ec2:DescribeNetworkInterfaces",
+                    "ec2:DescribeVpcs",
+                    "ec2:DescribeDhcpOptions",
+                    "ec2:DescribeSubnets",
+                    "ec2:DescribeSecurityGroups",
+                    # The loop task's execution role pulls its image: ECR's token call has no resource level.
+                    "ecr:GetAuthorizationToken",
                 }, actions
                 if "ecs:ListTasks" in actions:
                     assert "ecs:cluster" in statement["Condition"]["ArnEquals"]
