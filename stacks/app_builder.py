@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import aws_cdk as cdk
 
 from mtrl.contracts.registry import backend_names
-from mtrl.envs import custom_environment_problems
+from mtrl.envs import deployment_environment_problems
 from mtrl.settings import DeploySettings, SettingsError, load_settings
 from stacks.backends.contract import BackendResources, ClusterRefs, StackInputs, shipped_values, stack_side_for
 from stacks.backends_stack import BackendsStack
@@ -41,8 +41,13 @@ def settings_from_app(app: cdk.App, environ: Mapping[str, str] | None = None) ->
 
 def check_environment_package(settings: DeploySettings) -> None:
     """With ``use_custom_env``, synth fails unless the package imports, has ``load_environment`` and plays one
-    smoke episode (the same code reaches the workers' image and the Lambdas' code staging)."""
-    problems = custom_environment_problems(settings.use_custom_env, settings.custom_env_id)
+    smoke episode (the same code reaches the workers' image and the Lambdas' code staging); run_environment must be
+    an environment the deployment serves (a built-in, or the custom one)."""
+    problems = deployment_environment_problems(
+        run_environment=settings.run_environment,
+        use_custom_env=settings.use_custom_env,
+        custom_env_id=settings.custom_env_id,
+    )
     if problems:
         raise SettingsError(problems)
 

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from mtrl.cli.output import console, error_console, fail, print_json
-from mtrl.envs import custom_environment_problems
+from mtrl.envs import deployment_environment_problems
 from mtrl.settings import SettingsError, eks_support, load_settings, parse_overrides, read_cdk_json_context
 from mtrl.settings.deploy import DeploySettings, settings_keys_from_context
 from mtrl.settings.docs import render_configuration_reference
@@ -34,8 +34,12 @@ def show(
         base = read_cdk_json_context(cdk_json)
         overrides = parse_overrides(context or [])
         settings = load_settings({**base, **overrides}, environ=os.environ)
-        # The same package check synth runs, so a bad custom_env_id is refused here too, not first at synth.
-        problems = custom_environment_problems(settings.use_custom_env, settings.custom_env_id)
+        # The same checks synth runs, so a bad custom_env_id or run_environment is refused here too, not first at synth.
+        problems = deployment_environment_problems(
+            run_environment=settings.run_environment,
+            use_custom_env=settings.use_custom_env,
+            custom_env_id=settings.custom_env_id,
+        )
         if problems:
             raise SettingsError(problems)
     except SettingsError as error:

@@ -156,6 +156,19 @@ class DeploySettings(
         return self
 
     @model_validator(mode="after")
+    def _one_run_per_gpu_group(self) -> Self:
+        # Each run sets the training group's count and the first to tear down scales it back to idle under the
+        # other (docs/operations.md, "One GPU group per concurrent run"); a deployment has exactly one such group.
+        # The emulator's runs train on the CPU (local backend) and share no group.
+        if self.max_concurrent_runs > 1 and not self.emulator:
+            raise ValueError(
+                f"max_concurrent_runs: {self.max_concurrent_runs} runs at once would share the one training "
+                f"instance group '{self.run_instance_group.name}' (each run sets its count, and the first to finish "
+                "scales it back to idle under the others); concurrent runs must not share a GPU group, so keep 1"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _run_workers_within_max_tasks(self) -> Self:
         ceiling = self.run_max_worker_count
         if ceiling is not None and ceiling > self.reward_worker_max_tasks:

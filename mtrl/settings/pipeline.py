@@ -58,7 +58,11 @@ class PipelineSettings(SettingsGroup):
     """The upload-triggered run pipeline: slots, polling, run defaults, dataset limits and alerts."""
 
     max_concurrent_runs: int = Field(
-        1, ge=1, le=16, description="Runs that may hold the training cluster at once; later runs wait in order."
+        1,
+        ge=1,
+        le=16,
+        description="Runs that may hold the training cluster at once; later runs wait in order. Above 1 only with "
+        "emulator: concurrent runs must not share a GPU group, and a deployment has one training group.",
     )
     slot_poll_seconds: int = Field(
         60, ge=0, le=3600, description="Seconds a waiting run sleeps between attempts to take a slot."

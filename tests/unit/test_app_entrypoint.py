@@ -38,6 +38,14 @@ def test_bad_override_fails_synth_with_one_clear_message(tmp_path: Path) -> None
     assert not list(tmp_path.glob("*.template.json"))
 
 
+def test_synth_refuses_an_environment_the_deployment_does_not_serve(tmp_path: Path) -> None:
+    # Issue 38 item 10: a misspelt run_environment used to synthesize, and every run failed on the workers.
+    result = _synth({"run_environment": "wordel"}, tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "run_environment: no environment 'wordel' (did you mean 'wordle'?" in result.stderr
+    assert not list(tmp_path.glob("*.template.json"))
+
+
 def test_synth_works_offline_without_credentials_or_account(tmp_path: Path) -> None:
     context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
     result = _synth(context, tmp_path)
