@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +22,13 @@ app = typer.Typer(help="Inspect the deploy-time configuration.", no_args_is_help
 
 @app.command("show")
 def show(
+    pattern: Annotated[
+        str | None,
+        typer.Argument(
+            help="Show only the settings whose name contains PATTERN, or matches it as a glob (verl_*, *_minutes)."
+        ),
+    ] = None,
+    *,
     context: Annotated[
         list[str] | None,
         typer.Option("-c", "--context", help="Override a setting, as with `cdk synth -c key=value` (repeatable)."),
@@ -29,7 +38,8 @@ def show(
     ),
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """Print the effective settings after defaults, cdk.json and -c overrides (or a clear error)."""
+    """Print the effective settings after defaults, cdk.json and -c overrides, and where each value came from
+    (or a clear error). With --json: {setting: {"value": …, "source": …}}."""
     try:
         base = read_cdk_json_context(cdk_json)
         overrides = parse_overrides(context or [])
@@ -51,16 +61,34 @@ def show(
     if warning:
         error_console.print(f"[bold yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     values = settings.model_dump(mode="json")
-    if as_json:
-        print_json(values)
-        return
+    names = _matching(pattern, as_json=as_json)
     explicit = settings_keys_from_context(base)
-    table = Table(title=f"mtrl settings ({cdk_json})", show_lines=False)
+    if as_json:
+        print_json({name: {"value": values[name], "source": _source(name, explicit, overrides)} for name in names})
+        return
+    shown = "" if pattern is None else f", matching '{pattern}'"
+    table = Table(title=f"mtrl settings ({cdk_json}{shown})", show_lines=False)
     for column in ("setting", "value", "source", "description"):
         table.add_column(column, overflow="fold")
-    for name, field in DeploySettings.model_fields.items():
-        table.add_row(name, _show(values[name]), _source(name, explicit, overrides), field.description or "")
+    for name in names:
+        description = DeploySettings.model_fields[name].description or ""
+        table.add_row(name, _show(values[name]), _source(name, explicit, overrides), description)
     console.print(table)
+
+
+def _matching(pattern: str | None, *, as_json: bool) -> list[str]:
+    """The setting names PATTERN selects (all without one): a glob when it has *, ? or [, else a substring."""
+    names = list(DeploySettings.model_fields)
+    if pattern is None:
+        return names
+    wanted = pattern.lower()
+    is_glob = any(char in wanted for char in "*?[")
+    found = [name for name in names if (fnmatch.fnmatchcase(name, wanted) if is_glob else wanted in name)]
+    if not found:
+        close = difflib.get_close_matches(wanted, names, n=3)
+        hint = f" (did you mean {', '.join(repr(name) for name in close)}?)" if close else ""
+        fail(f"no setting matches '{pattern}'{hint}; `mtrl config show` lists them all", as_json=as_json)
+    return found
 
 
 def _source(name: str, from_file: dict[str, Any], overrides: dict[str, str]) -> str:

@@ -27,6 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, fail, print_json
+from mtrl.contracts.text import plural
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
 from mtrl.health import signal_health
 from mtrl.health.evaluation import label as evaluation_label
@@ -238,8 +239,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
         highlight=False,
     )
     console.print(
-        f"\n[bold]{summary['env_id']}[/]: {summary['steps']} GRPO steps in {summary['wall_seconds']:.1f} s; "
-        f"held-out ({heldout['tasks']} tasks): {evaluation_label(heldout.get('evaluation_measure'))} "
+        f"\n[bold]{summary['env_id']}[/]: {plural(summary['steps'], 'GRPO step')} in {summary['wall_seconds']:.1f} s; "
+        f"held-out ({plural(heldout['tasks'], 'task')}): {evaluation_label(heldout.get('evaluation_measure'))} "
         f"[bold]{_pct(heldout.get('evaluation_before'))} → {_pct(heldout.get('evaluation_after'))}[/]; "
         f"success {_pct(heldout['success_before'])} → {_pct(heldout['success_after'])}; "
         f"reward {_num(heldout['reward_before'])} → {_num(heldout['reward_after'])} (training signal, not the score)"

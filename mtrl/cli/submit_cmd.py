@@ -89,8 +89,7 @@ def submit(
             checked = _check(file, remote, source, eval_file, defaults, as_json=as_json)
     if not as_json:
         console.print(
-            f"[green]valid[/] {checked.report.summary()} "
-            f"(rows checked as environment '{checked.settings.environment}')",
+            f"{checked.report.summary()} (rows checked as environment '{checked.settings.environment}')",
             highlight=False,
             soft_wrap=True,
         )
@@ -167,9 +166,9 @@ def _check(
     else:
         for report in (checked.eval_report, checked.report):
             if report is not None and not report.valid:
-                from mtrl.cli.validate_cmd import _print_human  # noqa: PLC0415 (`mtrl validate`'s rendering)
+                from mtrl.cli.validate_cmd import print_report  # noqa: PLC0415 (`mtrl validate`'s rendering)
 
-                _print_human(report)
+                print_report(report, to=error_console)  # stdout holds only the run id (or JSON)
         error_console.print("nothing was uploaded", highlight=False)
     raise typer.Exit(EXIT_INVALID)
 

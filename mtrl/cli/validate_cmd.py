@@ -13,6 +13,8 @@ from mtrl.validation.dataset import Limits, ValidationReport
 from mtrl.validation.sources import UnknownEnvironmentError, validate_file
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from mtrl.settings.pipeline import PipelineSettings
 
 
@@ -53,9 +55,10 @@ def validate(
     if as_json:
         print_json({"valid": valid, "train": report.to_dict(), "eval": eval_report.to_dict() if eval_report else None})
     else:
+        # The report is the command's output: on stdout, so `mtrl validate FILE | head` shows it.
         for item in (eval_report, report):
             if item is not None:
-                _print_human(item)
+                print_report(item, to=console)
     if not valid:
         raise typer.Exit(EXIT_INVALID)
 
@@ -84,18 +87,16 @@ def deployment_defaults(*, as_json: bool, cdk_json: Path = Path("cdk.json")) -> 
     return PipelineSettings.model_validate({name: getattr(settings, name) for name in PipelineSettings.model_fields})
 
 
-def _print_human(report: ValidationReport) -> None:
+def print_report(report: ValidationReport, *, to: Console) -> None:
+    """A validation report for people: the summary line, then each error with its line number."""
     if report.valid:
-        console.print(f"[green]valid[/] {report.summary()}", highlight=False, soft_wrap=True)
+        # summary() already says "valid": "FILE: valid (200 rows, …)".
+        to.print(report.summary(), highlight=False, soft_wrap=True)
         return
-    error_console.print(
-        f"[bold red]invalid[/] {report.source}: {report.error_count} error(s)", highlight=False, soft_wrap=True
-    )
+    to.print(f"[bold red]invalid[/] {report.source}: {report.error_count} error(s)", highlight=False, soft_wrap=True)
     for issue in report.errors:
-        error_console.print(
-            f"  {report.source}:{issue.render()}  [dim]({issue.code})[/]", highlight=False, soft_wrap=True
-        )
+        to.print(f"  {report.source}:{issue.render()}  [dim]({issue.code})[/]", highlight=False, soft_wrap=True)
     if report.error_count > len(report.errors):
-        error_console.print(f"  … {report.error_count - len(report.errors)} more", highlight=False, soft_wrap=True)
+        to.print(f"  … {report.error_count - len(report.errors)} more", highlight=False, soft_wrap=True)
     if report.stopped_early:
-        error_console.print(f"  stopped early: {report.stopped_early}", highlight=False, soft_wrap=True)
+        to.print(f"  stopped early: {report.stopped_early}", highlight=False, soft_wrap=True)

@@ -66,8 +66,8 @@ def test_config_show_prints_effective_settings_with_overrides(monkeypatch: objec
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
     shown = json.loads(result.stdout)
-    assert shown["az_count"] == 3
-    assert shown["prefix"] == "mtrl"
+    assert shown["az_count"] == {"value": 3, "source": "-c override"}
+    assert shown["prefix"] == {"value": "mtrl", "source": "cdk.json"}
     # Without an account nor AZ names a synth could name only 2 AZs: config show refuses rather than say 3.
     refused = runner.invoke(cli, ["config", "show", "--cdk-json", str(REPO_ROOT / "cdk.json"), "-c", "az_count=3"])
     assert refused.exit_code != 0
@@ -83,7 +83,7 @@ def test_config_show_refuses_a_custom_environment_synth_would_refuse() -> None:
     assert "Traceback" not in missing.output
     good = runner.invoke(cli, [*base, "-c", "custom_env_id=template", "--json"])
     assert good.exit_code == 0, good.output
-    assert json.loads(good.stdout)["custom_env_id"] == "template"
+    assert json.loads(good.stdout)["custom_env_id"]["value"] == "template"
 
 
 def test_config_show_table_names_the_source_of_each_value() -> None:

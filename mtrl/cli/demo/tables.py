@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from mtrl.contracts.text import plural
 from mtrl.envs.registry import load_spec
 from mtrl.health import signal_health
 from mtrl.local.agents import agent_for
@@ -83,7 +84,8 @@ def evaluation_table(training: dict[str, Any]) -> Table:
             _fmt(heuristic.get("reward_mean")),
         )
     steps = training.get("steps")
-    trained = f"trained ({steps} GRPO steps)" if policy == FEATURES else f"trained ({steps} GRPO steps, LoRA)"
+    grpo = plural(int(steps or 0), "GRPO step")
+    trained = f"trained ({grpo})" if policy == FEATURES else f"trained ({grpo}, LoRA)"
     table.add_row(trained, _pct(heldout.get("success_after")), _fmt(heldout.get("reward_after")))
     return table
 

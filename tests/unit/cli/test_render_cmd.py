@@ -130,6 +130,15 @@ def test_the_deployments_custom_environment_renders(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
 
 
+def test_a_misspelt_key_gets_a_did_you_mean_and_a_quoted_value_is_quoted_once(tmp_path: Path) -> None:
+    # Issue 38 item 16: "key 'enviroment': unknown setting" without a hint, and "(got 'x.csv') (got 'x.csv')".
+    result = _render(tmp_path, {"enviroment": "wordle", "eval_dataset": "eval-data/x.csv"}, *CONFIGURED)
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "key 'enviroment': unknown setting (did you mean 'environment'?)" in text
+    assert text.count("(got 'eval-data/x.csv')") == 1
+
+
 def test_a_missing_manifest_is_named(tmp_path: Path) -> None:
     result = runner.invoke(cli, ["render", "--manifest", str(tmp_path / "nope.run.json"), *CONFIGURED])
     assert result.exit_code == 2

@@ -59,3 +59,18 @@ def test_without_env_the_deployments_default_environment_checks_the_rows(tmp_pat
     assert result.exit_code == 1, result.output
     assert "not in the wordle answer list" in result.output
     assert "default environment 'wordle'" in result.output
+
+
+def test_the_report_is_on_stdout_and_says_valid_once(tmp_path: Path) -> None:
+    # Issue 38 items 12 and 16: `mtrl validate bad.jsonl | head` showed nothing (the report went to stderr), and a
+    # valid file read "valid FILE: valid (…)".
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text(GOOD)
+    bad.write_text(GOOD + "{oops\n")
+    passed = RUNNER.invoke(app, ["validate", str(good), "--env", "wordle"])
+    assert passed.exit_code == 0
+    assert passed.stdout.strip() == f"{good}: valid (1 row, none held out from this file)"
+    refused = RUNNER.invoke(app, ["validate", str(bad), "--env", "wordle"])
+    assert refused.exit_code == 1
+    assert "invalid" in refused.stdout
+    assert "line 2: not valid JSON" in refused.stdout

@@ -91,10 +91,10 @@ def test_config_show_prints_the_warning_on_stderr_and_keeps_json_clean(monkeypat
     cdk_json = str(REPO_ROOT / "cdk.json")
     result = runner.invoke(cli, ["config", "show", "--cdk-json", cdk_json, "-c", "kubernetes_version=1.34", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["kubernetes_version"] == "1.34"
+    assert json.loads(result.stdout)["kubernetes_version"]["value"] == "1.34"
     assert "warning:" in result.stderr
     assert "2026-12-02" in result.stderr
     quiet = runner.invoke(cli, ["config", "show", "--cdk-json", cdk_json, "--json"])
     assert quiet.exit_code == 0, quiet.output
-    assert json.loads(quiet.stdout)["eks_support_type"] == "STANDARD"
+    assert json.loads(quiet.stdout)["eks_support_type"]["value"] == "STANDARD"
     assert "warning:" not in quiet.stderr
