@@ -89,24 +89,61 @@ def runs(
     if not views:
         console.print(f"no runs yet in {connection.deployment.run_table}: start one with `mtrl submit FILE`")
         return
+    cells = {
+        "run id": [view["run_id"] for view in views],
+        "status": [view["status"] for view in views],
+        "created": [_created(view["created_at"]) for view in views],
+        "backend": [str(view["backend"] or "-") for view in views],
+        "environment": [str(view["environment"] or "-") for view in views],
+        "progress": [_progress_text(view["progress"]) for view in views],
+        "reward": ["-" if view["reward_mean"] is None else f"{view['reward_mean']:.3f}" for view in views],
+        "cost": [_money(view["cost_usd"]) for view in views],
+    }
+    shown = _fitting_columns(cells, console.width)
     table = Table(title=f"runs ({prefix}, {connection.deployment.region})")
-    # Run ids are what people copy into the next command: never wrap or shorten them.
-    table.add_column("run id", no_wrap=True, min_width=max(len(view["run_id"]) for view in views))
-    for column in ("status", "created", "backend", "environment", "progress", "reward", "cost"):
-        table.add_column(column, justify="right" if column in {"progress", "reward", "cost"} else "left")
-    for view in views:
-        reward = view["reward_mean"]
-        table.add_row(
-            view["run_id"],
-            Text(view["status"], style=_style(view["status"])),
-            str(view["created_at"] or "-"),
-            str(view["backend"] or "-"),
-            str(view["environment"] or "-"),
-            _progress_text(view["progress"]),
-            "-" if reward is None else f"{reward:.3f}",
-            _money(view["cost_usd"]),
+    for column in shown:
+        # Run ids are what people copy into the next command: never wrap or shorten them.
+        wide = max(len(column), *(len(cell) for cell in cells[column]))
+        table.add_column(
+            column,
+            justify="right" if column in {"progress", "reward", "cost"} else "left",
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=wide if column in _NEVER_CUT else None,
         )
+    for index, view in enumerate(views):
+        row: list[RenderableType] = [cells[column][index] for column in shown]
+        if "status" in shown:
+            row[shown.index("status")] = Text(view["status"], style=_style(view["status"]))
+        table.add_row(*row)
+    if len(shown) < len(cells):
+        left = ", ".join(column for column in cells if column not in shown)
+        table.caption = f"not shown at this width: {left} (--json has every field)"
     console.print(table)
+
+
+# The columns `mtrl runs` shows first when the terminal is narrow; a column that does not fit whole is left out.
+_COLUMN_PRIORITY = ("run id", "status", "progress", "created", "reward", "cost", "environment", "backend")
+_NEVER_CUT = {"run id", "status"}
+
+
+def _fitting_columns(cells: dict[str, list[str]], width: int) -> list[str]:
+    """The columns that fit ``width`` whole, in priority order (shown in the table's own order); the run id and
+    the status always."""
+    chosen: list[str] = []
+    used = 1  # the table's left border
+    for column in _COLUMN_PRIORITY:
+        needed = max(len(column), *(len(cell) for cell in cells[column])) + 3  # padding and the border after it
+        if column in _NEVER_CUT or used + needed <= width:
+            chosen.append(column)
+            used += needed
+    return [column for column in cells if column in chosen]
+
+
+def _created(stamp: Any) -> str:
+    """``2026-11-29T10:00:00.000Z`` → ``2026-11-29 10:00`` (UTC; `mtrl status` shows the whole stamp)."""
+    text = str(stamp or "-")
+    return f"{text[:10]} {text[11:16]}" if len(text) >= 16 and text[10] == "T" else text
 
 
 # -- mtrl status ------------------------------------------------------------------------------------------
@@ -228,8 +265,11 @@ def watch_run(
 
     ``upload`` = (key, version id) of the dataset just submitted: used to find the run if the trigger
     named it differently (see ``mtrl.client.runs.started_run_for_upload``)."""
-    live = None if as_json else Live(Text(f"waiting for run {run_id} to start …"), console=console, auto_refresh=False)
-    if live is not None:
+    # A live display redraws in place on a terminal; piped (`mtrl submit --watch | cat`) rich would print it only at
+    # the end, so there each change is a line of its own, flushed as it happens.
+    live = None
+    if not as_json and console.is_terminal:
+        live = Live(Text(f"waiting for run {run_id} to start …"), console=console, auto_refresh=False)
         live.start()
     try:
         view = _follow(connection, run_id, interval=interval, live=live, as_json=as_json, upload=upload)
@@ -238,6 +278,8 @@ def watch_run(
             live.stop()
     if as_json:
         print_json(view)
+    elif live is None:
+        console.print(status_renderable(view))
     elif view.get("note"):
         error_console.print(f"[yellow]{view['note']}[/]", highlight=False, soft_wrap=True)
     return _exit_code(view)
@@ -256,6 +298,7 @@ def _follow(
     stepfunctions = connection.client("stepfunctions")
     started = time.monotonic()
     ended_at: float | None = None  # when the execution was first seen finished without a final record
+    shown = ""  # the last line printed when piped
     while True:
         with remote_errors(connection.aws, as_json=as_json):
             record = registry.find(run_id)
@@ -266,6 +309,8 @@ def _follow(
             view = client_runs.run_view(record)
             if live is not None:
                 live.update(status_renderable(view), refresh=True)
+            elif not as_json:
+                shown = _report_change(view, shown)
             if view["final"]:
                 return view
         if record is None and execution is None and upload is not None:
@@ -298,6 +343,21 @@ def _follow(
                 )
                 return view
         sleep(interval)
+
+
+def _report_change(view: dict[str, Any], shown: str) -> str:
+    """Piped output: one line whenever the run's status, phase or progress changes, flushed at once."""
+    line = f"{view['run_id']}: {view['status']}"
+    if view.get("phase"):
+        line += f", phase {view['phase']}"
+    if view.get("progress", {}).get("step") is not None:
+        line += f", step {_progress_text(view['progress'])}"
+    if view.get("reward_mean") is not None:
+        line += f", reward mean {view['reward_mean']:.4f}"
+    if line != shown:
+        console.print(line, highlight=False, soft_wrap=True)
+        console.file.flush()
+    return line
 
 
 def _existing_run(connection: Connection, run_id: str, *, as_json: bool) -> tuple[dict[str, Any] | None, str | None]:
