@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeGuard
@@ -9,6 +11,7 @@ from typing import Annotated, Any, TypeGuard
 import typer
 from rich.console import Group, RenderableType
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -26,6 +29,7 @@ from mtrl.cli.remote import (
 from mtrl.client import runs as client_runs
 from mtrl.health.evaluation import label as evaluation_label
 from mtrl.runs.registry import RunStatus
+from mtrl.runs.report import converged_at, converged_text
 
 GENERIC_ERROR_NAMES = {"Runtime.HandlerError", "Runtime.UnhandledError", "Lambda.Unknown", "States.TaskFailed"}
 RunArgument = Annotated[str, typer.Argument(help="Run id (as printed by `mtrl submit`, listed by `mtrl runs`).")]
@@ -168,14 +172,14 @@ def status_renderable(view: dict[str, Any]) -> RenderableType:
     if view.get("evaluation_measure"):
         summary.add_row("eval measures", evaluation_label(view["evaluation_measure"]))
     for name, value in sorted(view["evaluation"].items()):
-        summary.add_row(f"eval {name}", str(value))
+        summary.add_row(f"eval {name}", _figure(value) if isinstance(value, float) else str(value))
     baseline = view.get("baseline")
     if baseline:
         for name, pair in baseline["metrics"].items():
             before, after = _figure(pair["baseline"]), _figure(pair["after_training"])
             summary.add_row(f"baseline {name}", f"{before} before training → {after} after")
     summary.add_row("cost so far", _money(view["cost_usd"]))
-    _add_health_row(summary, view.get("health"))
+    _add_health_row(summary, view.get("health"), succeeded=view["status"] == RunStatus.SUCCEEDED.value)
     if view["error"]:
         error = view["error"]
         name = str(error.get("error") or "")
@@ -199,16 +203,19 @@ def status_renderable(view: dict[str, Any]) -> RenderableType:
     return Group(summary, phases) if view["phases"] else summary
 
 
-def _add_health_row(summary: Table, health: dict[str, Any] | None) -> None:
+def _add_health_row(summary: Table, health: dict[str, Any] | None, *, succeeded: bool) -> None:
     if health:
-        summary.add_row("health", _health_text(health))
+        summary.add_row("health", _health_text(health, succeeded=succeeded))
 
 
-def _health_text(health: dict[str, Any]) -> Text:
+def _health_text(health: dict[str, Any], *, succeeded: bool = False) -> Text:
     """``warn: flat_groups warn at step 8, …`` (the training-health verdict; mtrl health for the details)."""
     if health.get("error"):
         return Text(f"not evaluated: {health['error']}", style="yellow")
     verdict = str(health.get("verdict") or "ok")
+    step = converged_at(health, succeeded=succeeded)
+    if step is not None:  # a run that finished with its reward levelled off: news, not an alarm
+        return Text.assemble(("converged", "green"), f": {converged_text(step)}")
     fired = ", ".join(f"{item['rule']} {item['level']} at step {item['step']}" for item in health.get("fired") or [])
     style = {"ok": "green", "warn": "yellow"}.get(verdict, "red")
     return Text.assemble((verdict, style), f": {fired}" if fired else ": no rule fired")
@@ -403,6 +410,7 @@ def logs(
     logs_client = connection.client("logs")
     registry = connection.registry()
     seen: set[str] = set()
+    raw = os.environ.get(LOG_FORMAT_VARIABLE, "").lower() == "json"
     start_ms: int | None = None
     printed: list[dict[str, Any]] = []
     while True:
@@ -418,7 +426,8 @@ def logs(
             else:
                 stamp = datetime.fromtimestamp(line.timestamp / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
                 name = line.group.rsplit("/", 1)[-1]
-                console.print(f"[dim]{stamp}[/] [bold]{name}[/] {line.message}", highlight=False, soft_wrap=True)
+                text = escape(line.message if raw else readable_log_message(line.message))
+                console.print(f"[dim]{stamp}[/] [bold]{name}[/] {text}", highlight=False, soft_wrap=True)
         if lines:
             start_ms = lines[-1].timestamp  # same millisecond may hold more lines: `seen` drops repeats
         if final:
@@ -430,6 +439,42 @@ def logs(
         error_console.print(
             f"no log lines mention {run_id} (is the run id right? `mtrl runs` lists them)", highlight=False
         )
+
+
+# MTRL_LOG_FORMAT=json: `mtrl logs` prints each line as the function logged it (Powertools' JSON), not re-worded.
+LOG_FORMAT_VARIABLE = "MTRL_LOG_FORMAT"
+# Powertools' and Lambda's own keys: the same on every line, so they say nothing about this one.
+_LOG_NOISE = frozenset(
+    {
+        "level", "message", "timestamp", "location", "service", "xray_trace_id", "cold_start", "function_name",
+        "function_memory_size", "function_arn", "function_request_id", "sampling_rate", "run_id",
+    }
+)  # fmt: skip
+
+
+def readable_log_message(message: str) -> str:
+    """A structured log line for people: ``INFO started (phase=train)`` for Powertools' JSON, ``TaskStateEntered
+    Train`` for the state machine's; any other line as it is."""
+    try:
+        document = json.loads(message)
+    except ValueError:
+        return message
+    if not isinstance(document, dict):
+        return message
+    if "type" in document and "details" in document:  # a Step Functions execution history event
+        details = document["details"] if isinstance(document["details"], dict) else {}
+        return " ".join(str(part) for part in (document["type"], details.get("name") or "") if part)
+    extra = ", ".join(
+        f"{key}={_log_value(value)}" for key, value in document.items() if key not in _LOG_NOISE and value is not None
+    )
+    head = " ".join(str(part) for part in (document.get("level"), document.get("message")) if part)
+    return f"{head} ({extra})" if extra and head else head or extra or message
+
+
+def _log_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def _is_final(record: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:

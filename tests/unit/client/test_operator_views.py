@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,7 +17,7 @@ from mtrl.cli import app
 from mtrl.runs.phases.slot import acquire_slot
 from mtrl.runs.phases.teardown import teardown
 from mtrl.runs.registry import RunStatus
-from tests.unit.client.conftest import Fake
+from tests.unit.client.conftest import LOG_GROUPS, Fake
 
 Sleeper = Callable[[Callable[[], object]], list[int]]
 
@@ -108,3 +109,39 @@ def test_watch_piped_prints_each_change_as_it_happens(fake: Fake, no_sleep: Slee
     assert f"{WAITING}: TRAINING, phase train" in printed_while_running[0]
     assert f"{WAITING}: TRAINING, phase train, step 1/2" in printed_while_running[1]
     assert "SUCCEEDED" in result.stdout
+
+
+def test_a_converged_run_reads_converged_not_stop(fake: Fake) -> None:
+    plateau = {"verdict": "stop", "fired": [{"rule": "plateau", "level": "stop", "step": 40}]}
+    fake.seed_run(HOLDER, status=RunStatus.SUCCEEDED, health=plateau, evaluation={"success": 2 / 3})
+    fake.seed_run(WAITING, status=RunStatus.FAILED, health=plateau)
+    shown = " ".join(runner.invoke(app, ["status", HOLDER]).stdout.split())
+    assert "health converged: the reward stopped improving from step 40" in shown
+    assert "plateau stop" not in shown
+    assert "eval success 0.6667" in shown  # rounded, not 0.6666666666666666
+    assert "health stop: plateau stop at step 40" in " ".join(runner.invoke(app, ["status", WAITING]).stdout.split())
+
+
+def test_logs_are_readable_by_default_and_raw_on_request(fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake.logs.create_log_stream(logGroupName=LOG_GROUPS[1], logStreamName="s")
+    powertools = {
+        "level": "INFO",
+        "location": "handler:40",
+        "message": "job status",
+        "timestamp": "2026-11-29 10:00:00,000+0000",
+        "service": "backend",
+        "run_id": WAITING,
+        "job_state": "RUNNING",
+        "reward_mean": 0.123456789,
+    }
+    base = int(time.time() * 1000) - 60_000
+    fake.logs.put_log_events(
+        logGroupName=LOG_GROUPS[1],
+        logStreamName="s",
+        logEvents=[{"timestamp": base, "message": json.dumps(powertools)}],
+    )
+    shown = runner.invoke(app, ["logs", WAITING]).stdout
+    assert "INFO job status (job_state=RUNNING, reward_mean=0.1235)" in shown
+    assert '"location"' not in shown
+    monkeypatch.setenv("MTRL_LOG_FORMAT", "json")
+    assert '"location": "handler:40"' in runner.invoke(app, ["logs", WAITING]).stdout
