@@ -50,7 +50,7 @@ def test_every_command_takes_json_but_those_that_say_why_not() -> None:
 def test_every_command_that_reaches_a_deployment_takes_the_deployment_options() -> None:
     commands = _every_command()
     for path in REACHES_A_DEPLOYMENT:
-        assert DEPLOYMENT_OPTIONS <= commands[path], path
+        assert commands[path] >= DEPLOYMENT_OPTIONS, path
     others = sorted(path for path, options in commands.items() if options & DEPLOYMENT_OPTIONS)
     assert sorted(REACHES_A_DEPLOYMENT) == others
 
