@@ -26,6 +26,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mtrl.cli.local_runs import try_output
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, fail, print_json
 from mtrl.contracts.text import plural
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 
 SAMPLE_TRAIN = Path("sample") / "train.jsonl"
 SAMPLE_EVAL = Path("sample") / "eval.jsonl"
-DEFAULT_OUTPUT = Path("runs-local")
 
 
 def register(app: typer.Typer) -> None:
@@ -59,7 +59,13 @@ def try_environment(
         Path | None,
         typer.Option(help="Held-out JSONL (default: sample/eval.jsonl, or a seeded share of the training rows)."),
     ] = None,
-    output: Annotated[Path | None, typer.Option(help="Directory for state, summary.json and the plots.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            help="Directory for state, summary.json and the plots (default: a new folder under $MTRL_RUNS_DIR, "
+            "else $XDG_STATE_HOME/mtrl/runs-local, else ~/.local/state/mtrl/runs-local)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     policy: Annotated[
         str | None,
@@ -95,6 +101,14 @@ def try_environment(
     from mtrl.local.agents import AGENTS  # noqa: PLC0415
 
     chosen = policy or ("features" if env_id in AGENTS else "hf:tiny-random")
+    if chosen == "features" and env_id not in AGENTS:
+        # Asked for by name: training another policy under this one's name would report the wrong thing.
+        fail(
+            f"--policy features: there is no hand-written features agent for '{env_id}' (there is one for "
+            f"{', '.join(sorted(AGENTS))}, in mtrl/local/agents/); try a language model instead: "
+            f"`mtrl env try {env_id}` (hf:tiny-random, a plumbing check) or --policy hf:MODEL",
+            as_json=as_json,
+        )
     if chosen != "features":
         if steps is not None:
             fail("--steps is for --policy features; a language model trains with --train-steps N", as_json=as_json)
@@ -160,7 +174,7 @@ def _try_features(
 
     try:
         spec = load_spec(env_id)
-        values: dict[str, Any] = {"seed": seed}
+        values: dict[str, Any] = {"seed": seed, "policy": "features"}
         if steps is not None:
             values["steps"] = steps
         config = TrainConfig.from_mapping(env_id, values)
@@ -170,7 +184,7 @@ def _try_features(
     eval_path = eval_dataset or (spec.path / SAMPLE_EVAL if dataset is None else None)
     if not train_path.is_file():
         fail(f"no dataset: {train_path} does not exist (pass --dataset FILE.jsonl)", as_json=as_json)
-    out_dir = output or DEFAULT_OUTPUT / f"{env_id}-try-{time.strftime('%Y%m%d-%H%M%S')}"
+    out_dir = output or try_output(env_id)
     if (out_dir / "state.json").exists():
         fail(f"{out_dir} already holds a run; pass another --output", as_json=as_json)
     store = DirectoryStore(out_dir)

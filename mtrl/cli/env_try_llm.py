@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mtrl.cli.local_runs import try_output
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, error_console, fail, print_json
 from mtrl.contracts.environment import TaskError
 from mtrl.contracts.text import plural
@@ -28,7 +28,6 @@ from mtrl.validation.rows import row_ids
 
 SAMPLE_TRAIN = Path("sample") / "train.jsonl"
 SAMPLE_EVAL = Path("sample") / "eval.jsonl"
-DEFAULT_OUTPUT = Path("runs-local")
 HOLDOUT_FRACTION = 0.2  # only when there is no evaluation file: a seeded share of the training rows
 
 
@@ -55,7 +54,7 @@ def try_with_language_model(
         )
     except (EnvironmentNotFoundError, InvalidEnvironmentError, PolicyError) as error:
         fail(str(error), as_json=as_json)
-    out_dir = output or DEFAULT_OUTPUT / f"{env_id}-try-{time.strftime('%Y%m%d-%H%M%S')}"
+    out_dir = output or try_output(env_id)
     if (out_dir / "summary.json").exists() or (out_dir / "state.json").exists():
         fail(f"{out_dir} already holds a run; pass another --output", as_json=as_json)
     split, source, ids = _load_tasks(spec, dataset, eval_dataset, seed=options.seed, as_json=as_json)
