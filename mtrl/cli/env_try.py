@@ -100,6 +100,7 @@ def try_environment(
     # The trainers (numpy, the language-model stack) load when a try starts, never for --help.
     from mtrl.local.agents import AGENTS  # noqa: PLC0415
 
+    _refuse_what_a_run_would_refuse(env_id, dataset, eval_dataset, as_json=as_json)
     chosen = policy or ("features" if env_id in AGENTS else "hf:tiny-random")
     if chosen == "features" and env_id not in AGENTS:
         # Asked for by name: training another policy under this one's name would report the wrong thing.
@@ -154,6 +155,27 @@ def try_environment(
         as_json=as_json,
         strict=strict,
     )
+
+
+def _refuse_what_a_run_would_refuse(
+    env_id: str, dataset: Path | None, eval_dataset: Path | None, *, as_json: bool
+) -> None:
+    """The training and evaluation files this try uses, validated as the pipeline's Validate does: a pair it would
+    refuse (a row in both, say) is refused here (exit 1), not first by the run."""
+    from mtrl.cli.validate_cmd import dataset_pair_problems  # noqa: PLC0415
+
+    try:
+        spec = load_spec(env_id)
+    except (EnvironmentNotFoundError, InvalidEnvironmentError):
+        return  # each path reports it in its own words
+    train = dataset or spec.path / SAMPLE_TRAIN
+    held_out = eval_dataset or (spec.path / SAMPLE_EVAL if dataset is None else None)
+    if held_out is None or not (train.is_file() and held_out.is_file()):
+        return
+    problems = dataset_pair_problems(train, held_out, environment=env_id)
+    if problems:
+        shown = "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+        fail(f"a run would refuse these datasets: {shown}", code=EXIT_INVALID, as_json=as_json)
 
 
 def _try_features(

@@ -42,6 +42,13 @@ def validate(
             fail(f"{path}: no such file", as_json=as_json)
     if eval_file is not None and eval_split > 0:
         fail("use either --eval-split or --eval-file, not both", as_json=as_json)
+    sibling = file.with_name("eval.jsonl")
+    if eval_file is None and eval_split == 0 and file.name == "train.jsonl" and sibling.is_file():
+        # An environment's sample pair (sample/train.jsonl + sample/eval.jsonl): a run of them is refused on any
+        # overlap, so check it here too.
+        eval_file = sibling
+        if not as_json:
+            error_console.print(f"checking overlap with {sibling} (--eval-file to choose another)", highlight=False)
     limits = Limits(max_errors=max_errors)  # the pipeline's defaults, without loading the settings models
     if env is None:  # as the pipeline does for a run without a manifest: the deployment's default environment
         env = _deployment_environment(as_json=as_json)
@@ -61,6 +68,16 @@ def validate(
                 print_report(item, to=console)
     if not valid:
         raise typer.Exit(EXIT_INVALID)
+
+
+def dataset_pair_problems(train: Path, held_out: Path, *, environment: str) -> list[str]:
+    """What the pipeline's Validate refuses of a training file with its evaluation file (a row in both included),
+    one line each, as `mtrl validate TRAIN --eval-file EVAL` lists them; `mtrl env check` and `env try` run it on
+    the pair they use."""
+    report, eval_report = validate_file(train, environment=environment, eval_path=held_out)
+    return [
+        f"{item.source}:{issue.render()}" for item in (eval_report, report) if item is not None for issue in item.errors
+    ]
 
 
 def _deployment_environment(*, as_json: bool, cdk_json: Path = Path("cdk.json")) -> str:

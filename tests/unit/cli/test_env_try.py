@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from mtrl.cli import app as cli
 from mtrl.cli import env_try
+from tests.made_env import add_train_row_to_eval
 from tests.unit.local.conftest import sample_path
 
 
@@ -142,3 +143,17 @@ def test_without_output_a_try_writes_under_the_users_state_directory_not_the_wor
     (made,) = (tmp_path / "state" / "mtrl" / "runs-local").iterdir()
     assert made.name.startswith("wordle-try-")
     assert (made / "summary.json").is_file()
+
+
+def test_a_sample_pair_a_run_would_refuse_is_refused_before_training(
+    made_env_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 38 item 13: env try trained on a train/eval pair whose run the pipeline then refused.
+    add_train_row_to_eval(made_env_root)
+    monkeypatch.setenv("MTRL_RUNS_DIR", str(tmp_path / "runs"))
+    result = CliRunner().invoke(cli, ["env", "try", "my_env"])
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert "a run would refuse these datasets:" in text
+    assert "the same prompt and answer are in the evaluation dataset (line 7)" in text
+    assert not (tmp_path / "runs").exists()

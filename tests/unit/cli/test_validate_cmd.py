@@ -8,6 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from mtrl.cli import app
+from tests.made_env import add_train_row_to_eval
 
 RUNNER = CliRunner()
 GOOD = '{"id": "a", "metadata": {"prompt": "Guess", "answer": "crane"}}\n'
@@ -74,3 +75,15 @@ def test_the_report_is_on_stdout_and_says_valid_once(tmp_path: Path) -> None:
     assert refused.exit_code == 1
     assert "invalid" in refused.stdout
     assert "line 2: not valid JSON" in refused.stdout
+
+
+def test_an_environments_sample_pair_is_checked_for_overlap(made_env_root: Path) -> None:
+    # Issue 38 item 13: `mtrl validate sample/train.jsonl` passed a file whose run was refused for its overlap with
+    # the sibling eval.jsonl the demo uploads with it.
+    sample = made_env_root / "custom-environments" / "my_env" / "sample"
+    assert RUNNER.invoke(app, ["validate", str(sample / "train.jsonl"), "--env", "my_env"]).exit_code == 0
+    add_train_row_to_eval(made_env_root)
+    result = RUNNER.invoke(app, ["validate", str(sample / "train.jsonl"), "--env", "my_env"])
+    assert result.exit_code == 1, result.output
+    assert "line 1: the same prompt and answer are in the evaluation dataset (line 7)" in result.stdout
+    assert f"checking overlap with {sample / 'eval.jsonl'}" in result.stderr
