@@ -266,9 +266,13 @@ def load_spec(env_id: str, *, custom: bool | None = None, root: Path | None = No
         directory = custom_dir
         module = _load_custom(env_id, custom_dir)
     else:
-        available = ", ".join(name for name, _ in list_environments(root=base)) or "none"
+        names = [name for name, _ in list_environments(root=base)]
+        close = difflib.get_close_matches(env_id, names, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
         where = {True: f"{CUSTOM_DIR}/", False: f"{BUILTIN_DIR}/", None: f"{BUILTIN_DIR}/ or {CUSTOM_DIR}/"}[custom]
-        raise EnvironmentNotFoundError(f"no environment '{env_id}' in {where} under {base} (available: {available})")
+        raise EnvironmentNotFoundError(
+            f"no environment '{env_id}' in {where} under {base} ({hint}available: {', '.join(names) or 'none'})"
+        )
     _check_module(env_id, module)
     return EnvironmentSpec(env_id=env_id, source=source, path=directory, module=module)
 

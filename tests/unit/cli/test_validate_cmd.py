@@ -87,3 +87,12 @@ def test_an_environments_sample_pair_is_checked_for_overlap(made_env_root: Path)
     assert result.exit_code == 1, result.output
     assert "line 1: the same prompt and answer are in the evaluation dataset (line 7)" in result.stdout
     assert f"checking overlap with {sample / 'eval.jsonl'}" in result.stderr
+
+
+def test_a_misspelt_environment_gets_a_did_you_mean(tmp_path: Path) -> None:
+    path = tmp_path / "good.jsonl"
+    path.write_text(GOOD)
+    result = RUNNER.invoke(app, ["validate", str(path), "--env", "wordel"])
+    assert result.exit_code == 2
+    assert "no environment 'wordel'" in result.output
+    assert "did you mean 'wordle'?" in result.output
