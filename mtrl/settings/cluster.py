@@ -191,7 +191,8 @@ class ClusterSettings(SettingsGroup):
         description="Kubernetes version of the EKS cluster: one SageMaker HyperPod documents for EKS that is still in "
         f"EKS standard support ({', '.join(HYPERPOD_EKS_KUBERNETES_VERSIONS)}; ends of standard support: "
         + ", ".join(f"{v} {end}" for v, end in HYPERPOD_EKS_KUBERNETES_VERSIONS.items())
-        + "). `mtrl config show` and synth warn, naming the date, within 60 days of it.",
+        + "). Refused from that date on (a new cluster on it would be billed extended support); `mtrl config show` and "
+        "synth warn, naming the date, within the 60 days before it.",
     )
     eks_support_type: Literal["STANDARD", "EXTENDED"] = Field(
         "STANDARD",
@@ -344,6 +345,12 @@ class ClusterSettings(SettingsGroup):
     @property
     def uses_existing_cluster(self) -> bool:
         return self.existing_hyperpod_cluster_name is not None
+
+    @property
+    def nova_forge_configured(self) -> bool:
+        """Nova Forge (the hyperpod backend) trains only on a restricted instance group: without one the deployment
+        builds none of its parts that need subscriber-only files (the runner image)."""
+        return self.hyperpod_restricted_instance_group is not None
 
     @property
     def training_instance_group(self) -> InstanceGroupSettings:
