@@ -14,6 +14,7 @@ from mtrl.settings import DeploySettings, SettingsError, load_settings
 from stacks.backends.contract import BackendResources, ClusterRefs, StackInputs, shipped_values, stack_side_for
 from stacks.backends_stack import BackendsStack
 from stacks.cluster_stack import ClusterStack
+from stacks.constructs.encrypted_log_group import give_every_function_a_log_group
 from stacks.data_stack import DataStack
 from stacks.nag import enable_checks
 from stacks.network_stack import NetworkStack
@@ -71,7 +72,7 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
     if settings.emulator:
         # The offline demo's reduced variant: what the `local` backend needs and the emulator can deploy
         # (no VPC/NAT, no EKS/HyperPod, no container image assets; docs/emulator.md).
-        _finish(app, prefix, data, pipeline)
+        _finish(app, settings, data, pipeline)
         return Deployment(settings=settings, data=data, pipeline=pipeline)
     network = NetworkStack(
         app,
@@ -125,7 +126,7 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
         backends=backends,
         pipeline=pipeline,
     )
-    _finish(app, prefix, data, network, cluster, reward_workers, backends, pipeline)
+    _finish(app, settings, data, network, cluster, reward_workers, backends, pipeline)
     return Deployment(
         settings=settings,
         data=data,
@@ -201,7 +202,11 @@ def _wire_backends(
     )
 
 
-def _finish(app: cdk.App, prefix: str, *stacks: cdk.Stack) -> None:
-    for stack in stacks:
-        cdk.Tags.of(stack).add("mtrl:deployment", prefix)
+def _finish(app: cdk.App, settings: DeploySettings, data: DataStack, *stacks: cdk.Stack) -> None:
+    for stack in (data, *stacks):
+        cdk.Tags.of(stack).add("mtrl:deployment", settings.prefix)
+        # The functions CDK adds for its custom resources log to a group of the stack, with the deployment's retention.
+        give_every_function_a_log_group(
+            stack, encryption_key=data.store.key, retention_days=settings.log_retention_days
+        )
     enable_checks(app)

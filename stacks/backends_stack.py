@@ -26,7 +26,7 @@ from stacks.cluster_stack import ClusterStack
 from stacks.constructs.agent_function import AgentFunction
 from stacks.constructs.eks_cluster import EDIT_POLICY, JOB_NAMESPACES, VIEW_POLICY
 from stacks.constructs.nova_env_packages import NovaEnvironmentPackages
-from stacks.constructs.nova_runner_task import NovaRunnerTask
+from stacks.constructs.nova_runner_task import NovaRunnerTask, hyperpod_cli_problem
 from stacks.constructs.verl_trainer_identity import VerlTrainerIdentity
 from stacks.nag import acknowledge, nag_resource
 
@@ -48,7 +48,8 @@ def _construct_id(env_id: str) -> str:
 
 class BackendsStack(cdk.Stack):
     """Attributes: ``roles`` (BackendRoles), ``agents`` (environment id → AgentFunction), ``env_packages``
-    (NovaEnvironmentPackages), ``runner`` (NovaRunnerTask), ``mlflow_app_arn``, ``model_package_group_arn``."""
+    (NovaEnvironmentPackages), ``runner`` (NovaRunnerTask; None unless Nova Forge is configured), ``mlflow_app_arn``,
+    ``model_package_group_arn``."""
 
     def __init__(
         self,
@@ -120,15 +121,26 @@ class BackendsStack(cdk.Stack):
         self.env_packages = NovaEnvironmentPackages(
             self, "NovaEnvironmentPackages", environments=enabled_environments(settings), data_bucket=data_bucket
         )
-        self.runner = NovaRunnerTask(
-            self,
-            "NovaRunner",
-            prefix=prefix,
-            task_role=self.roles.runner_role,
-            encryption_key=encryption_key,
-            log_retention_days=settings.log_retention_days,
+        # The runner image needs the subscriber-only Forge HyperPod CLI (docker/nova-runner/hyperpod-cli/), so it is
+        # built (and its task defined) only for a deployment that configures Nova Forge: a default deploy needs
+        # nothing the repository does not ship (issue 36).
+        self.runner = (
+            NovaRunnerTask(
+                self,
+                "NovaRunner",
+                prefix=prefix,
+                task_role=self.roles.runner_role,
+                encryption_key=encryption_key,
+                log_retention_days=settings.log_retention_days,
+            )
+            if settings.nova_forge_configured
+            else None
         )
-        if cluster.eks is not None:
+        if self.runner is not None:
+            missing = hyperpod_cli_problem()
+            if missing:
+                cdk.Annotations.of(self.runner).add_warning_v2("mtrl:NovaRunnerHyperPodCli", missing)
+        if cluster.eks is not None and self.runner is not None:
             # The runner submits/reads/cancels the PyTorchJob through the HyperPod CLI: edit in the job namespaces,
             # read-only elsewhere (the same access as the job-submission role).
             eks.AccessEntry(
@@ -169,13 +181,14 @@ class BackendsStack(cdk.Stack):
             "ServerlessJobRoleArn": (self.roles.serverless_job_role.role_arn, "Role serverless MTRL jobs run with"),
             "ModelPackageGroupArn": (self.model_package_group_arn, "Where serverless runs register trained models"),
             "MlflowAppArn": (self.mlflow_app_arn, "MLflow app serverless jobs log to"),
-            "NovaRunnerTaskDefinitionArn": (
-                self.runner.task_definition.task_definition_arn,
-                "Nova Forge runner task definition (hyperpod backend)",
-            ),
             "NovaRunnerRoleArn": (self.roles.runner_role.role_arn, "Role of the Nova Forge runner task"),
             "RftRoleName": (self.roles.rft_role_name, "Nova Forge RFT role (its policy is <name>Policy)"),
         }
+        if self.runner is not None:
+            outputs["NovaRunnerTaskDefinitionArn"] = (
+                self.runner.task_definition.task_definition_arn,
+                "Nova Forge runner task definition (hyperpod backend)",
+            )
         for name, (value, description) in outputs.items():
             cdk.CfnOutput(self, name, value=value, description=description)
 

@@ -20,6 +20,7 @@ from pydantic import ValidationError, model_validator
 from mtrl.contracts.descriptor import resolve
 from mtrl.contracts.problems import problems_from_validation_error
 from mtrl.contracts.registry import descriptor_for
+from mtrl.settings import eks_support
 from mtrl.settings.backends import BackendSettings
 from mtrl.settings.base import SettingsError, SettingsGroup
 from mtrl.settings.cluster import ClusterSettings
@@ -89,6 +90,13 @@ class DeploySettings(
         # What the default backend needs from the deployment (hyperpod: a restricted group), from its descriptor.
         check = descriptor_for(self.run_backend).deploy_check
         problem = resolve(check)(self) if check is not None else None
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
+    def _kubernetes_version_in_standard_support(self) -> Self:
+        problem = eks_support.standard_support_problem(self, today=eks_support.utc_today())
         if problem:
             raise ValueError(problem)
         return self

@@ -26,9 +26,13 @@ _IMAGE = re.compile(
     r"^[a-z0-9.-]+(:[0-9]{1,5})?/[a-z0-9._/-]+(@sha256:[0-9a-f]{64}|:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})$"
 )
 _DNS_LABEL = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+# The KubeRay operator's own namespace (stacks/constructs/kuberay.py): its leader-election Role may edit every
+# ConfigMap and Lease there, so it shares the namespace with nothing (never kube-system, where that would reach
+# CoreDNS's and kube-proxy's ConfigMaps).
+KUBERAY_OPERATOR_NAMESPACE = "kuberay-system"
 # Namespaces that exist without mtrl or that another release creates (the HyperPod chart's training operator, the Nova
-# Forge runner's job namespace).
-_FOREIGN_NAMESPACES = frozenset({"default", "kubeflow", "mtrl-runs"})
+# Forge runner's job namespace, the KubeRay operator's).
+_FOREIGN_NAMESPACES = frozenset({"default", "kubeflow", "mtrl-runs", KUBERAY_OPERATOR_NAMESPACE})
 
 
 MODEL_SUMS_FILE = "SHA256SUMS"

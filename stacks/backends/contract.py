@@ -69,7 +69,7 @@ class BackendResources:
 
     roles: BackendRoleRefs
     agents: Mapping[str, AgentFunction]  # environment id → its serverless agent
-    runner: NovaRunnerTask
+    runner: NovaRunnerTask | None  # None: Nova Forge is not configured (no runner image or task)
     env_packages: NovaEnvironmentPackages
     mlflow_app_arn: str
     model_package_group_arn: str

@@ -56,7 +56,7 @@ class EksCluster(Construct):
             eks.EndpointAccess.PUBLIC
             if settings.eks_endpoint_access == "public"
             else eks.EndpointAccess.PUBLIC_AND_PRIVATE
-        )
+        ).only_from(*settings.eks_public_access_cidrs)
         self.cluster = eks.Cluster(
             self,
             "Cluster",
@@ -81,6 +81,14 @@ class EksCluster(Construct):
         cfn_cluster = self.cluster.node.default_child
         assert isinstance(cfn_cluster, eks.CfnCluster)
         cfn_cluster.upgrade_policy = eks.CfnCluster.UpgradePolicyProperty(support_type=settings.eks_support_type)
+        if settings.public_endpoint_narrowed:
+            cdk.Annotations.of(self).add_warning_v2(
+                "mtrl:eks-public-access-cidrs",
+                f"eks_public_access_cidrs {settings.eks_public_access_cidrs} leaves out the deploy-time Helm "
+                "installer and the pipeline's backend function, which reach the EKS endpoint from AWS Lambda's public "
+                "addresses: the deploy's Helm releases and verl runs fail unless those addresses can reach it "
+                "(docs/operations.md, EKS API endpoint)",
+            )
         warning = eks_support.kubernetes_support_warning(settings, today=eks_support.utc_today())
         if warning:
             cdk.Annotations.of(self).add_warning_v2("mtrl:kubernetes-standard-support", warning)

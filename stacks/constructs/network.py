@@ -62,6 +62,12 @@ class Network(Construct):
             description="Reward workers: no inbound traffic, outbound only",
             allow_all_outbound=True,
         )
+        # With the EKS endpoint's private access (eks_endpoint_access, default), the Nova Forge runner task (reward
+        # cluster, this group) reaches the Kubernetes API through the endpoint's interfaces, which carry the cluster's
+        # security group (the one above): HTTPS from this group only.
+        self.hyperpod_security_group.add_ingress_rule(
+            self.reward_worker_security_group, ec2.Port.tcp(443), "Kubernetes API (private EKS endpoint) from tasks"
+        )
         self.endpoint_security_group = ec2.SecurityGroup(
             self,
             "EndpointSecurityGroup",

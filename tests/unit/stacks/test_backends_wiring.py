@@ -114,15 +114,18 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+# Every backend's stack side at its fullest: the default deployment plus Nova Forge (the hyperpod backend's runner
+# exists only when a restricted instance group is configured).
 @pytest.fixture(scope="module")
-def pipeline_template(deployment: Deployment) -> Template:
-    return Template.from_stack(deployment.pipeline)
+def pipeline_template(nova_forge_synth: tuple[Deployment, Any]) -> Template:
+    return Template.from_stack(nova_forge_synth[0].pipeline)
 
 
 @pytest.fixture(scope="module")
-def backends_template(deployment: Deployment) -> Template:
-    assert deployment.backends is not None
-    return Template.from_stack(deployment.backends)
+def backends_template(nova_forge_synth: tuple[Deployment, Any]) -> Template:
+    backends = nova_forge_synth[0].backends
+    assert backends is not None
+    return Template.from_stack(backends)
 
 
 # Every registered backend with a stack side (hyperpod, serverless, verl, sessions): each ships values and a policy.
