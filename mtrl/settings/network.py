@@ -45,9 +45,11 @@ class NetworkSettings(SettingsGroup):
         24, ge=20, le=28, description="Prefix length of each public subnet (they hold only NAT gateways)."
     )
     create_vpc_endpoints: bool = Field(
-        True,
-        description="Create the S3 gateway endpoint and the interface endpoints "
-        "(ECR, STS, Logs, SQS, SageMaker, EKS, KMS).",
+        False,
+        description="Create the interface endpoints (ECR API and Docker, STS, Logs, SQS, SageMaker API and Runtime, "
+        "EKS, KMS) in every AZ: about USD 131 a month at rest in 2 AZs. Off by default: with the S3 gateway endpoint "
+        "(free, always created) they pay for themselves only above about 417 GB a month per service through the NAT "
+        "(docs/operations.md, 'Costs').",
     )
     enable_flow_logs: bool = Field(True, description="Send VPC flow logs to a KMS-encrypted CloudWatch log group.")
     flow_log_retention_days: int = Field(90, description="Retention of the VPC flow-log group, in days.")

@@ -9,6 +9,7 @@ from constructs import Construct
 
 from mtrl.settings.network import NetworkSettings
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
+from stacks.nag import acknowledge
 
 # Interface endpoints the workloads call from private subnets (HyperPod nodes, reward workers, Lambdas).
 INTERFACE_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
@@ -73,10 +74,25 @@ class Network(Construct):
             ec2.Peer.ipv4(settings.vpc_cidr), ec2.Port.tcp(443), "HTTPS from the VPC"
         )
 
+        # The S3 gateway endpoint is free and keeps S3 traffic (ECR image layers included) off the NAT: always.
+        if settings.vpc_id is None or settings.private_route_table_ids:
+            self.vpc.add_gateway_endpoint(
+                "S3Endpoint",
+                service=ec2.GatewayVpcEndpointAwsService.S3,
+                subnets=[self.private_subnets],
+            )
         if settings.create_vpc_endpoints:
-            self._add_endpoints(settings)
+            self._add_interface_endpoints()
 
         self.flow_log_group = None
+        if not settings.enable_flow_logs and settings.vpc_id is None:
+            # A documented cost lever (docs/operations.md, "Costs"): the operator chose to go without flow logs.
+            acknowledge(
+                self.vpc,
+                "AwsSolutions-VPC7",
+                "Flow logs are off because the operator set enable_flow_logs=false (a documented cost lever for "
+                "sandbox accounts); set it to true to record the VPC's traffic",
+            )
         if settings.enable_flow_logs:
             flow_logs = EncryptedLogGroup(
                 self,
@@ -133,13 +149,7 @@ class Network(Construct):
             private_subnet_route_table_ids=settings.private_route_table_ids or None,
         )
 
-    def _add_endpoints(self, settings: NetworkSettings) -> None:
-        if settings.vpc_id is None or settings.private_route_table_ids:
-            self.vpc.add_gateway_endpoint(
-                "S3Endpoint",
-                service=ec2.GatewayVpcEndpointAwsService.S3,
-                subnets=[self.private_subnets],
-            )
+    def _add_interface_endpoints(self) -> None:
         stack = cdk.Stack.of(self)
         # Not every endpoint service is offered in every AZ (e.g. some are missing in use1-az3), and an endpoint
         # with a subnet in such an AZ fails to create. With a known account and region, CDK looks up each
