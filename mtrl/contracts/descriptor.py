@@ -44,6 +44,9 @@ class BackendDescriptor:
       receives; None: the backend's runs cannot be priced (a ``CostError`` says so).
     - ``cost_usage``: ``(record, now) -> dict``, the usage fields ``cost`` reads, taken from a stored run record
       (``mtrl cost RUN``); None: the record's backend and region are all it needs.
+    - ``budget_usage``: ``(run context, adapter) -> dict``, the usage fields ``cost`` will read for this run, with
+      nothing used yet (the instance type, the model, the service). Preflight prices it for a run with a budget:
+      a run that cannot be priced is refused there, never run unchecked. None: budgeted runs are refused.
     - ``manifest_check``: ``(RunSettings) -> [problem, ...]``, backend rules on a resolved manifest (Register).
     - ``deploy_check``: ``(DeploySettings) -> problem | None``, what a deployment whose default backend this is must
       configure (checked when the deployment's settings are loaded).
@@ -61,6 +64,7 @@ class BackendDescriptor:
     needs_reward_workers: bool = False
     cost: Target | None = None
     cost_usage: Target | None = None
+    budget_usage: Target | None = None
     manifest_check: Target | None = None
     deploy_check: Target | None = None
     renderer: Target | None = None

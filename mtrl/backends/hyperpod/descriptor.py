@@ -34,6 +34,7 @@ DESCRIPTOR = BackendDescriptor(
     needs_reward_workers=True,
     cost="mtrl.backends.hyperpod.cost:estimate",
     cost_usage="mtrl.backends.hyperpod.cost:usage_from_record",
+    budget_usage="mtrl.backends.hyperpod.cost:budget_usage",
     deploy_check=restricted_group_problem,
     stack_side="stacks.backends.hyperpod:HyperPodStackSide",
 )

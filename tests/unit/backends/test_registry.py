@@ -59,7 +59,9 @@ def test_what_each_built_in_declares() -> None:
     assert {n for n in backend_names() if descriptor_for(n).baseline is None} == {"hyperpod"}
     assert {n for n in backend_names() if (b := descriptor_for(n).baseline) and b.phase} == {"serverless"}
     assert {n for n in backend_names() if descriptor_for(n).renderer} == {"verl"}
-    assert {n for n in backend_names() if descriptor_for(n).cost is None} == {"verl"}
+    # Every built-in prices its runs, and before they start (a budgeted run is refused at Preflight otherwise).
+    assert {n for n in backend_names() if descriptor_for(n).cost is None} == set()
+    assert {n for n in backend_names() if descriptor_for(n).budget_usage is None} == set()
     assert {n for n in backend_names() if descriptor_for(n).deploy_check} == {"hyperpod"}
     assert {n for n in backend_names() if descriptor_for(n).manifest_check} == {"serverless", "verl"}
 

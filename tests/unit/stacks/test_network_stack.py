@@ -51,7 +51,7 @@ def test_by_default_only_the_free_s3_gateway_endpoint(network_template: Template
     # endpoint they pay off only above about 417 GB a month per service (docs/operations.md, "Costs").
     (endpoint,) = network_template.find_resources("AWS::EC2::VPCEndpoint").values()
     assert endpoint["Properties"]["VpcEndpointType"] == "Gateway"
-    assert endpoint["Properties"]["ServiceName"] == {"Fn::Join": ["", Match.array_with([".s3"])]}
+    assert endpoint["Properties"]["ServiceName"]["Fn::Join"][1][-1] == ".s3"
 
 
 @pytest.fixture(scope="module")
