@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from mtrl.cost import CostEstimate
 
 
-def cost(  # noqa: PLR0912 (one command, three forms: a calculator, a run, the deployment at rest)
+def cost(  # noqa: PLR0912 (one command, four forms: the calculator, a run, sessions, the deployment at rest)
     run: Annotated[
         str | None, typer.Argument(help="A deployed run's id: price it from its run record instead.")
     ] = None,
@@ -42,6 +42,15 @@ def cost(  # noqa: PLR0912 (one command, three forms: a calculator, a run, the d
     endpoint_url: Annotated[
         str | None, typer.Option("--endpoint-url", help="With RUN: send AWS calls here (e.g. the emulator).")
     ] = None,
+    sessions: Annotated[
+        bool,
+        typer.Option(
+            "--sessions",
+            help="Price the token counts as a SageMaker training-sessions run and show its break-even against verl "
+            "on the deployment's GPU group (--instance-type/--instances override the group, --hours the verl run "
+            "length).",
+        ),
+    ] = False,
     at_rest: Annotated[
         bool,
         typer.Option(
@@ -88,6 +97,22 @@ def cost(  # noqa: PLR0912 (one command, three forms: a calculator, a run, the d
             templates_dir=templates,
             as_json=as_json,
             print_table=_print_table,
+        )
+        return
+    if sessions:
+        if run is not None or model is not None:
+            fail("--sessions prices token counts: give no RUN or --model", as_json=as_json)
+        from mtrl.cli.break_even_cmd import show_break_even  # noqa: PLC0415
+        from mtrl.cost import TokenUsage  # noqa: PLC0415
+
+        show_break_even(
+            region=region,
+            tokens=TokenUsage(prefill=prefill_tokens, sample=sample_tokens, train=train_tokens),
+            instance_type=instance_type,
+            instances=instances,
+            hours=hours,
+            cdk_json=cdk_json,
+            as_json=as_json,
         )
         return
     if context or templates is not None:
