@@ -40,6 +40,8 @@ class BackendDescriptor:
       are what a manifest's ``backend_options`` may set and its ``Field`` constraints their ceilings. None: none.
     - ``baseline``: how ``baseline_evaluation`` is measured; None with ``no_baseline`` saying why it cannot be.
     - ``needs_reward_workers``: every rollout is scored on the run's reward workers (``worker_count`` ≥ 1).
+    - ``needs_cluster``: the backend trains on the deployment's HyperPod cluster; a deployment without one
+      (``deploy_cluster=false``, the serverless profile) refuses its runs.
     - ``cost``: ``(usage, book) -> CostEstimate``, pricing the usage dict ``mtrl.backends.pricing.cost_for_run``
       receives; None: the backend's runs cannot be priced (a ``CostError`` says so).
     - ``cost_usage``: ``(record, now) -> dict``, the usage fields ``cost`` reads, taken from a stored run record
@@ -62,6 +64,7 @@ class BackendDescriptor:
     baseline: BaselineSupport | None = None
     no_baseline: str = "the backend declares no baseline evaluation"
     needs_reward_workers: bool = False
+    needs_cluster: bool = False
     cost: Target | None = None
     cost_usage: Target | None = None
     budget_usage: Target | None = None

@@ -29,10 +29,13 @@ class NetworkSettings(SettingsGroup):
         description="Explicit AZ names; empty means the first az_count AZs of the account/region "
         "(looked up by CDK; with no credentials the synth stays AZ-agnostic).",
     )
-    nat_gateways: Literal["per_az", "single"] = Field(
+    nat_gateways: Literal["per_az", "single", "none"] = Field(
         "single",
-        description="One NAT gateway per AZ (resilient) or a single shared one (cheaper). There is no 'none': "
-        "the deploy-time Helm installer, HyperPod nodes and the Nova Forge runner need internet egress.",
+        description="One NAT gateway per AZ (resilient), a single shared one (cheaper: about USD 36.50 a month with "
+        "its public IPv4 address), or 'none', only without a cluster (deploy_cluster=false, the serverless "
+        "profile): the deploy-time Helm installer, HyperPod nodes and the Nova Forge runner need internet egress. "
+        "With 'none' the private subnets are isolated and the sessions loop task runs in a public subnet with a "
+        "public IP (no inbound rule).",
     )
     private_subnet_cidr_mask: int = Field(
         18,
@@ -66,18 +69,6 @@ class NetworkSettings(SettingsGroup):
         default_factory=list,
         description="With vpc_id: route tables of the private subnets (needed for the S3 gateway endpoint).",
     )
-
-    @field_validator("nat_gateways", mode="before")
-    @classmethod
-    def _nat_none_is_refused(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lower() in {"none", "no", "off", "0", "false"}:
-            raise ValueError(
-                f"'{value}' is not supported: without a NAT gateway the private subnets have no internet egress, "
-                "but the deploy-time Helm installer downloads the HyperPod chart from GitHub, HyperPod nodes and "
-                "the Nova Forge runner reach public endpoints (EKS API, SageMaker Hub, CloudFormation) that have no "
-                "VPC endpoint here; use 'single' (one shared NAT gateway, the cheapest) or 'per_az'"
-            )
-        return value
 
     @field_validator("vpc_cidr")
     @classmethod

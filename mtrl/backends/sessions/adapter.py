@@ -250,7 +250,7 @@ class SessionsAdapter:
                     "awsvpcConfiguration": {
                         "subnets": list(deploy.sessions_subnet_ids),
                         "securityGroups": list(deploy.sessions_security_group_ids),
-                        "assignPublicIp": "DISABLED",
+                        "assignPublicIp": "ENABLED" if deploy.sessions_assign_public_ip else "DISABLED",
                     }
                 },
                 overrides={

@@ -11,6 +11,7 @@ from mtrl.contracts.descriptor import BackendDescriptor, BaselineSupport
 DESCRIPTOR = BackendDescriptor(
     name="verl",
     adapter="mtrl.backends.verl.adapter:VerlAdapter",
+    needs_cluster=True,
     run_options="mtrl.backends.verl.options:VerlRunOptions",
     baseline=BaselineSupport(
         phase=False,
