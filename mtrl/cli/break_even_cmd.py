@@ -28,41 +28,60 @@ def show_break_even(
     as_json: bool,
 ) -> None:
     try:
-        settings = load_settings(read_cdk_json_context(cdk_json) if cdk_json.is_file() else {}, environ=os.environ)
-    except SettingsError as error:
-        fail(f"the settings are invalid, so the deployment's GPU group is unknown: {error}", as_json=as_json)
-    group = settings.training_instance_group
-    region = region or (str(settings.region) if settings.region else None)
-    if region is None:
-        fail("give --region (the settings name none)", code=EXIT_USAGE, as_json=as_json)
-    service_cost: Decimal | None = None
-    unpriced: str | None = None
-    try:
-        book = load_price_book()
-        usage = {"backend": "sessions", "region": region, "service": "sagemaker", "token_usage": tokens.model_dump()}
-        try:
-            service_cost = cost_for_run(usage, book).total
-        except CostError as error:
-            unpriced = str(error)
-        result = break_even(
-            book,
+        result = sessions_break_even(
             region=region,
             tokens=tokens,
-            service_cost=service_cost,
-            service_unpriced=unpriced,
-            instance_type=instance_type or group.instance_type,
-            instances=instances or settings.run_instance_count,
-            verl_hours=(Decimal(str(hours)),) if hours else DEFAULT_HOURS,
+            instance_type=instance_type,
+            instances=instances,
+            hours=hours,
+            cdk_json=cdk_json,
         )
-    except CostError as error:
+    except (CostError, SettingsError) as error:
         fail(str(error), code=EXIT_USAGE, as_json=as_json)
     if as_json:
         print_json(result.to_dict())
         return
-    _print(result)
+    print_break_even(result)
 
 
-def _print(result: BreakEven) -> None:
+def sessions_break_even(
+    *,
+    region: str | None,
+    tokens: TokenUsage,
+    instance_type: str | None = None,
+    instances: int = 0,
+    hours: float = 0.0,
+    cdk_json: Path = Path("cdk.json"),
+) -> BreakEven:
+    """The break-even of a SageMaker sessions run of ``tokens`` against verl on the GPU group the settings describe
+    (``instance_type``/``instances`` override it). Raises CostError or SettingsError."""
+    try:
+        settings = load_settings(read_cdk_json_context(cdk_json) if cdk_json.is_file() else {}, environ=os.environ)
+    except SettingsError as error:
+        raise SettingsError([f"the settings are invalid, so the deployment's GPU group is unknown: {error}"]) from None
+    group = settings.training_instance_group
+    region = region or str(settings.region)
+    book = load_price_book()
+    usage = {"backend": "sessions", "region": region, "service": "sagemaker", "token_usage": tokens.model_dump()}
+    service_cost: Decimal | None = None
+    unpriced: str | None = None
+    try:
+        service_cost = cost_for_run(usage, book).total
+    except CostError as error:
+        unpriced = str(error)
+    return break_even(
+        book,
+        region=region,
+        tokens=tokens,
+        service_cost=service_cost,
+        service_unpriced=unpriced,
+        instance_type=instance_type or group.instance_type,
+        instances=instances or settings.run_instance_count,
+        verl_hours=(Decimal(str(hours)),) if hours else DEFAULT_HOURS,
+    )
+
+
+def print_break_even(result: BreakEven) -> None:
     tokens = result.tokens
     console.print(
         f"sessions run of {result.total_tokens:,} tokens ({tokens.prefill:,} prefill, {tokens.sample:,} sample, "
