@@ -119,6 +119,18 @@ def test_submit_records_the_task_then_starts_it_with_the_run_config(aws: FakeAws
     assert status.progress["step"] == 0
 
 
+@pytest.mark.parametrize(("public", "expected"), [(False, "DISABLED"), (True, "ENABLED")])
+def test_the_task_gets_a_public_ip_only_where_the_deployment_has_no_nat_gateway(
+    aws: FakeAws, task_world: dict[str, Any], public: bool, expected: str
+) -> None:
+    # The serverless profile (nat_gateways=none) ships public subnets and sessions_assign_public_ip.
+    sent: list[dict[str, Any]] = []
+    aws.session.events.register("provide-client-params.ecs.RunTask", lambda params, **_: sent.append(params))
+    _adapter(aws).submit(context(**task_world, sessions_assign_public_ip=public))
+    (params,) = sent
+    assert params["networkConfiguration"]["awsvpcConfiguration"]["assignPublicIp"] == expected
+
+
 def test_a_task_that_stops_early_is_started_again_until_the_attempts_run_out(
     aws: FakeAws, task_world: dict[str, Any]
 ) -> None:
