@@ -52,7 +52,14 @@ def test_the_default_profile_meets_its_goal_and_keeps_the_s3_gateway_endpoint(de
 @pytest.fixture(scope="module")
 def levers() -> Deployment:
     """Every documented cost lever away from its default, in one synth (cdk-nag runs in app.synth())."""
-    app, deployment = make_app({"enable_flow_logs": False, "create_vpc_endpoints": True, "nat_gateways": "per_az"})
+    app, deployment = make_app(
+        {
+            "enable_flow_logs": False,
+            "create_vpc_endpoints": True,
+            "nat_gateways": "per_az",
+            "eks_control_plane_logs": ["audit"],
+        }
+    )
     app.synth()  # failed before: AwsSolutions-VPC7 on the VPC when flow logs were off
     return deployment
 
@@ -66,6 +73,9 @@ def test_every_cost_lever_synthesizes_and_moves_the_figure_it_documents(
     # 9 services x 2 AZs x USD 0.01 x 730 h
     assert amount(changed, "interface endpoint") == Decimal("0.01") * 730 * 2 * len(INTERFACE_ENDPOINTS)
     assert amount(changed, "NAT gateway") == 2 * amount(default, "NAT gateway")
+    # All five log types at the book's assumed 0.5 GB a month each, then the audit log alone (USD 0.50 per GB).
+    assert amount(default, "EKS control-plane logs") == Decimal("1.25")
+    assert amount(changed, "EKS control-plane logs") == Decimal("0.25")
     assert any(line.item.startswith("gateway endpoint (free)") for line in changed.lines)
 
 
