@@ -65,3 +65,19 @@ def test_at_rest_without_an_app_says_where_to_run(tmp_path: Path) -> None:
     )
     assert result.exit_code != 0
     assert "no CDK app at" in result.output
+
+
+def test_at_rest_synthesizes_the_app_offline_with_the_overrides() -> None:
+    # The real app, synthesized as `npx cdk synth` runs it (no credentials, no Docker), with a -c override: the
+    # serverless profile has no cluster stack and meets its goal of USD 10 a month.
+    result = CliRunner().invoke(
+        app,
+        ["cost", "--at-rest", "--region", "us-east-1", "-c", "deployment_profile=serverless", "--json"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert "mtrl-cluster" not in document["stacks"]
+    assert {"mtrl-network", "mtrl-pipeline", "mtrl-data"} <= set(document["stacks"])
+    assert 0 < document["total"] <= 10
+    assert not any(line["item"].startswith(("NAT gateway", "EKS control plane")) for line in document["lines"])
