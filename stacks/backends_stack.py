@@ -59,7 +59,7 @@ class BackendsStack(cdk.Stack):
         settings: DeploySettings,
         data_bucket: s3.IBucket,
         encryption_key: kms.IKey,
-        cluster: ClusterStack,
+        cluster: ClusterStack | None,
         reward_cluster_arn: str,
         **kwargs: Any,
     ) -> None:
@@ -78,8 +78,15 @@ class BackendsStack(cdk.Stack):
             prefix, data_bucket, encryption_key
         )
         self.model_package_group_arn = self._model_package_group(settings)
-        hyperpod_arn = cluster.hyperpod_cluster_arn or self.format_arn(
+        # Without a cluster (deploy_cluster=false) the hyperpod runner's roles still exist but have nothing to reach:
+        # hyperpod runs are refused there.
+        hyperpod_arn = (cluster.hyperpod_cluster_arn if cluster else None) or self.format_arn(
             service="sagemaker", resource="cluster", resource_name="*"
+        )
+        eks_cluster_arn = (
+            cluster.eks_cluster_arn
+            if cluster
+            else self.format_arn(service="eks", resource="cluster", resource_name=f"{prefix}-eks")
         )
         self.roles = BackendRoles(
             self,
@@ -89,12 +96,12 @@ class BackendsStack(cdk.Stack):
             data_key=encryption_key,
             reward_cluster_arn=reward_cluster_arn,
             hyperpod_cluster_arn=hyperpod_arn,
-            eks_cluster_arn=cluster.eks_cluster_arn,
+            eks_cluster_arn=eks_cluster_arn,
             mlflow_arn=self.mlflow_app_arn,
             agent_runtime_arns=settings.usable_agent_runtime_arns,
             allow_sam_role_creation=settings.nova_allow_sam_role_creation,
         )
-        if cluster.hyperpod_cluster_arn is None:
+        if cluster is None or cluster.hyperpod_cluster_arn is None:
             policy = self.roles.runner_role.node.find_child("DefaultPolicy")
             acknowledge(
                 policy,
@@ -140,7 +147,7 @@ class BackendsStack(cdk.Stack):
             missing = hyperpod_cli_problem()
             if missing:
                 cdk.Annotations.of(self.runner).add_warning_v2("mtrl:NovaRunnerHyperPodCli", missing)
-        if cluster.eks is not None and self.runner is not None:
+        if cluster is not None and cluster.eks is not None and self.runner is not None:
             # The runner submits/reads/cancels the PyTorchJob through the HyperPod CLI: edit in the job namespaces,
             # read-only elsewhere (the same access as the job-submission role).
             eks.AccessEntry(
@@ -170,7 +177,7 @@ class BackendsStack(cdk.Stack):
                 models=settings.verl_models,
                 mlflow_app_arn=self.mlflow_app_arn,
             )
-            if cluster.eks is not None
+            if cluster is not None and cluster.eks is not None
             else None
         )
         outputs = {

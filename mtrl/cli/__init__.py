@@ -24,7 +24,8 @@ def _commands() -> list[LazyCommand]:
             "cost",
             "mtrl.cli.cost_cmd:cost",
             "Estimate a run's cost from token counts (--model …) and/or GPU instance-hours (--instance-type …),\n"
-            "or, given RUN, show a deployed run's cost breakdown from its run record.",
+            "or, given RUN, show a deployed run's cost breakdown from its run record, or, with --at-rest,\n"
+            "the deployment's monthly cost at rest.",
         ),
         LazyCommand(
             "eval",

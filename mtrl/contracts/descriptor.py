@@ -40,10 +40,15 @@ class BackendDescriptor:
       are what a manifest's ``backend_options`` may set and its ``Field`` constraints their ceilings. None: none.
     - ``baseline``: how ``baseline_evaluation`` is measured; None with ``no_baseline`` saying why it cannot be.
     - ``needs_reward_workers``: every rollout is scored on the run's reward workers (``worker_count`` ≥ 1).
+    - ``needs_cluster``: the backend trains on the deployment's HyperPod cluster; a deployment without one
+      (``deploy_cluster=false``, the serverless profile) refuses its runs.
     - ``cost``: ``(usage, book) -> CostEstimate``, pricing the usage dict ``mtrl.backends.pricing.cost_for_run``
       receives; None: the backend's runs cannot be priced (a ``CostError`` says so).
     - ``cost_usage``: ``(record, now) -> dict``, the usage fields ``cost`` reads, taken from a stored run record
       (``mtrl cost RUN``); None: the record's backend and region are all it needs.
+    - ``budget_usage``: ``(run context, adapter) -> dict``, the usage fields ``cost`` will read for this run, with
+      nothing used yet (the instance type, the model, the service). Preflight prices it for a run with a budget:
+      a run that cannot be priced is refused there, never run unchecked. None: budgeted runs are refused.
     - ``manifest_check``: ``(RunSettings) -> [problem, ...]``, backend rules on a resolved manifest (Register).
     - ``deploy_check``: ``(DeploySettings) -> problem | None``, what a deployment whose default backend this is must
       configure (checked when the deployment's settings are loaded).
@@ -59,8 +64,10 @@ class BackendDescriptor:
     baseline: BaselineSupport | None = None
     no_baseline: str = "the backend declares no baseline evaluation"
     needs_reward_workers: bool = False
+    needs_cluster: bool = False
     cost: Target | None = None
     cost_usage: Target | None = None
+    budget_usage: Target | None = None
     manifest_check: Target | None = None
     deploy_check: Target | None = None
     renderer: Target | None = None

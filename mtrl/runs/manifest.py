@@ -25,6 +25,7 @@ from mtrl.settings.pipeline import (
     MAX_RUN_WORKERS,
     Backend,
     PipelineSettings,
+    cluster_backend_refusal,
     manifest_ceilings,
     manifest_defaults,
     poll_budget_problem,
@@ -239,6 +240,8 @@ def resolve_run_settings(
         found = problems_from_validation_error(error, known_keys=RunSettings.model_fields)
         problems += [p.replace("setting '", "key '", 1) for p in found]
     if settings is not None:
+        if not defaults.deploy_cluster and descriptor_for(settings.backend).needs_cluster:
+            problems.append(cluster_backend_refusal("key 'backend'", settings.backend))
         if isinstance(options, Mapping):
             options = {key: value for key, value in options.items() if f"backend_options.{key}" not in refused}
         try:

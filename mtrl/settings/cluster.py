@@ -70,6 +70,8 @@ ExtraHelmComponent = Literal[
     "cert-manager",
 ]
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
+EksLogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
+EKS_LOG_TYPES: tuple[EksLogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 
 
 class _Nested(BaseModel):
@@ -209,6 +211,13 @@ class ClusterSettings(SettingsGroup):
         "stays on its version for up to 12 more months, billed extended support (6x the control-plane price). "
         "CloudFormation's own default is EXTENDED.",
     )
+    eks_control_plane_logs: list[EksLogType] = Field(
+        default_factory=lambda: list(EKS_LOG_TYPES),
+        description="EKS control-plane log types sent to CloudWatch Logs (all five by default: about USD 1.25 a "
+        "month for an idle cluster at an assumed 0.5 GB each, USD 0.50 per GB; docs/operations.md, 'Costs'). Fewer "
+        "types cost less and lose that audit trail (cdk-nag AwsSolutions-EKS2 is then acknowledged with this "
+        "setting as the reason); [] sends none.",
+    )
     eks_endpoint_access: Literal["public", "public_and_private"] = Field(
         "public_and_private",
         description="EKS API endpoint access. 'public_and_private' (default): clients in the VPC (HyperPod nodes, "
@@ -344,7 +353,7 @@ class ClusterSettings(SettingsGroup):
                 raise ValueError(f"'{name}' is not an AZ name such as 'us-east-1d'")
         return value
 
-    @field_validator("hyperpod_helm_extra_components")
+    @field_validator("hyperpod_helm_extra_components", "eks_control_plane_logs")
     @classmethod
     def _extras_unique(cls, value: list[str]) -> list[str]:
         if len(set(value)) != len(value):

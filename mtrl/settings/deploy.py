@@ -33,6 +33,9 @@ from mtrl.settings.pipeline import MAX_RUN_INSTANCES, PipelineSettings
 from mtrl.settings.reward_workers import RewardWorkerSettings
 from mtrl.settings.verl import VerlSettings
 
+# The serverless profile (deployment_profile=serverless): no EKS, no HyperPod, no NAT gateway (docs/operations.md).
+SERVERLESS_PROFILE: dict[str, Any] = {"deploy_cluster": False, "nat_gateways": "none", "run_backend": "serverless"}
+
 # Context keys that belong to CDK itself (feature flags, lookups, CLI switches), never to mtrl.
 _OUR_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -84,6 +87,31 @@ class DeploySettings(
         ):
             return {**values, "run_backend": "hyperpod"}
         return values
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_defaults(cls, values: Any) -> Any:
+        # A profile is a set of defaults: what the operator sets explicitly wins.
+        if isinstance(values, dict) and values.get("deployment_profile") == "serverless":
+            return {**SERVERLESS_PROFILE, **values}
+        return values
+
+    @model_validator(mode="after")
+    def _nat_only_where_a_cluster_needs_none(self) -> Self:
+        if self.nat_gateways == "none" and self.deploy_cluster:
+            raise ValueError(
+                "nat_gateways: 'none' is not supported with a cluster: without a NAT gateway the private subnets have "
+                "no internet egress, but the deploy-time Helm installer downloads the HyperPod chart from GitHub, "
+                "HyperPod nodes and the Nova Forge runner reach public endpoints (EKS API, SageMaker Hub, "
+                "CloudFormation) that have no VPC endpoint here; use 'single' (one shared NAT gateway, the cheapest) "
+                "or 'per_az', or deploy without a cluster (deploy_cluster=false, deployment_profile=serverless)"
+            )
+        if not self.deploy_cluster and self.uses_existing_cluster:
+            raise ValueError(
+                "deploy_cluster: false means no cluster, but existing_hyperpod_cluster_name names one to use; "
+                "drop one of them"
+            )
+        return self
 
     @model_validator(mode="after")
     def _default_backend_is_configured(self) -> Self:

@@ -459,6 +459,7 @@ class SessionsStackSide:
             sessions_container_name=CONTAINER_NAME,
             sessions_subnet_ids=list(inputs.task_subnet_ids),
             sessions_security_group_ids=list(inputs.task_security_group_ids),
+            sessions_assign_public_ip=inputs.task_public_ip,
             sessions_role_arn=loop.session_role.role_arn,
             # The deployment's model package group (the serverless backend's), inside the session role's scope.
             sessions_model_package_group_arn=inputs.backends.model_package_group_arn,

@@ -20,13 +20,14 @@ from stacks.nag import acknowledge
 # (pods on HyperPod nodes cannot reach instance metadata, so Pod Identity is how they get AWS credentials).
 MANAGED_ADDONS: tuple[str, ...] = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
 
-ALL_LOG_TYPES: tuple[eks.ClusterLoggingTypes, ...] = (
-    eks.ClusterLoggingTypes.API,
-    eks.ClusterLoggingTypes.AUDIT,
-    eks.ClusterLoggingTypes.AUTHENTICATOR,
-    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
-    eks.ClusterLoggingTypes.SCHEDULER,
-)
+# The control-plane log types by their CloudFormation names (the eks_control_plane_logs setting's values).
+LOG_TYPES: dict[str, eks.ClusterLoggingTypes] = {
+    "api": eks.ClusterLoggingTypes.API,
+    "audit": eks.ClusterLoggingTypes.AUDIT,
+    "authenticator": eks.ClusterLoggingTypes.AUTHENTICATOR,
+    "controllerManager": eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+    "scheduler": eks.ClusterLoggingTypes.SCHEDULER,
+}
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 VIEW_POLICY = "AmazonEKSViewPolicy"
@@ -72,7 +73,7 @@ class EksCluster(Construct):
             # Nobody is admin by virtue of having run the deployment; every principal has an access entry.
             bootstrap_cluster_creator_admin_permissions=False,
             endpoint_access=endpoint,
-            cluster_logging=list(ALL_LOG_TYPES),
+            cluster_logging=[LOG_TYPES[name] for name in settings.eks_control_plane_logs] or None,
             secrets_encryption_key=secrets_key,
             security_group=security_group,
         )
@@ -92,6 +93,13 @@ class EksCluster(Construct):
         warning = eks_support.kubernetes_support_warning(settings, today=eks_support.utc_today())
         if warning:
             cdk.Annotations.of(self).add_warning_v2("mtrl:kubernetes-standard-support", warning)
+        if len(settings.eks_control_plane_logs) < len(LOG_TYPES):
+            acknowledge(
+                cfn_cluster,
+                "AwsSolutions-EKS2",
+                "The operator chose fewer control-plane log types (eks_control_plane_logs, a documented cost lever); "
+                "all five are sent by default",
+            )
         acknowledge(
             self.cluster.role,
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]",

@@ -13,6 +13,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -20,6 +21,7 @@ from botocore.exceptions import ClientError
 from mtrl.backends._aws import AwsClients, S3Uri, backend_error, error_code
 from mtrl.backends.hyperpod.capacity import GpuCapacity, GroupTarget, find_group, hold_capacity, release_capacity
 from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress, now_iso
+from mtrl.backends.hyperpod.cost import cost_so_far
 from mtrl.backends.verl.access import access_checks
 from mtrl.backends.verl.config import VerlPlan, VerlRunConfig, parse_config, plan_for
 from mtrl.backends.verl.evaluation import pipeline_figures
@@ -266,7 +268,12 @@ class VerlAdapter:
                     f"run {run.run_id}: RayJob {job_id} no longer exists (deleted outside the pipeline?)"
                 ) from None
             raise BackendError(f"run {run.run_id}: read RayJob {job_id}: {error}", transient=error.transient) from None
-        return job_status(rayjob, planned_steps=plan.steps, last_step=self._last_step(run, plan))
+        status = job_status(rayjob, planned_steps=plan.steps, last_step=self._last_step(run, plan))
+        now = datetime.fromtimestamp(self._clock(), UTC)
+        spent = cost_so_far(run.resources, region=plan.config.region, now=now)
+        if spent is None:
+            return status
+        return replace(status, metrics={**status.metrics, "cost_usd": spent})  # the pipeline's budget guard reads it
 
     def _read_output(self, run: RunContext, config: VerlRunConfig, uri_text: str) -> bytes | None:
         """A file the trainer writes under the run's output prefix; None while it has not written it."""

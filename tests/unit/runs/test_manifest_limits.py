@@ -271,3 +271,14 @@ def test_manifest_types_are_strict(manifest: dict[str, Any]) -> None:
     assert isinstance(view, str), f"{manifest} was accepted"
     (key,) = [k for k in manifest if k != "backend"] or ["backend"]
     assert f"key '{key}" in view
+
+
+@pytest.mark.parametrize("backend", ["verl", "hyperpod"])
+def test_a_cluster_backend_is_refused_at_register_in_a_deployment_without_a_cluster(backend: str) -> None:
+    # The serverless profile (deploy_cluster=false): no EKS, no HyperPod, so verl and hyperpod runs cannot train.
+    defaults = PipelineSettings.model_validate({"deploy_cluster": False})
+    assert defaults.run_backend == "serverless"
+    with pytest.raises(ConfigurationError, match=rf"key 'backend': '{backend}' trains on the deployment's HyperPod"):
+        resolve_run_settings(defaults, {"backend": backend})
+    for fine in ("serverless", "local"):
+        assert resolve_run_settings(defaults, {"backend": fine}).backend == fine

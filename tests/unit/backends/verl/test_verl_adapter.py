@@ -116,6 +116,12 @@ def test_a_run_end_to_end_scales_submits_once_succeeds_and_releases(world: World
     running = world.adapter.status(world.run(), job_id)
     assert running.state is JobState.RUNNING
     assert running.progress == {"step": 1, "total_steps": STEPS}
+    # The GPU hours held so far, priced like a hyperpod run's, so the pipeline's budget guard can stop the run.
+    clock = world.adapter._clock
+    assert isinstance(clock, Clock)
+    clock.now += 3600  # one hour of the one ml.p5.48xlarge (prices.json, us-east-1)
+    assert world.adapter.status(world.run(), job_id).metrics["cost_usd"] == 98.32
+    clock.now -= 3600
     world.kube.set_status(JOB_PATH, jobDeploymentStatus="Complete", jobStatus="SUCCEEDED")
     world.progress(STEPS)
     assert world.adapter.status(world.run(), job_id).state is JobState.SUCCEEDED
