@@ -18,6 +18,8 @@ DESCRIPTOR = BackendDescriptor(
         needs_held_out_rows=True,
     ),
     manifest_check="mtrl.backends.verl.hyperparameters:run_hyperparameter_problems",
+    registered_values="mtrl.backends.verl.catalog:registered_values",
+    readiness="mtrl.backends.verl.catalog:readiness",
     renderer="mtrl.backends.verl.offline:render_run",
     stack_side="stacks.backends.verl:VerlStackSide",
 )

@@ -1,0 +1,32 @@
+"""What a deployment's verl runs need that the deploy itself does not supply (a trainer image, a model), and the one
+command that supplies each. No dependencies: ``mtrl render``, the synth and Preflight's plan all say it the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+BUILD_IMAGE_COMMAND = "mtrl image build verl"
+IMPORT_MODEL_COMMAND = "mtrl model import <hub-id>[@revision]"
+
+
+def _with_prefix(command: str, prefix: str) -> str:
+    return command if prefix == "mtrl" else f"{command} --prefix {prefix}"
+
+
+def missing_steps(*, prefix: str, image_uri: str | None, models: Sequence[Any]) -> list[str]:
+    """What a deployment's verl runs still lack, each with the one command that supplies it."""
+    missing = []
+    if not image_uri:
+        missing.append(
+            f"no verl trainer image: build it in the account with `{_with_prefix(BUILD_IMAGE_COMMAND, prefix)}` "
+            "(or set verl_image_uri)"
+        )
+    if not models:
+        missing.append(
+            "no model verl runs may train: copy one into the deployment's bucket with "
+            f"`{_with_prefix(IMPORT_MODEL_COMMAND, prefix)}` (or `mtrl model import --from DIR <hub-id>` for a "
+            "local copy; or set verl_models)"
+        )
+    return missing
