@@ -44,8 +44,10 @@ def show(
     warning = (
         None if settings.emulator else eks_support.kubernetes_support_warning(settings, today=eks_support.utc_today())
     )
-    if warning:
-        error_console.print(f"[bold yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+    # What the default backend still lacks (an image, a model), naming the command that supplies it.
+    for text in (warning, settings.default_backend_warning()):
+        if text:
+            error_console.print(f"[bold yellow]warning:[/] {text}", highlight=False, soft_wrap=True)
     values = settings.model_dump(mode="json")
     if as_json:
         print_json(values)

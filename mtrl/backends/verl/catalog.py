@@ -14,18 +14,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 from pydantic import ValidationError
 
 from mtrl.backends._aws import AwsClients, error_code, is_transient
-from mtrl.backends.verl.supply import BUILD_IMAGE_COMMAND, missing_steps
+from mtrl.backends.verl.supply import BUILD_IMAGE_COMMAND
 from mtrl.contracts.backend import BackendError
 from mtrl.settings.verl import ECR_IMAGE, VerlModelSettings
-
-if TYPE_CHECKING:
-    from mtrl.settings.deploy import DeploySettings
 
 IMAGE_NAMES = ("verl",)  # the images the stack's builder can build (docker/verl-trainer)
 
@@ -170,15 +167,3 @@ def registered_values(values: Mapping[str, Any], *, clients: AwsClients | None =
         raise BackendError("the deployment's verl values name no region (deployment is broken)")
     ssm = (clients or AwsClients()).client("ssm", str(region))
     return with_registered(values, read_catalog(ssm, str(prefix)))
-
-
-def readiness(settings: DeploySettings, ssm: Any | None = None) -> list[str]:
-    """The descriptor's ``readiness`` hook: what the deployment's verl runs still lack (its settings, and with an SSM
-    client what it has registered), each naming the command that supplies it; empty when runs can start."""
-    values: dict[str, Any] = {
-        "verl_image_uri": settings.verl_image_uri,
-        "verl_models": [model.model_dump(mode="json") for model in settings.verl_models],
-    }
-    if ssm is not None:
-        values = with_registered(values, read_catalog(ssm, settings.prefix))
-    return missing_steps(prefix=settings.prefix, image_uri=values["verl_image_uri"], models=values["verl_models"])

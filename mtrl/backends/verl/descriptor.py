@@ -19,7 +19,7 @@ DESCRIPTOR = BackendDescriptor(
     ),
     manifest_check="mtrl.backends.verl.hyperparameters:run_hyperparameter_problems",
     registered_values="mtrl.backends.verl.catalog:registered_values",
-    readiness="mtrl.backends.verl.catalog:readiness",
+    readiness="mtrl.backends.verl.readiness:readiness",
     renderer="mtrl.backends.verl.offline:render_run",
     stack_side="stacks.backends.verl:VerlStackSide",
 )

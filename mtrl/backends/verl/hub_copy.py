@@ -62,11 +62,13 @@ def revision_info(model_id: str, revision: str, *, opener: Opener = _open, hub: 
     commit = info.get("sha") if isinstance(info, dict) else None
     if not isinstance(commit, str) or not _is_commit(commit):
         raise HubCopyError(f"{model_id}@{revision}: the Hub named no commit for it")
-    names = [sibling.get("rfilename") for sibling in info.get("siblings") or [] if isinstance(sibling, dict)]
-    for name in names:
+    names: list[str] = []
+    for sibling in info.get("siblings") or []:
+        name = sibling.get("rfilename") if isinstance(sibling, dict) else None
         problem = name_problem(name) if isinstance(name, str) else "is not a string"
-        if problem:
+        if problem or not isinstance(name, str):
             raise HubCopyError(f"{model_id}@{commit}: file name {name!r} {problem}")
+        names.append(name)
     if not names:
         raise HubCopyError(f"{model_id}@{commit}: the revision lists no file")
     return commit, sorted(names)

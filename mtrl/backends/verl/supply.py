@@ -26,7 +26,25 @@ def missing_steps(*, prefix: str, image_uri: str | None, models: Sequence[Any]) 
     if not models:
         missing.append(
             "no model verl runs may train: copy one into the deployment's bucket with "
-            f"`{_with_prefix(IMPORT_MODEL_COMMAND, prefix)}` (or `mtrl model import --from DIR <hub-id>` for a "
-            "local copy; or set verl_models)"
+            f"`{_with_prefix(IMPORT_MODEL_COMMAND, prefix)}` (add --from DIR for a local copy; or set verl_models)"
         )
     return missing
+
+
+# What the stack's builders are called and where they read and write (stacks/constructs/image_builder.py creates them;
+# the CLI finds them by these names).
+IMAGE_DOCKERFILE = "docker/verl-trainer/Dockerfile"
+SOURCE_PREFIX = "image-builds/"  # the source archives the CLI uploads, one per build (content-addressed)
+MODELS_PREFIX = "models/"  # the model copies: models/<owner>/<name>/<revision>/ with their SHA256SUMS
+
+
+def image_repository_name(prefix: str) -> str:
+    return f"{prefix}-verl-trainer"
+
+
+def image_project_name(prefix: str) -> str:
+    return f"{prefix}-verl-trainer-image"
+
+
+def model_project_name(prefix: str) -> str:
+    return f"{prefix}-model-import"
