@@ -8,8 +8,7 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mtrl.contracts.hub import HUB_COMMIT, HUB_MODEL_ID
-from mtrl.contracts.hub import MODEL_SUMS_FILE as MODEL_SUMS_FILE
+from mtrl.contracts.hub import HUB_COMMIT, HUB_MODEL_ID, MODEL_SUMS_FILE
 from mtrl.settings.base import SettingsGroup
 
 # Absolute bounds of the per-run options: a deployment's ceilings lie inside them.

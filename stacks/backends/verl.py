@@ -13,7 +13,8 @@ from aws_cdk import aws_iam as iam
 from mtrl.backends.verl.catalog import image_parameter, models_path
 from mtrl.backends.verl.config import VerlRunConfig, verl_pipeline_values
 from mtrl.backends.verl.supply import MODELS_PREFIX, image_repository_name
-from mtrl.settings.verl import ECR_IMAGE, MODEL_SUMS_FILE, VerlModelSettings, model_sums_object
+from mtrl.contracts.hub import MODEL_SUMS_FILE
+from mtrl.settings.verl import ECR_IMAGE, VerlModelSettings, model_sums_object
 from stacks.backends.contract import StackInputs
 from stacks.backends.permissions import BackendFunctionPolicy, imported_bucket_arn
 from stacks.constructs.kuberay import grant_pipeline_access
