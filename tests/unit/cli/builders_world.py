@@ -35,7 +35,11 @@ from tests.aws_fixtures import REGION
 REPO = Path(__file__).resolve().parents[3]
 PREFIX = "mtrl"
 COMMIT = "a" * 40
-HUB_FILES = {"config.json": b'{"model_type": "qwen2"}', "model.safetensors": b"\x00weights", "sub/tokenizer.json": b"{}"}
+HUB_FILES = {
+    "config.json": b'{"model_type": "qwen2"}',
+    "model.safetensors": b"\x00weights",
+    "sub/tokenizer.json": b"{}",
+}
 _ROLE = "arn:aws:iam::123456789012:role/mtrl-builder"
 Effect = Callable[[dict[str, Any]], dict[str, str]]
 
@@ -90,9 +94,7 @@ class FakeBuilder:
         assert "mtrl/backends/verl/hub_copy.py" in self.archive(request).namelist()
         variables = {item["name"]: item["value"] for item in request["environmentVariablesOverride"]}
         out = self.tmp / f"model-copy-{len(self.requests)}"
-        commit, _ = hub_copy.copy_revision(
-            variables["MODEL_ID"], variables["MODEL_REVISION"], out, opener=self.hub
-        )
+        commit, _ = hub_copy.copy_revision(variables["MODEL_ID"], variables["MODEL_REVISION"], out, opener=self.hub)
         s3 = self.session.client("s3")
         bucket = request["sourceLocationOverride"].partition("/")[0]
         for path in sorted(p for p in out.rglob("*") if p.is_file()):
@@ -120,7 +122,10 @@ def install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, hub: FakeHub) -> Fa
             serviceRole=_ROLE,
         )
     builder = FakeBuilder(session, hub, tmp_path)
-    builder.effects = {image_project_name(PREFIX): builder.build_image, model_project_name(PREFIX): builder.import_model}
+    builder.effects = {
+        image_project_name(PREFIX): builder.build_image,
+        model_project_name(PREFIX): builder.import_model,
+    }
     original_start = CodeBuildResponse.start_build
     original_batch = CodeBuildBackend.batch_get_builds
 

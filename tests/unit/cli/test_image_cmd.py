@@ -29,7 +29,7 @@ from tests.aws_fixtures import REGION
 from tests.unit.backends.aws_fakes import FakeAws, FakeCluster, new_session
 from tests.unit.backends.verl.fake_kube import FakeKube, serve
 from tests.unit.cli.builders_world import HUB_FILES, PREFIX, FakeBuilder, FakeHub, install
-from tests.unit.client.conftest import BUCKET, Fake, aws_env, fake  # noqa: F401  (the moto deployment fixtures)
+from tests.unit.client.conftest import BUCKET, Fake
 
 runner = CliRunner()
 MODEL_ID = "Qwen/Qwen2.5-0.5B-Instruct"
@@ -167,8 +167,10 @@ def test_after_deploy_an_image_build_and_a_model_import_make_the_default_backend
 def test_explicit_settings_win_over_the_catalog(builder: FakeBuilder, cluster: tuple[VerlAdapter, FakeCluster]) -> None:
     from mtrl.backends.verl.catalog import Catalog, RegisteredImage, with_registered
 
-    image = RegisteredImage(uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/mtrl-verl-trainer@sha256:" + "d" * 64,
-                            recorded_at="2026-12-01T00:00:00Z")
+    image = RegisteredImage(
+        uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/mtrl-verl-trainer@sha256:" + "d" * 64,
+        recorded_at="2026-12-01T00:00:00Z",
+    )
     configured = "123456789012.dkr.ecr.us-east-1.amazonaws.com/mine@sha256:" + "e" * 64
     resolved = with_registered({"verl_image_uri": configured, "verl_models": []}, Catalog(image, ()))
     assert resolved["verl_image_uri"] == configured
