@@ -50,7 +50,7 @@ def _catalog_statements(prefix: str, bucket_arn: str) -> list[iam.PolicyStatemen
     """Preflight reads the deployment's catalog (mtrl.backends.verl.catalog), then checks what it names: a registered
     copy's SHA256SUMS under models/ and a built image in the deployment's own repository."""
     parameter = f"arn:{cdk.Aws.PARTITION}:ssm:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:parameter"
-    models = models_path(prefix).rstrip("/")
+    models = models_path(prefix)
     return [
         iam.PolicyStatement(
             sid="VerlReadCatalog",

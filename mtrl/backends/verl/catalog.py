@@ -32,11 +32,11 @@ def image_parameter(prefix: str, image: str = "verl") -> str:
 
 
 def models_path(prefix: str) -> str:
-    return f"/{prefix}/models/"
+    return f"/{prefix}/models"
 
 
 def model_parameter(prefix: str, model_id: str) -> str:
-    return models_path(prefix) + model_id
+    return f"{models_path(prefix)}/{model_id}"
 
 
 @dataclass(frozen=True)
