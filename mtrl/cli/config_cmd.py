@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from mtrl.cli.output import console, error_console, fail, print_json
@@ -47,7 +48,7 @@ def show(
     # What the default backend still lacks (an image, a model), naming the command that supplies it.
     for text in (warning, settings.default_backend_warning()):
         if text:
-            error_console.print(f"[bold yellow]warning:[/] {text}", highlight=False, soft_wrap=True)
+            error_console.print(f"[bold yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
     values = settings.model_dump(mode="json")
     if as_json:
         print_json(values)

@@ -25,7 +25,9 @@ app = typer.Typer(help="Model copies verl runs train: import one, list what is r
 
 @app.command("import")
 def import_model(
-    model: Annotated[str, typer.Argument(help="<hub-id> or <hub-id>@<revision>, e.g. Qwen/Qwen2.5-0.5B-Instruct@main.")],
+    model: Annotated[
+        str, typer.Argument(help="<hub-id> or <hub-id>@<revision>, e.g. Qwen/Qwen2.5-0.5B-Instruct@main.")
+    ],
     *,
     from_dir: Annotated[
         Path | None,

@@ -73,12 +73,12 @@ class DeploySettings(
         gaps: list[str] = list(resolve(hook)(self, ssm)) if hook is not None else []
         return gaps
 
-    def default_backend_warning(self, ssm: Any = None) -> str | None:
+    def default_backend_warning(self, ssm: Any = None, *, subject: str = "the default backend") -> str | None:
         """``default_backend_gaps`` as one line (None when there are none): config show, the synth and submit."""
         gaps = self.default_backend_gaps(ssm)
         if not gaps:
             return None
-        return f"the default backend '{self.run_backend}' cannot run yet: " + "; ".join(gaps)
+        return f"{subject} '{self.run_backend}' cannot run yet: " + "; ".join(gaps)
 
     @property
     def usable_agent_runtime_arns(self) -> list[str]:
