@@ -79,7 +79,8 @@ class VerlSettings(SettingsGroup):
     verl_image_uri: str | None = Field(
         None,
         description="Container image of the verl trainer (docker/verl-trainer), pinned by digest "
-        "(<registry>/<repo>@sha256:<hex>) or tag. Empty = not configured: verl runs fail at Preflight.",
+        "(<registry>/<repo>@sha256:<hex>) or tag. Empty = the image `mtrl image build verl` built in the account "
+        "and registered (read at each run's Preflight; without one, verl runs are refused there).",
     )
     verl_namespace: str | None = Field(
         None,
@@ -91,7 +92,8 @@ class VerlSettings(SettingsGroup):
         default_factory=list,
         description="Models verl runs may train (JSON list of objects with keys id, s3_uri, sha256, revision). "
         "Each needs an S3 copy with its checksum unless verl_hub_downloads is true (then a pinned revision). The "
-        "first is the default; a manifest chooses another with backend_options.model.",
+        "first is the default; a manifest chooses another with backend_options.model. Models registered with "
+        "`mtrl model import` follow these (oldest import first; the same id here wins).",
     )
     verl_hub_downloads: bool = Field(
         False,
