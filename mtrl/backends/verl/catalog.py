@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from mtrl.backends._aws import AwsClients, error_code, is_transient
@@ -135,9 +135,10 @@ def read_catalog(ssm: Any, prefix: str) -> Catalog:
         paginator = ssm.get_paginator("get_parameters_by_path")
         for page in paginator.paginate(Path=models_path(prefix), Recursive=True):
             models += [_parse_model(p["Name"], p["Value"], prefix) for p in page.get("Parameters", [])]
-    except ClientError as error:
+    except (ClientError, BotoCoreError) as error:
+        what = error_code(error) if isinstance(error, ClientError) else str(error)
         raise BackendError(
-            f"reading the deployment's catalog (SSM {name}, {models_path(prefix)}): {error_code(error)}",
+            f"reading the deployment's catalog (SSM {name}, {models_path(prefix)}): {what}",
             transient=is_transient(error),
         ) from None
     models.sort(key=lambda registered: (registered.recorded_at, registered.model.id))
