@@ -171,7 +171,6 @@ class BackendsStack(cdk.Stack):
             data_bucket=data_bucket,
             data_key=encryption_key,
             log_retention_days=settings.log_retention_days,
-            retain=settings.retain_data,
         )
         warning = settings.default_backend_warning()
         if warning:  # the synth says it too, before any GPU is touched (an image build or import supplies it later)

@@ -108,7 +108,6 @@ class ImageBuilder(Construct):
         data_bucket: s3.IBucket,
         data_key: kms.IKey,
         log_retention_days: int,
-        retain: bool,
     ) -> None:
         super().__init__(scope, id_)
         self.repository = ecr.Repository(
@@ -118,8 +117,10 @@ class ImageBuilder(Construct):
             image_scan_on_push=True,
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
             lifecycle_rules=[ecr.LifecycleRule(max_image_count=KEPT_IMAGES, description="keep the newest builds")],
-            removal_policy=cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
-            empty_on_delete=not retain,
+            # Build output, rebuilt from source in minutes: deleted with the stack (a retained repository would
+            # collide with the next deploy's, which names it the same).
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+            empty_on_delete=True,
         )
         self.log_group = EncryptedLogGroup(
             self,

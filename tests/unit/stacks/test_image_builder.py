@@ -71,6 +71,7 @@ def test_the_image_project_is_privileged_encrypted_and_logs_to_its_group(backend
             "RepositoryName": "mtrl-verl-trainer",
             "ImageScanningConfiguration": {"ScanOnPush": True},
             "ImageTagMutability": "IMMUTABLE",
+            "EmptyOnDelete": True,  # deleted with the stack: a retained one would collide with the next deploy's
         },
     )
 
