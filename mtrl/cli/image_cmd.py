@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from mtrl.backends.verl.supply import IMAGE_NAMES
 from mtrl.cli.output import EXIT_INVALID, console, error_console, fail, print_json
 from mtrl.cli.remote import (
     EndpointOption,
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     from mtrl.client.builders import Build
 
 app = typer.Typer(help="The trainer image: build it in the account, list what is registered.", no_args_is_help=True)
-IMAGES = ("verl",)  # mtrl.backends.verl.catalog.IMAGE_NAMES (kept here so `--help` loads no AWS SDK)
 
 
 def show_phase(build: Build) -> None:
@@ -44,8 +44,8 @@ def build(
     from mtrl.client import builders  # noqa: PLC0415 (the AWS SDK loads with the command, not with --help)
     from mtrl.envs.registry import project_root  # noqa: PLC0415
 
-    if image not in IMAGES:
-        fail(f"no image '{image}': the stack builds {', '.join(IMAGES)}", as_json=as_json)
+    if image not in IMAGE_NAMES:
+        fail(f"no image '{image}': the stack builds {', '.join(IMAGE_NAMES)}", as_json=as_json)
     connection = connect(prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url, as_json=as_json)
     with remote_errors(connection.aws, as_json=as_json):
         try:

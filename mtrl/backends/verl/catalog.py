@@ -24,8 +24,6 @@ from mtrl.backends.verl.supply import BUILD_IMAGE_COMMAND
 from mtrl.contracts.backend import BackendError
 from mtrl.settings.verl import ECR_IMAGE, VerlModelSettings
 
-IMAGE_NAMES = ("verl",)  # the images the stack's builder can build (docker/verl-trainer)
-
 
 def image_parameter(prefix: str, image: str = "verl") -> str:
     return f"/{prefix}/images/{image}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+IMAGE_NAMES = ("verl",)  # the images the stack's builder builds (docker/verl-trainer)
 BUILD_IMAGE_COMMAND = "mtrl image build verl"
 IMPORT_MODEL_COMMAND = "mtrl model import <hub-id>[@revision]"
 
