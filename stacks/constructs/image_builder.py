@@ -117,8 +117,8 @@ class ImageBuilder(Construct):
             image_scan_on_push=True,
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
             lifecycle_rules=[ecr.LifecycleRule(max_image_count=KEPT_IMAGES, description="keep the newest builds")],
-            # Build output, rebuilt from source in minutes: deleted with the stack (a retained repository would
-            # collide with the next deploy's, which names it the same).
+            # Build output, rebuilt from source by `mtrl image build verl`: deleted with the stack (a retained
+            # repository would collide with the next deploy's, which names it the same).
             removal_policy=cdk.RemovalPolicy.DESTROY,
             empty_on_delete=True,
         )
@@ -140,7 +140,7 @@ class ImageBuilder(Construct):
             compute=codebuild.ComputeType.LARGE,  # a CUDA image of several GB: disk and memory for the layers
             timeout=cdk.Duration.hours(2),
             variables={"REPOSITORY_URI": self.repository.repository_uri},
-            data_bucket=data_bucket,
+            sources=sources,
             data_key=data_key,
             log_prefix="verl-trainer-image",
         )
@@ -154,7 +154,7 @@ class ImageBuilder(Construct):
             compute=codebuild.ComputeType.MEDIUM,
             timeout=cdk.Duration.hours(4),
             variables={"DATA_BUCKET": data_bucket.bucket_name},
-            data_bucket=data_bucket,
+            sources=sources,
             data_key=data_key,
             log_prefix="model-import",
         )
@@ -177,7 +177,7 @@ class ImageBuilder(Construct):
         compute: codebuild.ComputeType,
         timeout: cdk.Duration,
         variables: dict[str, str],
-        data_bucket: s3.IBucket,
+        sources: str,
         data_key: kms.IKey,
         log_prefix: str,
     ) -> codebuild.Project:
@@ -206,7 +206,7 @@ class ImageBuilder(Construct):
             iam.PolicyStatement(
                 sid="ReadSourceArchives",
                 actions=["s3:GetObject", "s3:GetObjectVersion"],
-                resources=[data_bucket.arn_for_objects(f"{SOURCE_PREFIX}*")],
+                resources=[sources],
             )
         )
         return project
