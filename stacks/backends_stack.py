@@ -25,6 +25,7 @@ from stacks.backends.roles import BackendRoles
 from stacks.cluster_stack import ClusterStack
 from stacks.constructs.agent_function import AgentFunction
 from stacks.constructs.eks_cluster import EDIT_POLICY, JOB_NAMESPACES, VIEW_POLICY
+from stacks.constructs.image_builder import ImageBuilder
 from stacks.constructs.nova_env_packages import NovaEnvironmentPackages
 from stacks.constructs.nova_runner_task import NovaRunnerTask, hyperpod_cli_problem
 from stacks.constructs.verl_trainer_identity import VerlTrainerIdentity
@@ -180,7 +181,26 @@ class BackendsStack(cdk.Stack):
             if cluster is not None and cluster.eks is not None
             else None
         )
+        # The trainer image and the model copies are made in the account after deploy (mtrl image build / mtrl model
+        # import), recorded in the deployment's catalog, and read by Preflight: no redeploy, no Docker on the laptop.
+        self.image_builder = ImageBuilder(
+            self,
+            "ImageBuilder",
+            prefix=prefix,
+            data_bucket=data_bucket,
+            data_key=encryption_key,
+            log_retention_days=settings.log_retention_days,
+        )
+        warning = settings.default_backend_warning()
+        if warning:  # the synth says it too, before any GPU is touched (an image build or import supplies it later)
+            cdk.Annotations.of(self.image_builder).add_warning_v2(
+                "mtrl:default-backend-not-ready", f"{warning} (after cdk deploy)"
+            )
         outputs = {
+            "VerlTrainerRepositoryUri": (
+                self.image_builder.repository.repository_uri,
+                "Where mtrl image build verl pushes the trainer image",
+            ),
             "AgentFunctionNames": (
                 ",".join(agent.function_name for agent in self.agents.values()),
                 "Serverless MTRL agents, one per enabled environment",

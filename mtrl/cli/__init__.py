@@ -74,6 +74,12 @@ def _commands() -> list[LazyCommand]:
         ),
         LazyCommand("config", "mtrl.cli.config_cmd:app", "Inspect the deploy-time configuration."),
         LazyCommand(
+            "image", "mtrl.cli.image_cmd:app", "The trainer image: build it in the account, list what is registered."
+        ),
+        LazyCommand(
+            "model", "mtrl.cli.model_cmd:app", "Model copies verl runs train: import one, list what is registered."
+        ),
+        LazyCommand(
             "env",
             "mtrl.cli.env_cmd:app",
             "Reward environments: list them, play an episode by hand, try one locally.",

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from mtrl.cli.output import console, error_console, fail, print_json
@@ -58,8 +59,10 @@ def show(
     warning = (
         None if settings.emulator else eks_support.kubernetes_support_warning(settings, today=eks_support.utc_today())
     )
-    if warning:
-        error_console.print(f"[bold yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+    # What the default backend still lacks (an image, a model), naming the command that supplies it.
+    for text in (warning, settings.default_backend_warning()):
+        if text:
+            error_console.print(f"[bold yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
     values = settings.model_dump(mode="json")
     names = _matching(pattern, as_json=as_json)
     explicit = settings_keys_from_context(base)

@@ -15,6 +15,7 @@ from mtrl.validation.sources import UnknownEnvironmentError, validate_file
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from mtrl.settings.deploy import DeploySettings
     from mtrl.settings.pipeline import PipelineSettings
 
 
@@ -90,17 +91,23 @@ def _deployment_environment(*, as_json: bool, cdk_json: Path = Path("cdk.json"))
     return environment
 
 
-def deployment_defaults(*, as_json: bool, cdk_json: Path = Path("cdk.json")) -> PipelineSettings:
-    """The run settings a run without a manifest gets: this checkout's cdk.json (what `cdk deploy` deploys)."""
+def deployment_settings(*, as_json: bool, cdk_json: Path = Path("cdk.json")) -> DeploySettings:
+    """This checkout's deployment settings (cdk.json: what `cdk deploy` deploys), or exit naming the problem."""
     # Only a check without --env/--manifest needs the deployment's settings (every settings model): imported here.
     from mtrl.settings import SettingsError, load_settings, read_cdk_json_context  # noqa: PLC0415
-    from mtrl.settings.pipeline import PipelineSettings  # noqa: PLC0415
 
     try:
         context = read_cdk_json_context(cdk_json) if cdk_json.is_file() else {}
-        settings = load_settings(context, environ=os.environ)
+        return load_settings(context, environ=os.environ)
     except SettingsError as error:
         fail(f"give --env (the deployment settings are invalid: {error})", as_json=as_json)
+
+
+def deployment_defaults(*, as_json: bool, cdk_json: Path = Path("cdk.json")) -> PipelineSettings:
+    """The run settings a run without a manifest gets: this checkout's cdk.json (what `cdk deploy` deploys)."""
+    from mtrl.settings.pipeline import PipelineSettings  # noqa: PLC0415
+
+    settings = deployment_settings(as_json=as_json, cdk_json=cdk_json)
     return PipelineSettings.model_validate({name: getattr(settings, name) for name in PipelineSettings.model_fields})
 
 

@@ -52,6 +52,12 @@ class BackendDescriptor:
     - ``manifest_check``: ``(RunSettings) -> [problem, ...]``, backend rules on a resolved manifest (Register).
     - ``deploy_check``: ``(DeploySettings) -> problem | None``, what a deployment whose default backend this is must
       configure (checked when the deployment's settings are loaded).
+    - ``registered_values``: ``(deploy-time values as shipped) -> values``, completed at Preflight (before the run's
+      effective settings are stored) with what the deployment registered after deploy (a trainer image, model
+      copies); explicit settings win. None: the shipped values are all there is.
+    - ``readiness``: ``(DeploySettings, ssm client | None) -> [what is missing, naming the command that supplies it]``
+      for a deployment whose default backend this is: shown by ``mtrl config show``, the synth and ``mtrl submit``
+      before any GPU is touched (a warning: it can be supplied after deploy).
     - ``renderer``: ``(deploy settings, run settings, run) -> [Kubernetes objects]`` for ``mtrl render``.
     - ``stack_side``: ``"module:attribute"`` of the backend's stack side (``stacks.backends.contract.StackSide``):
       its IAM on the backend function, its constructs and the values it ships to its adapter. Only the stacks
@@ -70,6 +76,8 @@ class BackendDescriptor:
     budget_usage: Target | None = None
     manifest_check: Target | None = None
     deploy_check: Target | None = None
+    registered_values: Target | None = None
+    readiness: Target | None = None
     renderer: Target | None = None
     stack_side: str | None = None
 

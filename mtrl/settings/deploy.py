@@ -70,6 +70,20 @@ class DeploySettings(
 ):
     """Everything a deployment can be configured with (docs/configuration.md is generated from it)."""
 
+    def default_backend_gaps(self, ssm: Any = None) -> list[str]:
+        """What the default backend still lacks before a run can start, each naming the command that supplies it
+        (its descriptor's ``readiness``; with an SSM client, what the deployment registered after deploy counts)."""
+        hook = descriptor_for(self.run_backend).readiness
+        gaps: list[str] = list(resolve(hook)(self, ssm)) if hook is not None else []
+        return gaps
+
+    def default_backend_warning(self, ssm: Any = None, *, subject: str = "the default backend") -> str | None:
+        """``default_backend_gaps`` as one line (None when there are none): config show, the synth and submit."""
+        gaps = self.default_backend_gaps(ssm)
+        if not gaps:
+            return None
+        return f"{subject} '{self.run_backend}' cannot run yet: " + "; ".join(gaps)
+
     @property
     def usable_agent_runtime_arns(self) -> list[str]:
         """The AgentCore runtimes a serverless run may call: the deployment's own and those manifests may name."""

@@ -10,10 +10,13 @@ from dataclasses import dataclass
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 
+from mtrl.backends.verl.catalog import image_parameter, models_path
 from mtrl.backends.verl.config import VerlRunConfig, verl_pipeline_values
+from mtrl.backends.verl.supply import MODELS_PREFIX, image_repository_name
+from mtrl.contracts.hub import MODEL_SUMS_FILE
 from mtrl.settings.verl import ECR_IMAGE, VerlModelSettings, model_sums_object
 from stacks.backends.contract import StackInputs
-from stacks.backends.permissions import BackendFunctionPolicy
+from stacks.backends.permissions import BackendFunctionPolicy, imported_bucket_arn
 from stacks.constructs.kuberay import grant_pipeline_access
 
 
@@ -41,6 +44,33 @@ class VerlTargets:
             else None
         )
         return cls(eks_cluster_arn=eks_cluster_arn, model_sums_object_arns=sums, image_repository_arn=repository)
+
+
+def _catalog_statements(prefix: str, bucket_arn: str) -> list[iam.PolicyStatement]:
+    """Preflight reads the deployment's catalog (mtrl.backends.verl.catalog), then checks what it names: a registered
+    copy's SHA256SUMS under models/ and a built image in the deployment's own repository."""
+    parameter = f"arn:{cdk.Aws.PARTITION}:ssm:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:parameter"
+    models = models_path(prefix)
+    return [
+        iam.PolicyStatement(
+            sid="VerlReadCatalog",
+            actions=["ssm:GetParameter", "ssm:GetParametersByPath"],
+            resources=[f"{parameter}{image_parameter(prefix)}", f"{parameter}{models}", f"{parameter}{models}/*"],
+        ),
+        iam.PolicyStatement(
+            sid="VerlPreflightRegisteredCopies",
+            actions=["s3:GetObject"],
+            resources=[f"{bucket_arn}/{MODELS_PREFIX}*/{MODEL_SUMS_FILE}"],
+        ),
+        iam.PolicyStatement(
+            sid="VerlPreflightBuiltImage",
+            actions=["ecr:DescribeImages"],
+            resources=[
+                f"arn:{cdk.Aws.PARTITION}:ecr:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:repository/"
+                f"{image_repository_name(prefix)}"
+            ],
+        ),
+    ]
 
 
 def _verl_statements(verl: VerlTargets) -> list[iam.PolicyStatement]:
@@ -77,13 +107,21 @@ class VerlStackSide:
             models=settings.verl_models,
             image_uri=settings.verl_image_uri,
         )
-        # No wildcard resource: every statement names its cluster, objects and repository.
+        catalog = _catalog_statements(settings.prefix, imported_bucket_arn(inputs))
+        # Every statement names its cluster, objects and repository; the wildcards are the catalog's own names.
         BackendFunctionPolicy(
             inputs.scope,
             "BackendPermissionsVerl",
             role=inputs.function_role,
-            statements=_verl_statements(targets),
-            wildcard_reasons={},
+            statements=[*_verl_statements(targets), *catalog],
+            wildcard_reasons={
+                catalog[1].resources[
+                    0
+                ]: "The SHA256SUMS of the model copies mtrl model import registers (models/<id>/<revision>/), "
+                "read by Preflight to check the registered checksum.",
+                catalog[0].resources[2]: "The deployment's registered models, one parameter per model id under "
+                "/<prefix>/models/ (mtrl model import).",
+            },
         )
         if inputs.cluster.kuberay_namespace is not None:
             # The adapter runs in the backend function: it reaches the run namespace through its Kubernetes group.

@@ -1,7 +1,8 @@
 """The AWS identity of a verl run's pods: an IAM role the RayJob's service account gets through EKS Pod Identity.
 
 The trainer (``mtrl.backends.verl.train``, on the Ray head) reads the run's rows and writes its progress, signal rows,
-evaluation and outputs under ``runs/``, reads the operator's model copies and logs to the MLflow app; nothing else.
+evaluation and outputs under ``runs/``, reads the operator's model copies (configured, or registered under ``models/``)
+and logs to the MLflow app; nothing else.
 EKS Pod Identity needs the ``eks-pod-identity-agent`` add-on (``EksCluster`` installs it) and a role trusted by
 ``pods.eks.amazonaws.com`` for both ``sts:AssumeRole`` and ``sts:TagSession`` (EKS User Guide, "Create IAM role
 with trust policy required by EKS Pod Identity").
@@ -19,6 +20,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
+from mtrl.backends.verl.supply import MODELS_PREFIX
 from mtrl.settings.verl import VerlModelSettings
 from stacks.nag import acknowledge, nag_resource
 
@@ -70,6 +72,11 @@ class VerlTrainerIdentity(Construct):
                 resources=[mlflow_app_arn],
             ),
         ]
+        # The copies mtrl model import registers after deploy (mtrl.backends.verl.catalog), under models/.
+        registered = data_bucket.arn_for_objects(f"{MODELS_PREFIX}*")
+        statements.append(
+            iam.PolicyStatement(sid="RegisteredModelCopies", actions=["s3:GetObject"], resources=[registered])
+        )
         if copies:
             statements.append(
                 iam.PolicyStatement(
@@ -93,6 +100,12 @@ class VerlTrainerIdentity(Construct):
             policy,
             f"AwsSolutions-IAM5[Resource::{nag_resource(self, data_bucket.arn_for_objects('runs/*'))}]",
             "Run objects are per-run keys under runs/ (run ids are generated when a dataset is uploaded).",
+        )
+        acknowledge(
+            policy,
+            f"AwsSolutions-IAM5[Resource::{nag_resource(self, registered)}]",
+            "Registered model copies (models/<id>/<revision>/: the files their registered SHA256SUMS lists), read "
+            "only; which one a run uses is decided at its Preflight, after deploy.",
         )
         for copy in copies:
             acknowledge(

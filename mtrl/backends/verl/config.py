@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mtrl.backends.verl.supply import missing_steps
 from mtrl.contracts.backend import BackendError
 from mtrl.settings.verl import VerlModelSettings
 
@@ -117,14 +118,14 @@ def plan_for(settings: Mapping[str, Any]) -> VerlPlan:
     """The run's plan; one BackendError naming every problem (and the run id) when the run cannot train."""
     config = parse_config(settings)
     problems: list[str] = []
-    if config.verl_image_uri is None:
-        problems.append("verl_image_uri is not set (the deployment names no verl trainer image)")
     models = {model.id: model for model in config.verl_models}
     chosen = config.model or (config.verl_models[0].id if config.verl_models else None)
     model = models.get(chosen) if chosen else None
-    if chosen is None:
-        problems.append("verl_models is empty (the deployment lists no model verl runs may train)")
-    elif model is None:
+    # What the deployment has not supplied yet, each with the command that supplies it (mtrl.backends.verl.catalog).
+    problems += missing_steps(
+        prefix=config.prefix, image_uri=config.verl_image_uri, models=config.verl_models if chosen else []
+    )
+    if chosen is not None and model is None:
         problems.append(f"model '{chosen}' is not one of the deployment's verl_models ({', '.join(sorted(models))})")
     lora_rank = config.verl_lora_rank if config.lora_rank is None else config.lora_rank
     _bounded(problems, "lora_rank", lora_rank, config.verl_max_lora_rank, "verl_max_lora_rank")

@@ -23,6 +23,8 @@ DESCRIPTOR = BackendDescriptor(
     cost_usage="mtrl.backends.hyperpod.cost:usage_from_record",
     budget_usage="mtrl.backends.verl.cost:budget_usage",
     manifest_check="mtrl.backends.verl.hyperparameters:run_hyperparameter_problems",
+    registered_values="mtrl.backends.verl.catalog:registered_values",
+    readiness="mtrl.backends.verl.readiness:readiness",
     renderer="mtrl.backends.verl.offline:render_run",
     stack_side="stacks.backends.verl:VerlStackSide",
 )

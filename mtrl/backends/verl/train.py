@@ -46,9 +46,10 @@ from mtrl.backends.verl.hydra import hydra_value
 from mtrl.backends.verl.hyperparameters import VERL_HYPERPARAMETERS, hyperparameter_problems
 from mtrl.backends.verl.model_copy import parse_sums
 from mtrl.backends.verl.rollout_rows import ROLLOUT_DIR, read_step
+from mtrl.contracts.hub import MODEL_SUMS_FILE
 from mtrl.health.rows import merged, signal_row
 from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
-from mtrl.settings.verl import MODEL_SUMS_FILE, model_sums_object
+from mtrl.settings.verl import model_sums_object
 from mtrl.validation.rows import RowError, RowSource, iter_rows
 
 MERGED_DIR = "huggingface"  # output/huggingface/: the merged model (and lora_adapter/) a run delivers

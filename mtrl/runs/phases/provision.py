@@ -82,6 +82,6 @@ def _store_effective_settings(run: RunView) -> RunView:
     stored); returns the view of the record as now stored."""
     if run.inputs.settings is not None:
         return run
-    effective = adapter_settings(run.runtime, run.record, run.settings)
+    effective = backend_call(run.run_id, "preflight", lambda: adapter_settings(run.runtime, run.record, run.settings))
     stored = replace(run.inputs, settings=effective).to_record()
     return run.updated(run.runtime.registry.set_fields(run.run_id, **{INPUTS_FIELD: stored}))

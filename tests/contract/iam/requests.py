@@ -280,6 +280,16 @@ simple(
     lambda p, e, r: f"arn:{e.partition}:ecr:{r}:{p.get('registryId', e.account)}:repository/{p['repositoryName']}",
     {"repositoryName": "verl-trainer", "imageIds": [{"imageTag": "0.9.1"}]},
 )
+# Systems Manager parameters (the verl catalog, mtrl.backends.verl.catalog): GetParameter acts on the parameter,
+# GetParametersByPath on the path, both the resource type "parameter" (arn:…:ssm:<region>:<account>:parameter/<name
+# without its leading slash>; Service Authorization Reference, AWS Systems Manager).
+simple("ssm", "GetParameter", lambda p, e, r: e.arn("ssm", f"parameter{p['Name']}", r), {"Name": "/mtrl/images/verl"})
+simple(
+    "ssm",
+    "GetParametersByPath",
+    lambda p, e, r: e.arn("ssm", f"parameter{p['Path']}", r),
+    {"Path": "/mtrl/models", "Recursive": True},
+)
 simple("eks", "ListAddons", lambda p, e, r: e.arn("eks", f"cluster/{p['clusterName']}", r), {"clusterName": "c"})
 simple(
     "logs",

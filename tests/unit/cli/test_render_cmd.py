@@ -77,8 +77,8 @@ def test_without_a_run_id_one_is_made_from_the_manifest_name(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("document", "args", "message"),
     [
-        ({}, [], "verl_image_uri is not set"),
-        ({}, [], "verl_models is empty"),
+        ({}, [], "mtrl image build verl"),
+        ({}, [], "mtrl model import <hub-id>"),
         ({"backend": "local"}, CONFIGURED, "backend 'local' submits no Kubernetes objects"),
         ({"no_such_key": 1}, CONFIGURED, "no_such_key"),
         ({"backend_options": {"steps": 5000}}, CONFIGURED, "steps 5000 is above the deployment's limit"),

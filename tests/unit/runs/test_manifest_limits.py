@@ -164,7 +164,8 @@ def test_run_settings_cannot_be_set_again_inside_backend_options(key: str) -> No
     assert f"key 'backend_options.{key}': a run setting" in view
 
 
-def test_deploy_time_keys_in_a_stored_record_never_reach_the_adapter() -> None:
+def test_deploy_time_keys_in_a_stored_record_never_reach_the_adapter(mocked_aws: None) -> None:
+    # mocked_aws: a verl run's Preflight reads the deployment's catalog (empty here) before composing.
     # A record edited in the table: Preflight's composition refuses it itself.
     settings = resolve_run_settings(DEFAULTS, None).model_dump(mode="json")
     settings["backend_options"] = {"hyperpod_max_instance_count": 64}
@@ -234,7 +235,7 @@ def test_per_run_values_stay_within_the_deploy_time_ceilings(
     assert problem in view
 
 
-def test_values_below_the_ceilings_are_accepted() -> None:
+def test_values_below_the_ceilings_are_accepted(mocked_aws: None) -> None:  # the catalog, as above
     deployed = PipelineSettings.model_validate(
         {"run_max_instance_count": 4, "run_max_worker_count": 4, "run_timeout_minutes": 60, "run_max_budget_usd": 100}
     )

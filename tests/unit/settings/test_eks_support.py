@@ -130,4 +130,4 @@ def test_config_show_prints_the_warning_on_stderr_and_keeps_json_clean(monkeypat
     quiet = runner.invoke(cli, ["config", "show", "--cdk-json", cdk_json, "--json"])
     assert quiet.exit_code == 0, quiet.output
     assert json.loads(quiet.stdout)["eks_support_type"]["value"] == "STANDARD"
-    assert "warning:" not in quiet.stderr
+    assert "standard support" not in quiet.stderr  # (the default backend's own warning may be there: not this one)

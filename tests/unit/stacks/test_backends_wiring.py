@@ -38,6 +38,12 @@ RUN_LEVEL = {
 ADAPTER_ACTIONS = {
     # verl: the EKS API's endpoint and CA (its Kubernetes calls are RBAC, not IAM)
     "eks:DescribeCluster",
+    # verl Preflight: the deployment's catalog (mtrl image build / mtrl model import), the registered copy's
+    # SHA256SUMS and the built image (issue 36 item 2)
+    "ssm:GetParameter",
+    "ssm:GetParametersByPath",
+    "s3:GetObject",
+    "ecr:DescribeImages",
     # sessions: cleanup releases a training session a killed loop task left behind (the task drives them)
     "sagemaker:DescribeTrainingSession",
     "sagemaker:StopTrainingSession",
@@ -103,7 +109,9 @@ NO_RESOURCE_LEVEL = {
 }
 PER_RUN_WILDCARD = re.compile(
     r"mtrl-nf\*|task/mtrl-reward-workers/\*|job/\*/mtrl-\*|:\*\"|mapping:\*|:runtime/[^*/]+/runtime-endpoint/\*|"
-    r"/aws/bedrock-agentcore/runtimes/[^*]+-\*|training-session/mtrl-\*"
+    r"/aws/bedrock-agentcore/runtimes/[^*]+-\*|training-session/mtrl-\*|"
+    # the verl catalog's model parameters and the SHA256SUMS of the copies they name (one per model id)
+    r"parameter/mtrl/models/\*|/models/\*/SHA256SUMS"
 )
 # Granted only when the deployment lists AgentCore runtimes (its own, or run_allowed_agent_runtime_arns).
 AGENTCORE_SMOKE_ACTIONS = {"bedrock-agentcore:InvokeAgentRuntime", "logs:FilterLogEvents"}
@@ -417,6 +425,9 @@ def test_verl_pods_reach_aws_only_as_the_trainer_role_through_pod_identity(backe
         if "VerlTrainer" in json.dumps(p["Properties"]["Roles"])
     ]
     by_sid = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
-    assert set(by_sid) == {"RunObjects", "DataKey", "MlflowApp"}  # no model copy configured by default
+    # no model copy configured by default: the registered ones (mtrl model import) under models/ only
+    assert set(by_sid) == {"RunObjects", "DataKey", "MlflowApp", "RegisteredModelCopies"}
+    assert by_sid["RegisteredModelCopies"]["Action"] == "s3:GetObject"
+    assert json.dumps(by_sid["RegisteredModelCopies"]["Resource"]).endswith('/models/*"]]}')
     assert json.dumps(by_sid["RunObjects"]["Resource"]).endswith('/runs/*"]]}')
     assert all(s["Resource"] != "*" for s in by_sid.values())

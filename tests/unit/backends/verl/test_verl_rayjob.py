@@ -130,8 +130,8 @@ def test_the_config_map_carries_the_plan_within_the_ceilings() -> None:
         ({}, {"lora_rank": 0}, "full fine-tuning) is not allowed"),
         ({}, {"model": "Qwen/Qwen3-8B"}, "model 'Qwen/Qwen3-8B' is not one of the deployment's verl_models"),
         ({"verl_max_group_size": 8}, {"group_size": 16}, "group_size 16 is above"),
-        ({"verl_image_uri": None}, {}, "verl_image_uri is not set"),
-        ({"verl_models": "[]"}, {}, "verl_models is empty"),
+        ({"verl_image_uri": None}, {}, "mtrl image build verl"),
+        ({"verl_models": "[]"}, {}, "mtrl model import <hub-id>"),
     ],
 )
 def test_a_run_beyond_the_deployment_is_refused_naming_the_run(
