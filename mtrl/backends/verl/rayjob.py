@@ -24,7 +24,8 @@ from typing import Any
 from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
 from mtrl.backends.verl.config import VerlPlan
 from mtrl.backends.verl.evaluation import EVALUATION_FILE
-from mtrl.backends.verl.instances import instance_facts
+from mtrl.backends.verl.image import NCCL_ENVIRONMENT
+from mtrl.backends.verl.instances import InstanceFacts, instance_facts
 from mtrl.contracts.backend import BackendError, RunContext
 
 API_VERSION = "ray.io/v1"
@@ -49,12 +50,37 @@ INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
 SUBMITTER_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
 EPISODE_TIMEOUT_S = 300.0
 GPU_RESOURCE = "nvidia.com/gpu"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # KubeRay: RayCluster names ≤ 53 characters, and a RayJob's cluster is its name plus a 6-character suffix.
 MAX_RAYJOB_NAME_LENGTH = 47
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 HEAD_CPU = "2"
 HEAD_MEMORY = "8Gi"
+# What a worker pod leaves of its node (it requests the rest): the node's own daemons (kubelet, the CNI, HyperPod's
+# health and device agents; EKS reserves about 6% of a core and 255 MiB + 11 MiB per pod before allocatable) and the
+# head and submitter pods, which run on the same group and may land on any of its nodes.
+NODE_RESERVED_MILLICPU = 1000
+NODE_RESERVED_MEMORY_FRACTION = 0.10
+NODE_RESERVED_MEMORY_MIB = 2048
+
+
+def worker_resources(facts: InstanceFacts) -> dict[str, str]:
+    """The CPU and memory a Ray worker pod requests: its node's, less the node's reserve and the head and submitter
+    pods (which share the group). Without a request the scheduler would place pods as if the worker needed none."""
+    head_and_submitter_millicpu = _millicpu(HEAD_CPU) + _millicpu(SUBMITTER_RESOURCES["cpu"])
+    millicpu = facts.vcpus * 1000 - NODE_RESERVED_MILLICPU - head_and_submitter_millicpu
+    total_mib = facts.memory_gib * 1024
+    reserved_mib = max(NODE_RESERVED_MEMORY_MIB, int(total_mib * NODE_RESERVED_MEMORY_FRACTION))
+    memory_mib = total_mib - reserved_mib - _mebibytes(HEAD_MEMORY) - _mebibytes(SUBMITTER_RESOURCES["memory"])
+    return {"cpu": f"{millicpu}m", "memory": f"{memory_mib}Mi"}
+
+
+def _millicpu(quantity: str) -> int:
+    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+def _mebibytes(quantity: str) -> int:
+    units = {"Mi": 1, "Gi": 1024}
+    return int(quantity[:-2]) * units[quantity[-2:]]
 
 
 def rayjob_name(run_id: str) -> str:
@@ -62,7 +88,7 @@ def rayjob_name(run_id: str) -> str:
     return "mtrl-" + hashlib.sha256(run_id.encode()).hexdigest()[:16]
 
 
-def _tolerations(plan: VerlPlan, *, efa: bool) -> list[dict[str, Any]]:
+def _tolerations(plan: VerlPlan) -> list[dict[str, Any]]:
     tolerations: list[dict[str, Any]] = []
     for taint in plan.config.verl_instance_taints:  # the taints the operator put on the run's group
         toleration: dict[str, Any] = {"key": taint.key, "effect": taint.effect}
@@ -71,10 +97,8 @@ def _tolerations(plan: VerlPlan, *, efa: bool) -> list[dict[str, Any]]:
         else:
             toleration.update(operator="Equal", value=taint.value)
         tolerations.append(toleration)
-    # Device taints GPU and EFA nodes commonly carry; tolerating an absent taint changes nothing.
+    # The device taint GPU nodes commonly carry; tolerating an absent taint changes nothing.
     tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
-    if efa:
-        tolerations.append({"key": EFA_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     return tolerations
 
 
@@ -100,17 +124,17 @@ _MOUNTS = [
 ]
 
 
-def _environment(plan: VerlPlan, run: RunContext, *, efa: bool) -> list[dict[str, str]]:
+def _environment(plan: VerlPlan, run: RunContext) -> list[dict[str, str]]:
     env = {
         "MTRL_RUN_ID": run.run_id,
         "MTRL_RUN_CONFIG": f"{CONFIG_DIR}/{CONFIG_FILE}",
         "AWS_REGION": plan.config.region,
         # Hub downloads only when the deployment allows them (then at the model's pinned revision).
         "HF_HUB_OFFLINE": "0" if plan.config.verl_hub_downloads and plan.model.s3_uri is None else "1",
-        "NCCL_SOCKET_IFNAME": "^lo,docker,pod-id-link0",  # the pod-identity link carries no NCCL traffic
+        # NCCL over sockets, the transport the image has (mtrl.backends.verl.image: no libfabric, no aws-ofi-nccl,
+        # so no EFA even on EFA instance types).
+        **NCCL_ENVIRONMENT,
     }
-    if efa:
-        env.update(FI_PROVIDER="efa", NCCL_NET="ofi")  # without them NCCL silently falls back to TCP
     return [{"name": key, "value": value} for key, value in sorted(env.items())]
 
 
@@ -170,10 +194,8 @@ def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
     namespace = plan.config.verl_namespace
     labels = {"app.kubernetes.io/managed-by": "mtrl", DEPLOYMENT_LABEL: plan.config.prefix, RUN_LABEL: name}
     annotations = {RUN_ID_ANNOTATION: run.run_id, PLANNED_STEPS_ANNOTATION: str(plan.steps)}
-    efa = facts.efa_interfaces > 0
     device_resources = {GPU_RESOURCE: str(facts.gpus)}
-    if efa:
-        device_resources[EFA_RESOURCE] = str(facts.efa_interfaces)
+    worker_requests = {**worker_resources(facts), **device_resources}
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -191,12 +213,12 @@ def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
             "spec": {
                 "serviceAccountName": TRAINER_SERVICE_ACCOUNT,  # its AWS role comes through EKS Pod Identity
                 "nodeSelector": _node_selector(plan),
-                "tolerations": _tolerations(plan, efa=False),
+                "tolerations": _tolerations(plan),
                 "containers": [
                     {
                         "name": "ray-head",
                         "image": plan.image,
-                        "env": _environment(plan, run, efa=False),
+                        "env": _environment(plan, run),
                         "resources": {"requests": head_resources, "limits": head_resources},
                         "ports": [
                             {"containerPort": 6379, "name": "gcs-server"},
@@ -222,13 +244,14 @@ def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
             "spec": {
                 "serviceAccountName": TRAINER_SERVICE_ACCOUNT,  # its AWS role comes through EKS Pod Identity
                 "nodeSelector": _node_selector(plan),
-                "tolerations": _tolerations(plan, efa=efa),
+                "tolerations": _tolerations(plan),
                 "containers": [
                     {
                         "name": "ray-worker",
                         "image": plan.image,
-                        "env": _environment(plan, run, efa=efa),
-                        "resources": {"requests": device_resources, "limits": device_resources},
+                        "env": _environment(plan, run),
+                        # GPUs are requested whole (requests = limits); CPU and memory may burst above the request.
+                        "resources": {"requests": worker_requests, "limits": device_resources},
                         "volumeMounts": _MOUNTS,
                     }
                 ],
@@ -256,7 +279,7 @@ def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
                     "restartPolicy": "Never",
                     "serviceAccountName": TRAINER_SERVICE_ACCOUNT,
                     "nodeSelector": _node_selector(plan),
-                    "tolerations": _tolerations(plan, efa=False),
+                    "tolerations": _tolerations(plan),
                     "containers": [
                         {
                             "name": "ray-job-submitter",
