@@ -6,7 +6,9 @@ head with no GPU, one worker group on the run's instance group, ``preRunningDead
 for that long), no ``deletionPolicy`` (removed in 1.7.0; ``deletionStrategy`` excludes ``shutdownAfterJobFinishes``).
 
 Names: run ids are not DNS-1035 labels (uppercase ``T``/``Z``, up to 74 characters), so the RayJob is
-``mtrl-<16 hex of sha256(run id)>`` and the run id travels in the ``mtrl/run-id`` annotation.
+``mtrl-<16 hex of sha256(run id)>`` and the run id travels in the ``mtrl/run-id`` annotation. The run's pods run as
+a service account of the same name, which the adapter creates with the run's EKS Pod Identity association
+(``service_account``; ``mtrl.backends.verl.run_identity``).
 
 Progress: the trainer writes ``<run output>/progress.json`` (``{"step": n}``) after each step;
 the RayJob's ``mtrl/planned-steps`` annotation says what a complete run reaches (a job that ends Complete below it
@@ -21,11 +23,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
 from mtrl.backends.verl.config import VerlPlan
 from mtrl.backends.verl.evaluation import EVALUATION_FILE
 from mtrl.backends.verl.image import NCCL_ENVIRONMENT
 from mtrl.backends.verl.instances import InstanceFacts, instance_facts
+from mtrl.backends.verl.run_identity import service_account_manifest
 from mtrl.contracts.backend import BackendError, RunContext
 
 API_VERSION = "ray.io/v1"
@@ -172,6 +174,16 @@ def _gpus_per_node(plan: VerlPlan) -> int:
     return facts.gpus if facts is not None else 1
 
 
+def service_account(plan: VerlPlan, run: RunContext) -> dict[str, Any]:
+    """The run's own service account, named as its RayJob (the pods' ``serviceAccountName``)."""
+    labels = {
+        "app.kubernetes.io/managed-by": "mtrl",
+        DEPLOYMENT_LABEL: plan.config.prefix,
+        RUN_LABEL: rayjob_name(run.run_id),
+    }
+    return service_account_manifest(rayjob_name(run.run_id), plan.config.verl_namespace, labels, run.run_id)
+
+
 def progress_uri(run: RunContext) -> str:
     return run.output_uri.rstrip("/") + "/progress.json"
 
@@ -211,7 +223,7 @@ def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
         "template": {
             "metadata": {"labels": labels},
             "spec": {
-                "serviceAccountName": TRAINER_SERVICE_ACCOUNT,  # its AWS role comes through EKS Pod Identity
+                "serviceAccountName": name,  # the run's own: its AWS role comes through the run's association
                 "nodeSelector": _node_selector(plan),
                 "tolerations": _tolerations(plan),
                 "containers": [
@@ -242,7 +254,7 @@ def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
         "template": {
             "metadata": {"labels": labels},
             "spec": {
-                "serviceAccountName": TRAINER_SERVICE_ACCOUNT,  # its AWS role comes through EKS Pod Identity
+                "serviceAccountName": name,  # the run's own: its AWS role comes through the run's association
                 "nodeSelector": _node_selector(plan),
                 "tolerations": _tolerations(plan),
                 "containers": [
@@ -277,7 +289,7 @@ def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
                 "metadata": {"labels": labels},
                 "spec": {
                     "restartPolicy": "Never",
-                    "serviceAccountName": TRAINER_SERVICE_ACCOUNT,
+                    "serviceAccountName": name,
                     "nodeSelector": _node_selector(plan),
                     "tolerations": _tolerations(plan),
                     "containers": [

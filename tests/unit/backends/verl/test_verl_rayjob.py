@@ -16,10 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
 from mtrl.backends.verl.config import plan_for
 from mtrl.backends.verl.instances import INSTANCE_FACTS
-from mtrl.backends.verl.rayjob import controller_problems, rayjob_name, render
+from mtrl.backends.verl.rayjob import controller_problems, rayjob_name, render, service_account
 from mtrl.contracts.backend import BackendError
 from tests.unit.backends.verl.verl_support import IMAGE, RUN_ID, run_context, run_settings
 
@@ -225,14 +224,22 @@ def test_each_controller_rule_catches_its_break(change: Any, message: str) -> No
     assert any(message in p for p in problems), problems
 
 
-def test_every_pod_of_a_run_runs_as_the_trainer_service_account() -> None:
-    # Its AWS role comes through EKS Pod Identity (stacks/constructs/verl_trainer_identity.py); without it the
-    # trainer on the head cannot read the run's rows, and the workers cannot write checkpoints.
-    _, rayjob = _render()
+def test_every_pod_of_a_run_runs_as_the_runs_own_service_account() -> None:
+    # Its AWS role comes through the run's own EKS Pod Identity association (mtrl.backends.verl.run_identity), the
+    # trainer role scoped to this run; a shared account would give every run's pods every run's objects (issue 36
+    # item 5).
+    settings = run_settings()
+    plan, run = plan_for(settings), run_context(settings)
+    _, rayjob = render(plan, run)
     cluster = rayjob["spec"]["rayClusterSpec"]
     pods = [cluster["headGroupSpec"]["template"], *(group["template"] for group in cluster["workerGroupSpecs"])]
     pods.append(rayjob["spec"]["submitterPodTemplate"])
-    assert [pod["spec"]["serviceAccountName"] for pod in pods] == [TRAINER_SERVICE_ACCOUNT] * len(pods)
+    account = service_account(plan, run)
+    assert account["metadata"]["name"] == rayjob_name(RUN_ID) == rayjob["metadata"]["name"]
+    assert account["metadata"]["namespace"] == rayjob["metadata"]["namespace"]
+    assert [pod["spec"]["serviceAccountName"] for pod in pods] == [rayjob_name(RUN_ID)] * len(pods)
+    other = run_settings(run_id="wordle-20261201T120000Z-99999999")
+    assert service_account(plan_for(other), run_context(other))["metadata"]["name"] != account["metadata"]["name"]
 
 
 def test_the_submitter_pod_can_schedule_on_the_runs_group() -> None:
