@@ -522,10 +522,11 @@ def latest_actor_checkpoint(local_dir: Path) -> Path | None:
 
 
 def merger_command(actor: Path, target: Path) -> list[str]:
-    """verl's model merger: the FSDP checkpoint as a Hugging Face model, and a LoRA run's adapter in
+    """verl's model merger with memory-mapped shards and a LoRA adapter folded into the weights
+    (``mtrl.backends.verl.merge``): the FSDP checkpoint as the trained Hugging Face model, the adapter in
     ``lora_adapter/`` beside it (``MTRL_VERL_MERGER`` replaces the module, for tests)."""
     override = os.environ.get("MTRL_VERL_MERGER")
-    module = shlex.split(override) if override else [sys.executable, "-m", "verl.model_merger"]
+    module = shlex.split(override) if override else [sys.executable, "-m", "mtrl.backends.verl.merge"]
     return [*module, "merge", "--backend", "fsdp", "--local_dir", str(actor), "--target_dir", str(target)]
 
 

@@ -300,6 +300,7 @@ def test_every_module_the_entrypoint_and_the_agent_loop_import_is_in_the_lock() 
         rayjob.TRAINER_MODULE,
         train.AGENT_LOOP_CLASS.rpartition(".")[0],
         "mtrl.backends.verl.image",
+        "mtrl.backends.verl.merge",  # the export runs it as a module
         "mtrl.envs.registry",
     )
     assert {"verl", "boto3", "pandas", "torch", "transformers"} <= imports  # the walk sees lazy imports too
