@@ -1,5 +1,5 @@
 """The AWS identity of verl runs' pods: the trainer role, which each run's EKS Pod Identity association narrows to
-that run (``mtrl.backends.verl.run_identity``: the adapter creates the association at Submit with a session policy
+that run (``mtrl.backends.verl.run_identity``: the adapter creates the association at Provision with a session policy
 naming the run's dataset, held-out rows, model copy and ``runs/<id>/`` prefix, and deletes it at Cleanup).
 
 The role's own policy is the upper bound every run shares: objects under ``runs/``, the uploaded datasets

@@ -2,7 +2,7 @@
 
 A run's pods get the deployment's trainer role (``stacks/constructs/verl_trainer_identity.py``, as synthesized)
 through the run's own EKS Pod Identity association, whose session policy (``mtrl.backends.verl.run_identity``, what
-the adapter passes at Submit) narrows it to the run. What the pods may do is the intersection of the two (EKS API
+the adapter passes at Provision) narrows it to the run. What the pods may do is the intersection of the two (EKS API
 reference, ``CreatePodIdentityAssociation``: ``policy``; IAM User Guide, "Session policies"). The objects come from
 the run document the trainer reads (``rayjob.run_document``: dataset, held-out rows, model copy, output prefix), with
 the default ``run_eval_split`` of 0, so the dataset is the uploaded ``training-data/`` object and the held-out rows an

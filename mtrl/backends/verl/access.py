@@ -49,7 +49,7 @@ def pipeline_group(namespace: str) -> str:
 
 def namespace_manifests(namespace: str) -> list[dict[str, Any]]:
     """The namespace of a deployment's RayJobs, the pipeline's Role in it and the binding to its group. Each run's
-    pods get a service account of their own at Submit (mtrl.backends.verl.run_identity), none is shared."""
+    pods get a service account of their own at Provision (mtrl.backends.verl.run_identity), none is shared."""
     labels = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/part-of": "mtrl-verl"}
     rules = [
         {"apiGroups": [rule.group], "resources": [rule.resource], "verbs": list(rule.verbs)} for rule in PIPELINE_ACCESS

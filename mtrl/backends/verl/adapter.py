@@ -217,7 +217,11 @@ class VerlAdapter:
     # -- provision -------------------------------------------------------------------------------------------
 
     def provision(self, run: RunContext) -> list[CreatedResource]:
-        config = plan_for(run.settings).config
+        plan = plan_for(run.settings)
+        config = plan.config
+        # The run's identity first: EKS Pod Identity associations take seconds to take effect (EKS API reference,
+        # CreatePodIdentityAssociation), and the pods must find theirs when KubeRay creates them at Submit.
+        self._identity(run, plan)
         local: list[CreatedResource] = []
 
         def record(resource: CreatedResource) -> CreatedResource:
@@ -246,8 +250,8 @@ class VerlAdapter:
     # -- submit / status / cancel ----------------------------------------------------------------------------
 
     def submit(self, run: RunContext) -> str:
-        """Create the run's service account and its Pod Identity association (the trainer role scoped to the run),
-        then the ConfigMap and the RayJob; a 409 means an earlier attempt created them (idempotent)."""
+        """Ensure the run's service account and Pod Identity association (made at Provision), then create the
+        ConfigMap and the RayJob; a 409 means an earlier attempt created them (idempotent)."""
         plan = plan_for(run.settings)
         config_map, rayjob = render(plan, run)
         namespace, name = plan.config.verl_namespace, rayjob["metadata"]["name"]
@@ -255,8 +259,7 @@ class VerlAdapter:
         if not any(r.kind == RAYJOB_KIND and r.identifier == job_id for r in run.resources):
             run.record_resource(CreatedResource(RAYJOB_KIND, job_id, {"namespace": namespace, "name": name}))
         kube = self._kube(plan.config)
-        self._create(run, kube, _serviceaccounts(namespace), service_account(plan, run), job_id)
-        self._associate(run, plan, namespace, name)
+        self._identity(run, plan)  # made at Provision; ensured here (idempotent)
         for path, body in ((_configmaps(namespace), config_map), (_rayjobs(namespace), rayjob)):
             self._create(run, kube, path, body, job_id)
         return job_id
@@ -272,12 +275,13 @@ class VerlAdapter:
                     f"run {run.run_id}: create {body['kind']} {job_id}: {error}", transient=error.transient
                 ) from None
 
-    def _associate(self, run: RunContext, plan: VerlPlan, namespace: str, account: str) -> None:
-        """The run's service account gets the trainer role, narrowed by the run's session policy (recorded first,
-        so Cleanup deletes it whatever happens next)."""
+    def _identity(self, run: RunContext, plan: VerlPlan) -> None:
+        """The run's own service account, and its association: the trainer role narrowed by the run's session policy
+        (recorded first, so Cleanup deletes both whatever happens next)."""
         config = plan.config
         if config.verl_trainer_role_arn is None:
             raise BackendError(f"run {run.run_id}: the deployment ships no verl_trainer_role_arn")
+        namespace, account = config.verl_namespace, rayjob_name(run.run_id)
         identifier = f"{config.eks_cluster_name}/{namespace}/{account}"
         if not any(r.kind == POD_IDENTITY_KIND and r.identifier == identifier for r in run.resources):
             run.record_resource(
@@ -287,6 +291,8 @@ class VerlAdapter:
                     {"cluster": config.eks_cluster_name, "namespace": namespace, "service_account": account},
                 )
             )
+        kube = self._kube(config)
+        self._create(run, kube, _serviceaccounts(namespace), service_account(plan, run), f"{namespace}/{account}")
         if self._associations(run, config, namespace, account):
             return  # an earlier attempt created it
         eks = self._clients.client("eks", config.region)
@@ -406,7 +412,6 @@ class VerlAdapter:
             kube = self._kube(config)
             self._delete(run, kube, f"{_rayjobs(namespace)}/{name}")
             self._delete(run, kube, f"{_configmaps(namespace)}/{name}")
-            self._delete(run, kube, f"{_serviceaccounts(namespace)}/{name}")
             listed = self._get(run, kube, f"{API_GROUP_PATH}/namespaces/{namespace}/rayclusters")
             alive = [
                 c["metadata"]["name"] for c in listed.get("items", []) if c["metadata"]["name"].startswith(f"{name}-")
@@ -426,6 +431,8 @@ class VerlAdapter:
                 except ClientError as error:
                     if error_code(error) != "ResourceNotFoundException":
                         raise backend_error(f"run {run.run_id}: delete pod identity {association}", error) from None
+            account = f"{_serviceaccounts(details['namespace'])}/{details['service_account']}"
+            self._delete(run, self._kube(config), account)
             removed.append(resource)
         sagemaker = self._clients.client("sagemaker", config.region)
         fallback = GroupTarget(config.hyperpod_cluster_name, config.verl_instance_group)

@@ -3,10 +3,11 @@ gives it the deployment's trainer role scoped down to this run by a session poli
 
 The trainer role (``stacks/constructs/verl_trainer_identity.py``) is the upper bound every run shares: the run
 prefixes, the uploaded datasets, the model copies. What one run reads is known only when it is submitted (its
-dataset object, its held-out object, its model copy), so the adapter creates the association at Submit with an
-inline session policy naming exactly those objects and the run's own ``runs/<id>/`` prefix, and deletes it at
-Cleanup. The effective permissions are the intersection of the role's policy and the session policy (EKS API
-reference, ``CreatePodIdentityAssociation``: ``policy``); an association with a policy must turn EKS's automatic
+dataset object, its held-out object, its model copy), so the adapter creates the association at Provision (it takes
+seconds to take effect, and the pods must find it when KubeRay creates them) with an inline session policy naming
+exactly those objects and the run's own ``runs/<id>/`` prefix, and deletes it at Cleanup. The effective
+permissions are the intersection of the role's policy and the session policy (EKS API reference,
+``CreatePodIdentityAssociation``: ``policy``); an association with a policy must turn EKS's automatic
 session tags off (same page: "When using this policy, disableSessionTags must be set to true"), so the
 namespace and service account are bound by the association itself (EKS issues its credentials only to pods of
 that namespace running as that service account), not by tag conditions in the role's trust policy.

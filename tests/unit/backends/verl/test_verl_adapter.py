@@ -137,9 +137,10 @@ def test_a_run_end_to_end_scales_submits_once_succeeds_and_releases(world: World
     assert "step 2" in world.adapter.logs(world.run(), job_id)
     world.kube.allowed -= operator_only
     kinds = [r.kind for r in world.recorder.resources]
-    assert kinds == [CAPACITY_KIND, RAYJOB_KIND, POD_IDENTITY_KIND]  # recorded before they were created
+    assert kinds == [POD_IDENTITY_KIND, CAPACITY_KIND, RAYJOB_KIND]  # recorded before they were created
     # The run's pods run as its own service account, which gets the trainer role narrowed to the run (issue 36
-    # item 5): one association, made once, with session tags off as a session policy requires.
+    # item 5): one association, made at Provision (it takes seconds to take effect) and only ensured at Submit,
+    # with session tags off as a session policy requires.
     assert f"/api/v1/namespaces/mtrl-verl/serviceaccounts/{NAME}" in world.kube.objects
     (association,) = world.pod_identity.associations.values()
     assert (association["namespace"], association["serviceAccount"]) == ("mtrl-verl", NAME)
