@@ -128,7 +128,9 @@ $(NOVA_STAMP): requirements/nova-runner.txt pyproject.toml $(PY_STAMP)
 	rm -f $(NOVA_VENV)/.stamp-* && touch $@
 
 # The verl agent loop's CPU contract environment (.venv-verl, Python 3.11): the CPU torch on this machine's disk (pip
-# takes the local file), then verl 0.9.1 and what its agent loop imports, exactly as locked (requirements/verl.txt,
+# takes the local file; 2.13, not the image's 2.11: PyPI's torch 2.11.0 is the CUDA 13 build, ~0.5 GB plus several GB
+# of nvidia-* wheels, and the CPU 2.11 build lives only on download.pytorch.org, which this machine cannot reach), then
+# verl 0.9.1 and what its agent loop imports, exactly as locked (requirements/verl.txt,
 # --no-deps, installed with uv: ~1.5 GB), then mtrl. tests/contract/test_verl_agent_loop.py runs the real agent loop
 # in it.
 VERL_VENV := .venv-verl

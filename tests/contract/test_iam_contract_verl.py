@@ -37,7 +37,7 @@ from tests.contract.recorded_runs import (
 )
 from tests.unit.backends.aws_fakes import FakeAws, new_session
 from tests.unit.backends.verl.fake_kube import RAY, FakeKube, serve
-from tests.unit.backends.verl.verl_support import IMAGE, MODEL, MODEL_SUMS, publish_model_and_image
+from tests.unit.backends.verl.verl_support import IMAGE, MODEL, MODEL_SUMS, FakePodIdentity, publish_model_and_image
 
 # The trainer image in the modelled account's own registry (Preflight describes it there).
 ACCOUNT_IMAGE = IMAGE.replace("123456789012", ACCOUNT)
@@ -78,6 +78,7 @@ def recorded_run(verl_app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> I
     fake = FakeKube(accept_eks_tokens=True)
     with model_account_aws(monkeypatch, app_model), serve(fake):
         aws = FakeAws(new_session())
+        FakePodIdentity(aws)  # moto has no EKS Pod Identity
         bucket = deployed_data_bucket(app_model)
         aws.session.client("s3").create_bucket(Bucket=bucket)
         publish_model_and_image(aws.session)
@@ -122,6 +123,8 @@ def test_every_call_of_a_verl_run_is_allowed_for_the_backend_role(
     operations = {(c.service, c.operation) for c in recorded_run}
     assert {("eks", "DescribeCluster"), ("sagemaker", "UpdateCluster"), ("s3", "GetObject")} <= operations
     assert ("ecr", "DescribeImages") in operations  # Preflight: the pinned image exists
+    # Submit gives the run's service account the trainer role scoped to the run; Cleanup removes it.
+    assert {("eks", "CreatePodIdentityAssociation"), ("eks", "DeletePodIdentityAssociation")} <= operations
     assert_calls_allowed(recorded_run, BACKEND_ROLE, model=verl_app_model)
 
 

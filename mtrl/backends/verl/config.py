@@ -47,6 +47,8 @@ class VerlRunConfig(BaseModel):
     verl_max_instance_count: int | None = Field(None, ge=1)
     verl_namespace: str = Field(min_length=1)
     verl_image_uri: str | None = None
+    # The trainer role each run's Pod Identity association names, scoped to the run (mtrl.backends.verl.run_identity).
+    verl_trainer_role_arn: str | None = None
     verl_models: list[VerlModelSettings] = []
     verl_hub_downloads: bool = False
     verl_kueue_queue_name: str | None = None
@@ -190,6 +192,7 @@ def verl_pipeline_values(
     hyperpod_cluster_name: str,
     eks_cluster_name: str,
     mlflow_app_arn: str | None,
+    trainer_role_arn: str | None = None,
 ) -> VerlRunConfig:
     """The deploy-time part of a deployment's verl settings, as the pipeline ships them (only these fields set; built
     without validation, since the stacks pass CDK tokens for the names and ARNs they create)."""
@@ -206,6 +209,7 @@ def verl_pipeline_values(
         verl_max_instance_count=None if settings.uses_existing_cluster else group.run_count,
         verl_namespace=verl_namespace(settings),
         verl_image_uri=settings.verl_image_uri,
+        verl_trainer_role_arn=trainer_role_arn,
         verl_models=list(settings.verl_models),
         verl_hub_downloads=settings.verl_hub_downloads,
         verl_kueue_queue_name=settings.verl_kueue_queue_name,

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlparse
 
 from tests.contract.iam import requests_compute  # noqa: F401  (registers the compute services' operations)
-from tests.contract.iam.operations import OPERATIONS, AwsCall, Env, NoMapping, register, simple
+from tests.contract.iam.operations import OPERATIONS, AwsCall, Env, NoMapping, pass_role, register, simple
 from tests.contract.iam.policy import ABSENT, IamRequest
 
 
@@ -291,6 +291,35 @@ simple(
     {"Path": "/mtrl/models", "Recursive": True},
 )
 simple("eks", "ListAddons", lambda p, e, r: e.arn("eks", f"cluster/{p['clusterName']}", r), {"clusterName": "c"})
+simple(
+    "eks",
+    "ListPodIdentityAssociations",
+    lambda p, e, r: e.arn("eks", f"cluster/{p['clusterName']}", r),
+    {"clusterName": "c", "namespace": "n", "serviceAccount": "s"},
+)
+simple(
+    "eks",
+    "DeletePodIdentityAssociation",  # Service Authorization Reference: podidentityassociation/<cluster>/<id>
+    lambda p, e, r: e.arn("eks", f"podidentityassociation/{p['clusterName']}/{p['associationId']}", r),
+    {"clusterName": "c", "associationId": "a-1"},
+)
+
+
+@register(
+    "eks",
+    "CreatePodIdentityAssociation",
+    {"clusterName": "c", "namespace": "n", "serviceAccount": "s", "roleArn": "arn:aws:iam::111122223333:role/r"},
+)
+def _eks_create_pod_identity_association(call: AwsCall, env: Env) -> list[IamRequest]:
+    # The caller passes the role to EKS Pod Identity (EKS User Guide, "Assign an IAM role to a Kubernetes service
+    # account": iam:PassRole).
+    cluster = env.arn("eks", f"cluster/{call.params['clusterName']}", call.region)
+    return [
+        IamRequest("eks:CreatePodIdentityAssociation", cluster, {}),
+        *pass_role([call.params["roleArn"]], "pods.eks.amazonaws.com", "the association names the role"),
+    ]
+
+
 simple(
     "logs",
     "CreateLogGroup",

@@ -11,7 +11,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from mtrl.backends.verl.access import ROLE_NAME, TRAINER_SERVICE_ACCOUNT, pipeline_group
+from mtrl.backends.verl.access import ROLE_NAME, pipeline_group
 from mtrl.backends.verl.adapter import REQUIRED_ACCESS
 from mtrl.settings import SettingsError, load_settings
 from stacks.app_builder import Deployment
@@ -113,18 +113,16 @@ def test_the_operator_runs_in_its_own_namespace_with_its_image_pinned_by_digest(
     } == {NAMESPACE}
 
 
-def test_the_rbac_release_is_the_namespace_the_role_its_binding_and_the_runs_account_nothing_cluster_wide(
+def test_the_rbac_release_is_the_namespace_the_role_and_its_binding_nothing_cluster_wide(
     cluster_json: dict[str, Any],
 ) -> None:
     _, release = _release(cluster_json, ACCESS_RELEASE)
     objects = json.loads(release["Properties"]["Manifests"])
-    assert [o["kind"] for o in objects] == ["Namespace", "Role", "ServiceAccount", "RoleBinding"]
-    namespace, role, account, binding = objects
+    # No shared service account: each run's pods get their own at Submit (mtrl.backends.verl.run_identity).
+    assert [o["kind"] for o in objects] == ["Namespace", "Role", "RoleBinding"]
+    namespace, role, binding = objects
     assert namespace["metadata"]["name"] == NAMESPACE
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
-    # The runs' pods' account: no Role binds it (its AWS role comes through EKS Pod Identity).
-    assert account["metadata"]["name"] == TRAINER_SERVICE_ACCOUNT
-    assert account["metadata"]["namespace"] == NAMESPACE
     for rule in role["rules"]:
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROLE_NAME}

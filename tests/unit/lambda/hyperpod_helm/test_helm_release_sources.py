@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mtrl.backends.verl.access import ROLE_NAME, TRAINER_SERVICE_ACCOUNT, namespace_manifests, pipeline_group
+from mtrl.backends.verl.access import ROLE_NAME, namespace_manifests, pipeline_group
 from mtrl.kube.charts import ChartDigestError, tree_sha256
 from stacks.constructs.kuberay import KUBERAY_OPERATOR_DIGEST, OPERATOR_NAMESPACE, OPERATOR_RELEASE, operator_values
 
@@ -172,9 +172,8 @@ def test_real_helm_renders_the_rbac_release_as_exactly_four_namespaced_objects(
     assert rendered.returncode == 0, rendered.stderr
     objects = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
     by_kind = {o["kind"]: o for o in objects}
-    assert sorted(o["kind"] for o in objects) == ["Namespace", "Role", "RoleBinding", "ServiceAccount"]
-    role, account, binding = by_kind["Role"], by_kind["ServiceAccount"], by_kind["RoleBinding"]
-    assert account["metadata"] == {**account["metadata"], "name": TRAINER_SERVICE_ACCOUNT, "namespace": "mtrl-verl"}
+    assert sorted(o["kind"] for o in objects) == ["Namespace", "Role", "RoleBinding"]  # no shared service account
+    role, binding = by_kind["Role"], by_kind["RoleBinding"]
     assert role["metadata"] == {**role["metadata"], "name": ROLE_NAME, "namespace": "mtrl-verl"}
     assert binding["subjects"] == [
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": pipeline_group("mtrl-verl")}
