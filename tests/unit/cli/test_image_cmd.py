@@ -17,6 +17,7 @@ from mtrl.backends._aws import AwsClients
 from mtrl.backends.verl.adapter import VerlAdapter
 from mtrl.backends.verl.catalog import image_parameter
 from mtrl.backends.verl.config import verl_pipeline_values
+from mtrl.backends.verl.run_identity import trainer_role_name
 from mtrl.cli import app
 from mtrl.contracts.backend import RunContext
 from mtrl.kube.client import KubeClient
@@ -118,6 +119,7 @@ def _preflight(adapter: VerlAdapter) -> dict[str, Any]:
         hyperpod_cluster_name="mtrl-hyperpod",
         eks_cluster_name="mtrl-eks",
         mlflow_app_arn=None,
+        trainer_role_arn=f"arn:aws:iam::123456789012:role/{trainer_role_name(deploy.prefix)}",
     ).model_dump(mode="json", exclude_unset=True)
     runtime = Runtime(
         dynamodb=None,
