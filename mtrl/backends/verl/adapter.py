@@ -23,7 +23,14 @@ from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress,
 from mtrl.backends.verl.access import access_checks
 from mtrl.backends.verl.config import VerlPlan, VerlRunConfig, parse_config, plan_for
 from mtrl.backends.verl.evaluation import pipeline_figures
-from mtrl.backends.verl.rayjob import evaluation_uri, progress_uri, rayjob_name, render
+from mtrl.backends.verl.rayjob import (
+    DEPLOYMENT_LABEL,
+    RUN_ID_ANNOTATION,
+    evaluation_uri,
+    progress_uri,
+    rayjob_name,
+    render,
+)
 from mtrl.backends.verl.status import job_status
 from mtrl.contracts.backend import BackendError, CreatedResource, Finding, JobStatus, RunContext
 from mtrl.kube.client import KubeClient, KubeError
@@ -248,12 +255,31 @@ class VerlAdapter:
             try:
                 # Strict: the API server refuses an unknown or duplicate field instead of dropping it with a warning.
                 kube.request("POST", f"{path}?fieldValidation=Strict", body)
+                continue
             except KubeError as error:
                 if error.status != 409:
                     raise BackendError(
                         f"run {run.run_id}: create {body['kind']} {job_id}: {error}", transient=error.transient
                     ) from None
+            # 409: adopted only when an earlier attempt of this run created it (its run-id annotation and deployment
+            # label), never another run's or another deployment's object of the same name.
+            owner = self._foreign_owner(run, plan.config, self._get(run, kube, f"{path}/{name}"))
+            if owner is not None:
+                raise BackendError(
+                    f"run {run.run_id}: a {body['kind']} named {job_id} already exists and is not this run's "
+                    f"({owner}); it was left alone"
+                )
         return job_id
+
+    @staticmethod
+    def _foreign_owner(run: RunContext, config: VerlRunConfig, existing: Any) -> str | None:
+        """None when ``existing`` was created for this run by this deployment, else whose it is (for the error)."""
+        metadata = _mapping(existing.get("metadata") if isinstance(existing, dict) else None)
+        owner_run = _mapping(metadata.get("annotations")).get(RUN_ID_ANNOTATION)
+        owner_deployment = _mapping(metadata.get("labels")).get(DEPLOYMENT_LABEL)
+        if owner_run == run.run_id and owner_deployment == config.prefix:
+            return None
+        return f"run {str(owner_run)[:80]!s} of deployment {str(owner_deployment)[:40]!s}"
 
     def status(self, run: RunContext, job_id: str) -> JobStatus:
         plan = plan_for(run.settings)
@@ -327,14 +353,27 @@ class VerlAdapter:
     def cancel(self, run: RunContext, job_id: str) -> None:
         """Delete the RayJob (its finalizer stops the Ray job); already gone is fine."""
         config = parse_config(run.settings)
-        namespace, name = _split(job_id)
-        self._delete(run, self._kube(config), f"{_rayjobs(namespace)}/{name}")
+        namespace, name = _own_namespace(run, config, job_id)
+        self._delete(run, config, self._kube(config), f"{_rayjobs(namespace)}/{name}")
 
-    def _delete(self, run: RunContext, kube: KubeClient, path: str) -> None:
+    def _delete(self, run: RunContext, config: VerlRunConfig, kube: KubeClient, path: str) -> None:
+        """DELETE the object at ``path`` only if it is this run's (read first; the DELETE carries its uid as a
+        precondition, so an object recreated in between by someone else is not deleted either). Already gone, or
+        another run's object of the same name, is left as it is."""
         try:
-            kube.request("DELETE", path)
+            existing = kube.request("GET", path)
         except KubeError as error:
-            if error.status != 404:
+            if error.status == 404:
+                return
+            raise BackendError(f"run {run.run_id}: GET {path}: {error}", transient=error.transient) from None
+        if self._foreign_owner(run, config, existing) is not None:
+            return  # never created by this run (its create met another's object): nothing of ours to delete
+        uid = _mapping(_mapping(existing).get("metadata")).get("uid")
+        options = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}} if uid else None
+        try:
+            kube.request("DELETE", path, options)
+        except KubeError as error:
+            if error.status not in {404, 409}:  # 409: the uid precondition failed, the object is not ours
                 raise BackendError(f"run {run.run_id}: DELETE {path}: {error}", transient=error.transient) from None
 
     # -- cleanup ---------------------------------------------------------------------------------------------
@@ -344,10 +383,10 @@ class VerlAdapter:
         config = parse_config(run.settings)
         removed: list[CreatedResource] = []
         for resource in [r for r in run.resources if r.kind == RAYJOB_KIND]:
-            namespace, name = _split(resource.identifier)
+            namespace, name = _own_namespace(run, config, resource.identifier)
             kube = self._kube(config)
-            self._delete(run, kube, f"{_rayjobs(namespace)}/{name}")
-            self._delete(run, kube, f"{_configmaps(namespace)}/{name}")
+            self._delete(run, config, kube, f"{_rayjobs(namespace)}/{name}")
+            self._delete(run, config, kube, f"{_configmaps(namespace)}/{name}")
             listed = self._get(run, kube, f"{API_GROUP_PATH}/namespaces/{namespace}/rayclusters")
             alive = [
                 c["metadata"]["name"] for c in listed.get("items", []) if c["metadata"]["name"].startswith(f"{name}-")
@@ -385,6 +424,21 @@ def _split(job_id: str) -> tuple[str, str]:
     namespace, _, name = job_id.partition("/")
     if not namespace or not name or name != rayjob_name_of(name):
         raise BackendError(f"'{job_id}' is not a verl job id (<namespace>/mtrl-<16 hex>)")
+    return namespace, name
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _own_namespace(run: RunContext, config: VerlRunConfig, job_id: str) -> tuple[str, str]:
+    """``_split``, refusing a job id in any namespace but the deployment's: nothing is deleted anywhere else."""
+    namespace, name = _split(job_id)
+    if namespace != config.verl_namespace:
+        raise BackendError(
+            f"run {run.run_id}: job {job_id} is not in the deployment's namespace {config.verl_namespace}; "
+            "nothing was deleted"
+        )
     return namespace, name
 
 

@@ -21,7 +21,7 @@ from mtrl.backends.verl.access import namespace_manifests
 from mtrl.backends.verl.adapter import RAYJOB_KIND, REQUIRED_ACCESS, VerlAdapter
 from mtrl.backends.verl.config import parse_config
 from mtrl.backends.verl.rayjob import rayjob_name
-from mtrl.contracts.backend import BackendError, JobState, RunContext
+from mtrl.contracts.backend import BackendError, CreatedResource, JobState, RunContext
 from mtrl.kube.client import KubeClient
 from tests.unit.backends.aws_fakes import FakeAws, FakeCluster, Recorder, new_session
 from tests.unit.backends.verl.fake_kube import RAY, FakeKube, serve
@@ -305,3 +305,61 @@ def test_the_default_client_comes_from_describe_cluster_and_a_presigned_token(mo
     # moto's CA is no certificate: the first request says so plainly instead of failing the TLS setup.
     with pytest.raises(BackendError, match="CA certificate is unusable"):
         adapter.status(RunContext(RUN_ID, settings, "s3://b/k", None, f"s3://b/runs/{RUN_ID}/"), JOB_ID)
+
+
+# -- a 409 adopts only this run's objects; DELETE goes only to this run's objects in the deployment's namespace ------
+
+
+def _plant(world: World, *, run_id: str, deployment: str, kinds: tuple[str, ...] = ("ConfigMap", "RayJob")) -> None:
+    """Objects of this run's name that someone else created (another run, another deployment, or by hand)."""
+    metadata = {
+        "name": NAME,
+        "namespace": "mtrl-verl",
+        "labels": {"mtrl/deployment": deployment},
+        "annotations": {"mtrl/run-id": run_id},
+    }
+    paths = {"ConfigMap": f"/api/v1/namespaces/mtrl-verl/configmaps/{NAME}", "RayJob": JOB_PATH}
+    for kind in kinds:
+        world.kube.objects[paths[kind]] = {"kind": kind, "metadata": metadata, "status": {}}
+
+
+@pytest.mark.parametrize(
+    ("run_id", "deployment", "kinds"),
+    [
+        ("another-run", "mtrl", ("ConfigMap", "RayJob")),
+        (RUN_ID, "another-deployment", ("ConfigMap", "RayJob")),
+        ("", "", ("RayJob",)),  # made by hand: no annotation, no label
+        ("another-run", "mtrl", ("ConfigMap",)),
+    ],
+)
+def test_a_409_on_another_runs_object_is_refused_and_never_deleted(
+    world: World, run_id: str, deployment: str, kinds: tuple[str, ...]
+) -> None:
+    _plant(world, run_id=run_id, deployment=deployment, kinds=kinds)
+    planted = dict(world.kube.objects)
+    with pytest.raises(BackendError, match=f"run {RUN_ID}: a .* named {JOB_ID} already exists and is not this run's"):
+        world.submitted()
+    # The pipeline then cancels and cleans up the run: the other objects survive both.
+    world.adapter.cancel(world.run(), JOB_ID)
+    world.adapter.cleanup(world.run())
+    assert {path: world.kube.objects.get(path) for path in planted} == planted
+    assert not [request for request in world.kube.requests if request[0] == "DELETE" and request[1] in planted]
+
+
+def test_a_409_on_this_runs_own_objects_is_adopted_and_cleaned_up(world: World) -> None:
+    job_id = world.submitted()
+    assert world.adapter.submit(world.run()) == job_id  # the retry of a submit that did create them
+    world.adapter.cleanup(world.run())
+    assert JOB_PATH not in world.kube.objects
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "default", "mtrl-verl-other"])
+def test_cancel_and_cleanup_never_delete_in_another_namespace(world: World, namespace: str) -> None:
+    foreign = f"{namespace}/{NAME}"
+    world.kube.objects[f"{RAY}/namespaces/{namespace}/rayjobs/{NAME}"] = {"kind": "RayJob", "metadata": {}}
+    with pytest.raises(BackendError, match="not in the deployment's namespace mtrl-verl; nothing was deleted"):
+        world.adapter.cancel(world.run(), foreign)
+    world.recorder(CreatedResource(RAYJOB_KIND, foreign, {"namespace": namespace, "name": NAME}))
+    with pytest.raises(BackendError, match="not in the deployment's namespace mtrl-verl; nothing was deleted"):
+        world.adapter.cleanup(world.run())
+    assert not [request for request in world.kube.requests if request[0] == "DELETE"]
