@@ -12,8 +12,8 @@ adapter and the verl agent loop all play episodes here, so a dry run plays exact
 - the **string contract**: actions reaching ``step`` are always ``str`` (``None`` becomes ``""``, other values
   ``str(value)``; lone surrogates become U+FFFD so a transcript always encodes as UTF-8), and an observation that
   is not a ``str`` is a contract violation (the episode ends with an error);
-- the **deadline** is checked between turns and after each action (a late action is not applied), and the policy
-  is told the time left;
+- the **deadline** is checked between turns and after each action (a late action is not applied), the policy
+  is told the time left, and a sandbox run inside ``step`` ends at the deadline (``mtrl.sandbox.deadline``);
 - the **result contract**: ``result()`` must return an ``EpisodeResult`` whose reward, components, metrics and
   evaluation are finite numbers (``EpisodeResult.problems``); anything else (NaN, ±inf, a number too large for a
   float) ends the episode with an error and no result, so no backend ever trains on it;
@@ -43,6 +43,7 @@ from mtrl.contracts.environment import (
     EpisodeResult,
     close_environment,
 )
+from mtrl.sandbox.deadline import episode_deadline
 
 log = logging.getLogger("mtrl.envs.rollout")
 
@@ -260,7 +261,9 @@ def episode(env: Environment, task: Task, rules: EpisodeRules, *, clock: Clock =
                 if deadline is not None and clock() > deadline:
                     ended = "deadline"  # the action came too late: it is not applied
                     break
-                step = env.step(text)
+                # A sandbox run inside step() ends with the episode, not at its own timeout past it.
+                with episode_deadline(None if deadline is None else deadline - clock()):
+                    step = env.step(text)
                 messages.append({"role": "user", "content": _observation(step.observation, "step()")})
         except Exception as failure:  # the episode is scored as it stands; the caller decides whether to raise
             ended, error = "error", failure

@@ -50,6 +50,7 @@ from typing import Any, Literal
 
 from mtrl.sandbox import judge, tiers
 from mtrl.sandbox._seccomp import AUDIT_ARCH, seccomp_image
+from mtrl.sandbox.deadline import bounded
 from mtrl.sandbox.filesystem import InterpreterError, filesystem_view, interpreter, unreachable_by_other_uids
 from mtrl.sandbox.judge import Case
 from mtrl.sandbox.landlock import LandlockError, shared_ruleset
@@ -453,7 +454,7 @@ def _communicate(
     selector.register(process.stderr, selectors.EVENT_READ, "stderr")
     selector.register(results_fd, selectors.EVENT_READ, "results")
     pending = memoryview(payload)
-    deadline = started + limits.timeout_s
+    deadline = bounded(started, limits.timeout_s)  # never past the episode's deadline (mtrl.sandbox.deadline)
     exited_at: float | None = None
     try:
         while selector.get_map():
