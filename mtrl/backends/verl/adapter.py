@@ -36,6 +36,7 @@ from mtrl.contracts.backend import BackendError, CreatedResource, Finding, JobSt
 from mtrl.kube.client import KubeClient, KubeError
 from mtrl.kube.token import eks_token
 from mtrl.settings.verl import ECR_IMAGE, model_sums_object
+from mtrl.validation.prompt_length import KEPT, over_limit
 
 RAYJOB_KIND = "kuberay-rayjob"
 MAX_SUMS_BYTES = 1024 * 1024  # a SHA256SUMS of a model's files is a few KB; refuse to read a huge object
@@ -112,6 +113,7 @@ class VerlAdapter:
             return [Finding("settings", False, str(error))]
         config = plan.config
         findings = [Finding("settings", True, f"model {plan.model.id}, {plan.steps} steps, image {plan.image}")]
+        findings.append(self._prompt_lengths(run, plan))
         kube = self._kube(config)
         try:
             served = kube.request("GET", API_GROUP_PATH)
@@ -131,6 +133,41 @@ class VerlAdapter:
         findings += [self._model_copy(run, plan), self._image(run, plan)]
         findings.append(self._idle_group(config))
         return findings
+
+    def _prompt_lengths(self, run: RunContext, plan: VerlPlan) -> Finding:
+        """No dataset row has a prompt longer than the run's ``max_prompt_length``: Validate measured the longest
+        (``validation.json``, a lower bound in tokens: mtrl.validation.prompt_length); one that cannot fit would stop
+        a verl step, so the run fails here, naming its lines, before any GPU is scaled."""
+        limit = plan.max_prompt_length
+        uri = S3Uri.parse(run.output_uri).join("validation.json")
+        body = self._read_output(run, plan.config, str(uri))
+        try:
+            document = json.loads(body) if body is not None else None
+        except json.JSONDecodeError:
+            document = None
+        reports = [document.get(name) for name in ("train", "eval")] if isinstance(document, dict) else []
+        too_long = [
+            (str(report.get("source")), over_limit(report.get("longest_prompts"), limit))
+            for report in reports
+            if isinstance(report, dict)
+        ]
+        named = [
+            f"{source} line {entry['line']} (≥ {entry['tokens_at_least']} tokens)"
+            for source, over in too_long
+            for entry in over
+        ]
+        if not any("longest_prompts" in report for report in reports if isinstance(report, dict)):
+            return Finding("prompt-length", True, f"prompt lengths not measured ({uri} has none)")
+        if named:
+            return Finding(
+                "prompt-length",
+                False,
+                f"run {run.run_id}: {len(named)}{'+' if any(len(o) >= KEPT for _, o in too_long) else ''} dataset "
+                f"row(s) cannot fit max_prompt_length {limit} tokens: {'; '.join(named[:10])}"
+                f"{' …' if len(named) > 10 else ''}. Shorten them, or raise backend_options.max_prompt_length "
+                f"(at most verl_max_prompt_length, {plan.config.verl_max_prompt_length})",
+            )
+        return Finding("prompt-length", True, f"every measured prompt fits max_prompt_length {limit}")
 
     def _model_copy(self, run: RunContext, plan: VerlPlan) -> Finding:
         """The operator's copy exists and its SHA256SUMS is the one the deployment pinned (the trainer checks the

@@ -41,7 +41,11 @@ def validate(runtime: Runtime, event: Event) -> dict[str, Any]:
     try:
         if settings.eval_dataset:
             holdout = DatasetValidator(
-                limits=limits, task_check=check, environment=settings.environment, index_tasks=True
+                limits=limits,
+                task_check=check,
+                environment=settings.environment,
+                index_tasks=True,
+                measure_prompts=True,
             )
             eval_report = validate_s3_object(
                 runtime.s3,
@@ -57,6 +61,7 @@ def validate(runtime: Runtime, event: Event) -> dict[str, Any]:
             environment=settings.environment,
             eval_split=settings.eval_split,
             holdout=holdout,
+            measure_prompts=True,  # the backend's Preflight compares them with the run's prompt length
         )
         report = validate_s3_object(
             runtime.s3,

@@ -7,6 +7,7 @@ resume), as the research note part B §1.3-1.4 records them.
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from mtrl.backends.verl.config import parse_config
 from mtrl.backends.verl.rayjob import rayjob_name
 from mtrl.contracts.backend import BackendError, CreatedResource, JobState, RunContext
 from mtrl.kube.client import KubeClient
+from mtrl.validation.dataset import DatasetValidator
 from tests.unit.backends.aws_fakes import FakeAws, FakeCluster, Recorder, new_session
 from tests.unit.backends.verl.fake_kube import RAY, FakeKube, serve
 from tests.unit.backends.verl.verl_support import IMAGE, MODEL, RUN_ID, publish_model_and_image, run_settings
@@ -363,3 +365,70 @@ def test_cancel_and_cleanup_never_delete_in_another_namespace(world: World, name
     with pytest.raises(BackendError, match="not in the deployment's namespace mtrl-verl; nothing was deleted"):
         world.adapter.cleanup(world.run())
     assert not [request for request in world.kube.requests if request[0] == "DELETE"]
+
+
+# -- rows longer than the run's prompt length fail Preflight, naming their lines (issue 38 item 5) -------------------
+
+
+def _rows(prompts: list[Any]) -> bytes:
+    return b"".join(
+        json.dumps({"id": f"r{i}", "metadata": {"prompt": prompt}}).encode() + b"\n" for i, prompt in enumerate(prompts)
+    )
+
+
+def _validated(world: World, train: bytes, held_out: bytes | None = None) -> None:
+    """validation.json as the pipeline's Validate writes it (the real validator, measuring the prompts)."""
+    reports: dict[str, Any] = {}
+    for name, body, source in (("train", train, "s3://data/training-data/t.jsonl"), ("eval", held_out, "eval.jsonl")):
+        if body is not None:
+            report = DatasetValidator(measure_prompts=True).validate(io.BytesIO(body), source=source)
+            assert report.valid, report.errors
+            reports[name] = report.to_dict()
+    world.aws.session.client("s3").put_object(
+        Bucket="data-bucket", Key=f"runs/{RUN_ID}/validation.json", Body=json.dumps({"run_id": RUN_ID, **reports})
+    )
+
+
+def _prompt_finding(world: World) -> Any:
+    (finding,) = [f for f in world.adapter.preflight(world.run()) if f.check == "prompt-length"]
+    return finding
+
+
+LIMIT = 1024  # verl_prompt_length, the run's max_prompt_length by default
+
+
+@pytest.mark.parametrize(
+    ("prompts", "lines"),
+    [
+        (["short", "w " * (LIMIT + 1), "short", "x " * 5000], [4, 2]),  # plain text, longest first
+        (["short", [{"role": "user", "content": "w " * LIMIT}]], [2]),  # a message list: its JSON text is tokenized
+        (["a\tb\nc " * 400], [1]),  # any whitespace separates words
+    ],
+)
+def test_rows_that_cannot_fit_the_prompt_length_fail_preflight_naming_their_lines(
+    world: World, prompts: list[Any], lines: list[int]
+) -> None:
+    _validated(world, _rows(prompts))
+    finding = _prompt_finding(world)
+    assert not finding.ok
+    assert f"cannot fit max_prompt_length {LIMIT} tokens" in finding.message
+    named = [int(part.split(" line ")[1].split(" ")[0]) for part in finding.message.split("; ")]
+    assert named == lines
+    assert f"run {RUN_ID}:" in finding.message
+
+
+def test_held_out_rows_are_checked_too_and_rows_that_fit_pass(world: World) -> None:
+    fits = _rows(["w " * LIMIT, "short"])  # exactly the limit: at least 1024 tokens may still fit
+    _validated(world, fits, held_out=_rows(["short", "short", "z " * 3000]))
+    finding = _prompt_finding(world)
+    assert not finding.ok
+    assert "eval.jsonl line 3 (≥ 3000 tokens)" in finding.message
+    _validated(world, fits)
+    assert _prompt_finding(world).ok
+    settings = run_settings(
+        {"hyperpod_instance_groups": GROUPS},
+        {"instance_count": 1, "backend_options": {"steps": STEPS, "max_prompt_length": 512}},
+    )
+    (lower,) = [f for f in world.adapter.preflight(world.run(settings=settings)) if f.check == "prompt-length"]
+    assert not lower.ok
+    assert "max_prompt_length 512" in lower.message

@@ -211,3 +211,16 @@ def test_an_invalid_dataset_leaves_no_copy(world: tuple[Runtime, Recorder]) -> N
         validate(runtime, {"run_id": "bad"})
     listed = runtime.s3.list_objects_v2(Bucket=BUCKET, Prefix="runs/bad/data/")
     assert listed.get("KeyCount", 0) == 0
+
+
+def test_validate_records_the_longest_prompts_with_their_lines(world: tuple[Runtime, Recorder]) -> None:
+    # What the backend's Preflight compares with the run's prompt length (issue 38 item 5).
+    runtime, _ = world
+    key = start(runtime, "r3", {})
+    long_row = json.dumps({"id": "long", "metadata": {"prompt": "w " * 3000, "answer": "crane", "task": "wordle"}})
+    body = VALIDATED + long_row.encode() + b"\n"
+    version = runtime.s3.put_object(Bucket=BUCKET, Key=key, Body=body)["VersionId"]
+    runtime.registry.update("r3", lambda item: item["dataset"].update(version_id=version))
+    validate(runtime, {"run_id": "r3"})
+    document = json.loads(runtime.s3.get_object(Bucket=BUCKET, Key="runs/r3/validation.json")["Body"].read())
+    assert document["train"]["longest_prompts"][0] == {"line": 13, "tokens_at_least": 3000}
