@@ -13,7 +13,7 @@ adapter and the verl agent loop all play episodes here, so a dry run plays exact
   ``str(value)``; lone surrogates become U+FFFD so a transcript always encodes as UTF-8), and an observation that
   is not a ``str`` is a contract violation (the episode ends with an error);
 - the **deadline** is checked between turns and after each action (a late action is not applied), the policy
-  is told the time left, and a sandbox run inside ``step`` ends at the deadline (``mtrl.sandbox.deadline``);
+  is told the time left, and a sandbox run inside ``step`` ends at the deadline (``mtrl.contracts.deadline``);
 - the **result contract**: ``result()`` must return an ``EpisodeResult`` whose reward, components, metrics and
   evaluation are finite numbers (``EpisodeResult.problems``); anything else (NaN, ±inf, a number too large for a
   float) ends the episode with an error and no result, so no backend ever trains on it;
@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
+from mtrl.contracts.deadline import episode_deadline
 from mtrl.contracts.environment import (
     DEFAULT_MAX_TURNS,
     DEFAULT_SYSTEM_PROMPT,
@@ -43,7 +44,6 @@ from mtrl.contracts.environment import (
     EpisodeResult,
     close_environment,
 )
-from mtrl.sandbox.deadline import episode_deadline
 
 log = logging.getLogger("mtrl.envs.rollout")
 

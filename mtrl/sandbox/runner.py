@@ -48,9 +48,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from mtrl.contracts.deadline import bounded
 from mtrl.sandbox import judge, tiers
 from mtrl.sandbox._seccomp import AUDIT_ARCH, seccomp_image
-from mtrl.sandbox.deadline import bounded
 from mtrl.sandbox.filesystem import InterpreterError, filesystem_view, interpreter, unreachable_by_other_uids
 from mtrl.sandbox.judge import Case
 from mtrl.sandbox.landlock import LandlockError, shared_ruleset
@@ -471,7 +471,7 @@ def _communicate(
     selector.register(process.stderr, selectors.EVENT_READ, "stderr")
     selector.register(results_fd, selectors.EVENT_READ, "results")
     pending = memoryview(payload)
-    deadline = bounded(started, limits.timeout_s)  # never past the episode's deadline (mtrl.sandbox.deadline)
+    deadline = bounded(started, limits.timeout_s)  # never past the episode's deadline (mtrl.contracts.deadline)
     exited_at: float | None = None
     try:
         while selector.get_map():

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
 from mtrl.validation.dataset import DatasetValidator, Limits, TaskCheck, ValidationReport
 from mtrl.validation.lines import Readable
-from mtrl.validation.splits import PART_BYTES, ObjectWriter
+
+if TYPE_CHECKING:
+    from mtrl.validation.splits import ObjectWriter
 
 
 class UnknownEnvironmentError(LookupError):
@@ -58,7 +60,7 @@ def validate_s3_object(
     version_id: str | None,
     validator: DatasetValidator,
     copy_to: tuple[str, str] | None = None,
-    part_bytes: int = PART_BYTES,
+    part_bytes: int | None = None,
 ) -> ValidationReport:
     """Stream one object version through ``validator`` (size checked from the response before reading).
 
@@ -71,7 +73,10 @@ def validate_s3_object(
         request["VersionId"] = version_id
     response = s3.get_object(**request)
     body = response["Body"]
-    copy = None if copy_to is None else ObjectWriter(s3, bucket=copy_to[0], key=copy_to[1], part_bytes=part_bytes)
+    from mtrl.validation.splits import PART_BYTES, ObjectWriter  # noqa: PLC0415 - boto's errors: only for S3 reads
+
+    part = part_bytes or PART_BYTES
+    copy = None if copy_to is None else ObjectWriter(s3, bucket=copy_to[0], key=copy_to[1], part_bytes=part)
     try:
         source = f"s3://{bucket}/{key}" + (f"?versionId={version_id}" if version_id else "")
         stream: Readable = body if copy is None else _Tee(body, copy)

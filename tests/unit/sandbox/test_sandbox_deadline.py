@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from mtrl.contracts.deadline import episode_deadline
 from mtrl.contracts.environment import EpisodeResult, StepResult
 from mtrl.envs.registry import load_spec
 from mtrl.envs.rollout import EpisodeRules, play, play_async, scripted
 from mtrl.sandbox import Case, Check, Limits, SandboxResult, SandboxUnavailableError, run_cases, run_code
-from mtrl.sandbox.deadline import episode_deadline
 
 FOREVER = "while True:\n    pass\n"
 EPISODE_S = 2.0

@@ -1,4 +1,4 @@
-"""The episode's deadline, as the sandbox sees it: a run never outlives the episode that started it.
+"""The episode's deadline, shared by the episode driver and the sandbox: a run never outlives its episode.
 
 ``Limits.timeout_s`` is one execution's own bound; an episode has its own, shorter or not, and a program that starts
 two seconds before the episode's end must not run its full ``timeout_s`` past it. The episode driver
