@@ -196,3 +196,34 @@ def test_the_sessions_loop_never_trains_on_a_non_finite_reward() -> None:
     assert all(record.rollout.status == "error" and not record.scored for record in records)
     assert all(record.advantage is None for record in records)
     assert report.fields["error_share"] == 1.0
+
+
+@pytest.mark.parametrize("task_problems", [[], ["an invalid task"]], ids=["played", "never started"])
+def test_the_nova_forge_rubric_never_returns_a_non_finite_reward(
+    task_problems: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Nova Forge workers score through the verifiers adapter's rubric: an episode it played (the driver's Stepper)
+    # and one it never started (an invalid task, scored by result() alone) both refuse the NaN instead of returning it.
+    import sys
+    import types
+
+    from mtrl.envs.verifiers_adapter import to_verifiers_environment
+
+    class FakeMultiTurnEnv:
+        def __init__(self, **kwargs: Any) -> None:
+            self.kwargs = kwargs
+
+    module = types.ModuleType("verifiers")
+    module.MultiTurnEnv = FakeMultiTurnEnv  # type: ignore[attr-defined]
+    module.Rubric = lambda funcs, weights: types.SimpleNamespace(funcs=funcs)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "verifiers", module)
+    env = to_verifiers_environment(
+        lambda **_: OneTurn(broken_result("reward", math.nan)), validate_task=lambda task: task_problems, max_turns=1
+    )
+    state: dict[str, Any] = {"prompt": "say something"}
+    if not task_problems:
+        assert asyncio.run(env.is_completed([], state)) is False
+        asyncio.run(env.env_response([{"role": "assistant", "content": "hello"}], state))
+    aggregate = env.kwargs["rubric"].funcs[0]
+    with pytest.raises(ResultContractError, match="reward must be a finite number"):
+        aggregate(state=state)
