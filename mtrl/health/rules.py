@@ -35,6 +35,7 @@ LEVEL_NUMBER = {OK: 0, WARN: 1, STOP: 2}
 BASELINE_STEPS = 3
 STALL_FLOOR_SECONDS = 15 * 60.0  # S11: max(3 x median step time, 15 min)
 STALL_FACTOR = 3.0
+MAX_STALLS_LISTED = 20
 EPSILON = 1e-12
 
 
@@ -426,6 +427,7 @@ def _stalled(ctx: Context, *, now: datetime | None, ended: bool, fired: list[dic
         "value": None,
         "threshold": None,
         "stalls": [],
+        "stall_count": 0,
     }
     if not times:
         return entry
@@ -433,11 +435,12 @@ def _stalled(ctx: Context, *, now: datetime | None, ended: bool, fired: list[dic
     typical = median([gap for _, gap in gaps if gap >= 0])
     threshold = max(STALL_FACTOR * typical, STALL_FLOOR_SECONDS) if typical is not None else STALL_FLOOR_SECONDS
     entry["threshold"] = threshold
-    for step, gap in gaps:
-        if gap > threshold:
-            entry["stalls"].append({"after_step": step, "seconds": gap})
-            entry.update(worst=WARN, value=gap)
-            fired.append({"rule": STALLED, "level": WARN, "step": step, "value": gap, "threshold": threshold})
+    stalls = [(step, gap) for step, gap in gaps if gap > threshold]
+    entry["stall_count"] = len(stalls)
+    for step, gap in stalls[:MAX_STALLS_LISTED]:  # a flapping run lists its first stalls, and counts them all
+        entry["stalls"].append({"after_step": step, "seconds": gap})
+        entry.update(worst=WARN, value=gap)
+        fired.append({"rule": STALLED, "level": WARN, "step": step, "value": gap, "threshold": threshold})
     if ended or now is None:
         return entry
     waited = (now - times[-1][1]).total_seconds()

@@ -95,3 +95,17 @@ def test_turns_halving_while_the_reward_rises_is_still_learning(tmp_path: Path) 
     code, document = health_json(tmp_path, curve(100, change=_turns_down_to(0.45, from_step=60, rising=True)))
     assert document["fired"] == []
     assert code == 0
+
+
+def test_a_run_that_stalls_again_and_again_lists_its_first_stalls_and_counts_them_all(tmp_path: Path) -> None:
+    signals = curve(100)
+    rows, seconds = [], 0.0
+    for row in signals.rows:  # an hour after every third step, a minute otherwise (the median stays a minute)
+        seconds += 3600 if row.step > 1 and (row.step - 1) % 3 == 0 else STEP_SECONDS
+        time = (START + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+        rows.append(SignalRow(**{**row.to_dict(), "time": time}))
+    document = evaluate(Signals(header=signals.header, rows=tuple(rows)), ended=True)
+    stalled = document["rules"]["stalled"]
+    assert stalled["stall_count"] == 33
+    assert [stall["after_step"] for stall in stalled["stalls"]] == list(range(3, 61, 3))
+    assert len(fired(document, "stalled")) == 20
