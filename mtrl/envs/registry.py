@@ -28,7 +28,7 @@ from mtrl.contracts.environment import (
     EpisodeResult,
 )
 from mtrl.envs.episode_state import open_states
-from mtrl.envs.rollout import ContractError, EpisodeRules, play, scripted
+from mtrl.envs.rollout import ContractError, EpisodeRules, ResultContractError, play, scripted
 
 ENV_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 BUILTIN_DIR = "environments"
@@ -146,6 +146,8 @@ class EnvironmentSpec:
             leaked = [state for state in open_states() if id(state) not in before]
         except Exception as error:  # a plug-in may raise anything; report it instead of crashing synth
             return [*problems, f"smoke episode raised {type(error).__name__}: {error}"]
+        if isinstance(rollout.error, ResultContractError):
+            return [*problems, *rollout.error.problems]
         if isinstance(rollout.error, ContractError):
             return [*problems, "observations must be strings"]
         if rollout.error is not None:
@@ -158,10 +160,8 @@ class EnvironmentSpec:
             )
         if time.monotonic() - started > time_budget_s:
             problems.append(f"smoke episode took longer than {time_budget_s:.0f} s")
-        if not isinstance(result, EpisodeResult):
-            return [*problems, f"result() must return EpisodeResult (got {type(result).__name__})"]
-        problems += result.problems()
-        if not result.problems() and not result.components:
+        assert result is not None  # no error: result() returned and passed the contract check
+        if not result.components:
             problems.append("result() reports no reward components (report at least one)")
         if self.evaluation is not None and result.evaluation is None:
             problems.append("the environment declares EVALUATION but result() sets no evaluation")

@@ -35,6 +35,11 @@ _RUN_ID = r"^[a-z0-9][a-z0-9-]{0,47}-\d{8}T\d{6}Z-[0-9a-f]{8}$"  # mtrl.runs.ids
 # v3.9.0, a commit on the default branch (main); never a pull-request ref, which GitHub may regenerate or drop.
 HELM_CHART_TAG = "v3.9.0"
 HELM_CHART_COMMIT = "b01cf90676553a711ab1a8ac51422adbb09aef6b"
+# mtrl.kube.charts.tree_sha256 of that commit's helm_chart/HyperPodHelmChart (every file's path and SHA-256): the
+# installer refuses a download whose files differ, whatever the archive's bytes (GitHub's archives are not
+# byte-stable; a commit's files are).
+HELM_CHART_SHA256 = "9395aa534b4f753ce50b1f37daf2e305de2826fa323915c54f91c43b0df69f0d"
+_SHA256 = r"^[0-9a-f]{64}$"
 
 # Helm values that switch each optional component of the HyperPod dependencies chart on or off.
 HELM_COMPONENT_VALUE_KEYS: dict[str, str] = {
@@ -273,6 +278,13 @@ class ClusterSettings(SettingsGroup):
         f"installed (default: release tag {HELM_CHART_TAG}). Use a commit on the default branch or a release tag, "
         "never a branch name or a pull-request ref.",
     )
+    hyperpod_helm_chart_sha256: str = Field(
+        HELM_CHART_SHA256,
+        pattern=_SHA256,
+        description="SHA-256 over the files of that commit's helm_chart/HyperPodHelmChart (mtrl.kube.charts."
+        "tree_sha256: each file's path and SHA-256); the installer refuses a chart whose files differ. Set it "
+        "with hyperpod_helm_chart_revision (the default is the default revision's).",
+    )
     hyperpod_helm_extra_components: list[ExtraHelmComponent] = Field(
         default_factory=list,
         description="Optional components of the HyperPod dependencies chart to install besides the required "
@@ -377,6 +389,18 @@ class ClusterSettings(SettingsGroup):
         if bad:
             raise ValueError(f"not run ids (as `mtrl runs` shows them): {bad}")
         return value
+
+    @model_validator(mode="after")
+    def _chart_digest_follows_the_revision(self) -> Self:
+        if self.hyperpod_helm_chart_revision != HELM_CHART_COMMIT and self.hyperpod_helm_chart_sha256 == (
+            HELM_CHART_SHA256
+        ):
+            raise ValueError(
+                "hyperpod_helm_chart_sha256: another hyperpod_helm_chart_revision needs the digest of its chart's "
+                "files too (python -c 'from mtrl.kube.charts import tree_sha256' over its helm_chart/"
+                "HyperPodHelmChart); the default digest is the default revision's"
+            )
+        return self
 
     @model_validator(mode="after")
     def _cluster_groups_consistent(self) -> Self:

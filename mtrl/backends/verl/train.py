@@ -70,7 +70,14 @@ TRAINER_METRICS = {
     "actor/grad_norm": "grad_norm",
     "num_turns/mean": "mean_turns",
 }
-_STEP_LINE = re.compile(r"(?:^|\s)step:(\d+)\s+-\s+(.*)$")
+# verl's LocalLogger prints ``step:N - name:value - ...`` in the TaskRunner actor (verl 0.9: main_ppo.TaskRunnerV1,
+# main_ppo_v0.TaskRunner) and Ray forwards it as ``(TaskRunnerV1 pid=N[, ip=A]) step:...``; only those lines, or the
+# driver's own (unprefixed), count. Any other actor's output (an environment printing in an agent-loop worker) carries
+# its own prefix, so a forged ``step:`` line never matches.
+_TRAINER = re.compile(r"^\(TaskRunner(?:V1)? pid=(?P<pid>\d+)[,)]")
+_STEP_LINE = re.compile(
+    r"^(?:\(TaskRunner(?:V1)? pid=(?P<pid>\d+)(?:, ip=[0-9A-Fa-f.:]+)?\) )?step:(?P<step>\d{1,9}) - (?P<metrics>.*)$"
+)
 _NUMPY_SCALAR = re.compile(r"np\.(?:float|int|uint)\d*\((.*)\)")
 
 
@@ -256,18 +263,18 @@ def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
 
     verl prints each value with ``pprint.pformat``: a NumPy 2 scalar reads ``np.float64(0.25)``, a Python one ``0.25``.
     """
-    found = _STEP_LINE.search(line.strip())
+    found = _STEP_LINE.match(line.strip())
     if found is None:
         return None
     metrics: dict[str, float] = {}
-    for part in found.group(2).split(" - "):
+    for part in found.group("metrics").split(" - "):
         name, _, value = part.rpartition(":")
         scalar = _NUMPY_SCALAR.fullmatch(value.strip())
         try:
             metrics[name.strip()] = float(scalar.group(1) if scalar else value)
         except ValueError:
             continue
-    return int(found.group(1)), metrics
+    return int(found.group("step")), metrics
 
 
 def trainer_row(step: int, metrics: Mapping[str, float], *, when: float) -> SignalRow:
@@ -351,8 +358,13 @@ class Progress:
 def follow(lines: Iterable[str], progress: Progress) -> Iterator[str]:
     """Pass the trainer's output through, recording every step line and every validation in it (the one before
     training is a line of validation figures only, at step 0: no step was trained)."""
+    # The first TaskRunner to print anything (it starts long before any environment runs) is the trainer: an actor an
+    # environment names TaskRunnerV1 later is not.
+    trainer_pid: str | None = None
     for line in lines:
-        parsed = parse_step_line(line)
+        prefix, source = _TRAINER.match(line.strip()), _STEP_LINE.match(line.strip())
+        trainer_pid = trainer_pid or (prefix.group("pid") if prefix else None)
+        parsed = parse_step_line(line) if source and source.group("pid") in {None, trainer_pid} else None
         if parsed is not None:
             step, metrics = parsed
             figures = validation_figures(metrics)

@@ -59,6 +59,12 @@ class ResolvedInputs:
             raise InternalError(f"run {run_id}: the record's resolved inputs are unreadable: {error!r}") from None
 
 
+def validated_keys(run_id: str) -> tuple[str, str]:
+    """Where Validate copies the bytes it validated of a run's dataset and of its separate evaluation set (the run's
+    own prefix, which only the pipeline writes)."""
+    return f"runs/{run_id}/data/dataset.jsonl", f"runs/{run_id}/data/eval-dataset.jsonl"
+
+
 def data_inputs(
     runtime: Runtime,
     run_id: str,
@@ -67,13 +73,15 @@ def data_inputs(
     dataset: Mapping[str, Any],
     splits: Mapping[str, Any] | None,
 ) -> ResolvedInputs:
-    """The data URIs (Validate). ``splits``: the ``eval_split`` files Validate wrote, if any."""
+    """The data URIs (Validate): the copies of exactly what was validated, under the run's own prefix (never the
+    uploaded keys, which a later upload may overwrite). ``splits``: the ``eval_split`` files Validate wrote, if any."""
     eval_dataset_uri: str | None
     if splits:  # eval_split: train on the training split only, evaluate on the held-out rows
         dataset_uri, eval_dataset_uri = str(splits["train_uri"]), str(splits["eval_uri"])
     else:
-        dataset_uri = f"s3://{dataset['bucket']}/{dataset['key']}"
-        eval_dataset_uri = f"s3://{runtime.bucket}/{settings.eval_dataset}" if settings.eval_dataset else None
+        dataset_key, eval_key = validated_keys(run_id)
+        dataset_uri = f"s3://{runtime.bucket}/{dataset_key}"
+        eval_dataset_uri = f"s3://{runtime.bucket}/{eval_key}" if settings.eval_dataset else None
     return ResolvedInputs(
         dataset_uri=dataset_uri, eval_dataset_uri=eval_dataset_uri, output_uri=f"s3://{runtime.bucket}/runs/{run_id}/"
     )

@@ -76,6 +76,9 @@ def test_groups_parse_from_a_cli_json_string() -> None:
         ({"hyperpod_helm_chart_revision": "main"}, "hyperpod_helm_chart_revision"),
         ({"hyperpod_helm_chart_revision": "b01cf90"}, "hyperpod_helm_chart_revision"),  # short sha
         ({"hyperpod_helm_chart_revision": "v3.9.0"}, "hyperpod_helm_chart_revision"),  # a tag name moves
+        # Another commit with the default revision's file digest would be refused at deploy: refused here instead.
+        ({"hyperpod_helm_chart_revision": "1" * 40}, "needs the digest of its chart's files too"),
+        ({"hyperpod_helm_chart_sha256": "ABC"}, "hyperpod_helm_chart_sha256"),
         ({"kubernetes_version": "1.36"}, "not a version SageMaker HyperPod documents"),  # not in HyperPod's list
         ({"kubernetes_version": "1.33"}, "supported: 1.34, 1.35"),  # in extended support since 2026-07-29
         ({"kubernetes_version": "1.31"}, "supported: 1.34, 1.35"),  # past EKS extended support

@@ -12,7 +12,12 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from mtrl.settings.aws_facts import DEFAULT_KUBERNETES_VERSION, HYPERPOD_EKS_KUBERNETES_VERSIONS
-from mtrl.settings.cluster import HELM_CHART_COMMIT, HELM_COMPONENT_VALUE_KEYS, REQUIRED_HELM_COMPONENTS
+from mtrl.settings.cluster import (
+    HELM_CHART_COMMIT,
+    HELM_CHART_SHA256,
+    HELM_COMPONENT_VALUE_KEYS,
+    REQUIRED_HELM_COMPONENTS,
+)
 from stacks.app_builder import Deployment
 from stacks.constructs.eks_cluster import MANAGED_ADDONS
 from stacks.constructs.hyperpod_cluster import LIFECYCLE_DIR, MANAGED_INSTANCE_POLICY
@@ -237,6 +242,15 @@ def test_helm_chart_is_pinned_to_a_release_tag_not_a_pull_request_ref(cluster_js
     _, release = only(cluster_json, "Custom::HyperPodHelmRelease")
     assert release["Properties"]["ChartRevision"] == HELM_CHART_COMMIT == "b01cf90676553a711ab1a8ac51422adbb09aef6b"
     assert "1504d53b28a6de4449c0fcdf9d56b8c87f28283f" not in json.dumps(cluster_json)
+    # Issue 38 item 7: pinned by its files' digest too (computed over helm_chart/HyperPodHelmChart at that commit of
+    # aws/sagemaker-hyperpod-cli with mtrl.kube.charts.tree_sha256), and its remote sub-charts' repositories come
+    # from code, not from the downloaded Chart.yaml.
+    assert release["Properties"]["ChartSha256"] == HELM_CHART_SHA256
+    assert json.loads(release["Properties"]["DependencyRepositories"]) == {
+        "aws-efa-k8s-device-plugin": "https://aws.github.io/eks-charts",
+        "cert-manager": "oci://quay.io/jetstack/charts",
+        "nvidia-device-plugin": "https://nvidia.github.io/k8s-device-plugin",
+    }
 
 
 def test_helm_installs_only_the_dependencies_it_needs(cluster_json: dict[str, Any]) -> None:
