@@ -518,8 +518,8 @@ class VerlAdapter:
                 except ClientError as error:
                     if error_code(error) != "ResourceNotFoundException":
                         raise backend_error(f"run {run.run_id}: delete pod identity {association}", error) from None
-            account = f"{_serviceaccounts(details['namespace'])}/{details['service_account']}"
-            self._delete(run, self._kube(config), account)
+            namespace, account = _own_namespace(run, config, f"{details['namespace']}/{details['service_account']}")
+            self._delete(run, config, self._kube(config), f"{_serviceaccounts(namespace)}/{account}")
             removed.append(resource)
         sagemaker = self._clients.client("sagemaker", config.region)
         fallback = GroupTarget(config.hyperpod_cluster_name, config.verl_instance_group)
