@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mtrl.backends.sessions.options import TINY_MODEL, SessionsRunOptions
+from mtrl.contracts.problems import problems_from_validation_error
 from mtrl.envs.registry import load_spec
 from mtrl.local.agents import agent_for
 from mtrl.local.config import FEATURES, TrainConfig, default_policy
@@ -152,8 +153,7 @@ def _sessions_plan(
     try:
         chosen = SessionsRunOptions.model_validate(values)  # refused here, not minutes later at Preflight
     except ValidationError as error:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in error.errors())
-        raise DemoError(f"-H: {problems}") from error
+        raise DemoError("-H: " + "; ".join(problems_from_validation_error(error))) from error
     manifest = {"backend": "sessions", "environment": env_id, "backend_options": values, "eval_dataset": eval_key}
     return DemoPlan(
         env_id=env_id,
