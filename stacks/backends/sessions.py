@@ -199,13 +199,21 @@ def loop_task_statements(
             conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER}},
         ),
         iam.PolicyStatement(
-            sid="SessionKeyThroughSageMaker",  # OutputConfig.S3Location.KmsKeyArn, checked and granted by SageMaker
-            actions=["kms:DescribeKey", "kms:CreateGrant"],
+            sid="SessionKeyThroughSageMaker",  # OutputConfig.S3Location.KmsKeyArn, granted by SageMaker
+            actions=["kms:CreateGrant"],
             resources=[key_arn],
             conditions={
                 **_through("sagemaker", stack.region),
                 "Bool": {"kms:GrantIsForAWSResource": "true"},
             },
+        ),
+        iam.PolicyStatement(
+            # Checked by SageMaker. Apart from CreateGrant: kms:GrantIsForAWSResource exists only on the grant
+            # operations (KMS Developer Guide, "kms:GrantIsForAWSResource"), so a DescribeKey never satisfies it.
+            sid="SessionKeyDescribedBySageMaker",
+            actions=["kms:DescribeKey"],
+            resources=[key_arn],
+            conditions=_through("sagemaker", stack.region),
         ),
         iam.PolicyStatement(
             sid="ReadRunInputs",  # the run config, progress and saved state; the (versioned) datasets
