@@ -15,15 +15,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.sessions.adapter import SessionsAdapter
 from mtrl.backends.sessions.options import SessionsRunOptions
-from mtrl.backends.sessions.runner import Progress, RunConfig, RunStore, SessionsRunner, session_config
-from mtrl.backends.sessions.sagemaker_service import Pacing, SageMakerTrainingService, session_clients
+from mtrl.backends.sessions.runner import RunConfig, RunStore, SessionsRunner
 from mtrl.backends.sessions.settings import SessionsSettings
 from mtrl.contracts.backend import JobState
 from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
@@ -38,24 +36,13 @@ from tests.contract.recorded_runs import (
 # The fake session's modules import their neighbours by bare name (as the unit tests beside them run them).
 sys.path[:0] = [str(Path(__file__).parents[1] / "unit" / "backends" / name) for name in ("", "sessions")]
 from aws_fakes import FakeAws, create_task_network, moto_ecs_tasks, new_session  # noqa: E402
-from session_fakes import FakeSession, runtime_server  # noqa: E402
+from session_fakes import FakeSession, runtime_server, session_opener  # noqa: E402
 
 TASK_ROLE = "mtrl-pipeline/SessionsLoop/TaskRole"
 RUN_ID = "wordle-20261207T230000Z-5e551045"
 HUB_MODEL = "arn:aws:sagemaker:us-east-1:aws:hub-content/SageMakerPublicHub/Model/qwen3-4b/1.0.0"
 OPTIONS = {"service": "sagemaker", "base_model": HUB_MODEL, "tokenizer": "Qwen/Qwen3-4B", "steps": 1, "max_tokens": 4}
-FAST = Pacing(session_poll_s=0.001, operation_poll_s=0.001, backoff_base_s=0.001, backoff_max_s=0.002)
 ROWS = [{"id": f"w-{i}", "metadata": {"prompt": "guess", "answer": word}} for i, word in enumerate(["crane", "slate"])]
-
-
-class FakeTokenizer:
-    eos_token_ids = (2,)
-
-    def render(self, messages: Any, *, add_generation_prompt: bool) -> list[int]:
-        return [1, *(len(message["content"]) % 50 for message in messages)]
-
-    def decode(self, tokens: Any) -> str:
-        return " ".join(map(str, tokens))
 
 
 def _world(aws: FakeAws, bucket: str) -> None:
@@ -145,23 +132,12 @@ def test_every_call_the_loop_task_makes_on_sagemaker_training_sessions_is_allowe
             deploy=SessionsSettings.model_validate(deployed),
         )
         with runtime_server(fake, aws.session) as server:
-
-            def open_session(run_config: RunConfig, progress: Progress) -> SageMakerTrainingService:
-                control, runtime = session_clients(aws.session, config.deploy.region, runtime_endpoint_url=server.url)
-                return SageMakerTrainingService.open(
-                    session_config(run_config, progress.sessions[-1]),
-                    control=control,
-                    runtime=runtime,
-                    tokenizer_factory=FakeTokenizer,
-                    pacing=FAST,
-                )
-
             s3 = aws.session.client("s3")
             RunStore(s3, config.output_uri).write(
                 config.folder.join("run-config.json"), config.model_dump_json().encode()
             )
             with CallRecorder() as recording:
-                done = SessionsRunner(config, s3, open=open_session).advance()
+                done = SessionsRunner(config, s3, open=session_opener(aws.session, fake, server.url)).advance()
         assert (done.phase, done.step) == ("done", 1), done.message
         assert fake.status == "Deleted"
 
