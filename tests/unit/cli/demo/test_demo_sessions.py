@@ -69,9 +69,11 @@ def test_the_sessions_demo_trains_the_tiny_model_through_the_pipeline_and_shows_
         line = next(line for line in table.splitlines() if re.match(rf"│\s+{row['step']} │", line))
         kl = row.get("sampler_kl")
         assert line.rstrip(" │").endswith("—" if kl is None else f"{kl:.2g}"), (row, line)
+    # A step trains only on groups with spread (the tiny model's rewards mostly tie; seed 7 gave one such step here):
+    # every step that trained has its mismatch figure, and the line under the table is their mean.
+    assert all(isinstance(row.get("sampler_kl"), float) for row in rows if row["trained_episodes"]), rows
     mismatch = mean_sampler_kl(rows)
-    assert mismatch is not None, rows  # the demo's seed trains at least one step (a group with spread)
-    assert f"mean over the steps that trained: {mismatch:.2g}" in output
+    assert f"mean over the steps that trained: {'—' if mismatch is None else f'{mismatch:.2g}'}" in output
     # The health rows: the verdict the pipeline's status poll wrote (health.json), rule by rule.
     health = json.loads((run_dir / "health.json").read_text())
     assert f"verdict: {health['verdict']}" in output
