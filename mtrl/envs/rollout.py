@@ -27,6 +27,7 @@ verifiers adapter, where verifiers drives the turns).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
@@ -335,16 +336,21 @@ def play_batch(
 async def play_async(
     env: Environment, task: Task, policy: AsyncPolicy, rules: EpisodeRules, *, clock: Clock = time.monotonic
 ) -> Rollout:
-    """Play one episode with an awaited policy (the verl agent loop generates through an async server manager)."""
+    """Play one episode with an awaited policy (the verl agent loop generates through an async server manager).
+
+    The environment's own work (reset, step, scoring: a sandboxed program or a model call can take seconds) runs in a
+    worker thread (``asyncio.to_thread``), so the event loop keeps serving the other episodes' generations meanwhile;
+    one episode's steps still run one at a time, in order.
+    """
     loop = episode(env, task, rules, clock=clock)
-    step = _start(loop)
+    step = await asyncio.to_thread(_start, loop)
     while isinstance(step, ActionRequest):
         try:
             reply = await policy(step)
         except Exception as failure:
-            step = _advance(loop, failure=failure)
+            step = await asyncio.to_thread(_advance, loop, failure=failure)
         else:
-            step = _advance(loop, reply)
+            step = await asyncio.to_thread(_advance, loop, reply)
     return step
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mtrl.contracts.text import plural
 from mtrl.settings.dataset_limits import (
     DATASET_MAX_BYTES,
     DATASET_MAX_LINE_BYTES,
@@ -105,7 +106,7 @@ class ValidationReport:
         if self.valid:
             # "0 held out" next to a separate evaluation file's figures read as a contradiction: say "none".
             held = f"{self.eval_rows} held out for evaluation" if self.eval_rows else "none held out from this file"
-            return f"{self.source}: valid ({self.rows} rows, {held})"
+            return f"{self.source}: valid ({plural(self.rows, 'row')}, {held})"
         first = self.errors[0].render() if self.errors else ""
         more = f" (and {self.error_count - 1} more)" if self.error_count > 1 else ""
         return f"{self.source}: {self.error_count} error(s); first: {first}{more}"

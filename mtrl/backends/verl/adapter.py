@@ -13,6 +13,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -20,10 +21,12 @@ from botocore.exceptions import ClientError
 from mtrl.backends._aws import AwsClients, S3Uri, backend_error, error_code
 from mtrl.backends.hyperpod.capacity import GpuCapacity, GroupTarget, find_group, hold_capacity, release_capacity
 from mtrl.backends.hyperpod.common import CAPACITY_KIND, ProvisioningInProgress, now_iso
+from mtrl.backends.hyperpod.cost import cost_so_far
 from mtrl.backends.verl.access import access_checks
 from mtrl.backends.verl.config import VerlPlan, VerlRunConfig, parse_config, plan_for
 from mtrl.backends.verl.evaluation import pipeline_figures
-from mtrl.backends.verl.rayjob import evaluation_uri, progress_uri, rayjob_name, render
+from mtrl.backends.verl.rayjob import evaluation_uri, progress_uri, rayjob_name, render, service_account
+from mtrl.backends.verl.run_identity import POD_IDENTITY_KIND, session_policy
 from mtrl.backends.verl.status import job_status
 from mtrl.contracts.backend import BackendError, CreatedResource, Finding, JobStatus, RunContext
 from mtrl.kube.client import KubeClient, KubeError
@@ -45,6 +48,10 @@ def _rayjobs(namespace: str) -> str:
 
 def _configmaps(namespace: str) -> str:
     return f"/api/v1/namespaces/{namespace}/configmaps"
+
+
+def _serviceaccounts(namespace: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/serviceaccounts"
 
 
 class VerlAdapter:
@@ -105,6 +112,11 @@ class VerlAdapter:
             return [Finding("settings", False, str(error))]
         config = plan.config
         findings = [Finding("settings", True, f"model {plan.model.id}, {plan.steps} steps, image {plan.image}")]
+        if config.verl_trainer_role_arn is None:
+            return [
+                *findings,
+                Finding("trainer-role", False, f"run {run.run_id}: the deployment ships no verl_trainer_role_arn"),
+            ]
         kube = self._kube(config)
         try:
             served = kube.request("GET", API_GROUP_PATH)
@@ -207,7 +219,11 @@ class VerlAdapter:
     # -- provision -------------------------------------------------------------------------------------------
 
     def provision(self, run: RunContext) -> list[CreatedResource]:
-        config = plan_for(run.settings).config
+        plan = plan_for(run.settings)
+        config = plan.config
+        # The run's identity first: EKS Pod Identity associations take seconds to take effect (EKS API reference,
+        # CreatePodIdentityAssociation), and the pods must find theirs when KubeRay creates them at Submit.
+        self._identity(run, plan)
         local: list[CreatedResource] = []
 
         def record(resource: CreatedResource) -> CreatedResource:
@@ -236,7 +252,8 @@ class VerlAdapter:
     # -- submit / status / cancel ----------------------------------------------------------------------------
 
     def submit(self, run: RunContext) -> str:
-        """Create the ConfigMap and the RayJob; a 409 means an earlier attempt created them (idempotent)."""
+        """Ensure the run's service account and Pod Identity association (made at Provision), then create the
+        ConfigMap and the RayJob; a 409 means an earlier attempt created them (idempotent)."""
         plan = plan_for(run.settings)
         config_map, rayjob = render(plan, run)
         namespace, name = plan.config.verl_namespace, rayjob["metadata"]["name"]
@@ -244,16 +261,65 @@ class VerlAdapter:
         if not any(r.kind == RAYJOB_KIND and r.identifier == job_id for r in run.resources):
             run.record_resource(CreatedResource(RAYJOB_KIND, job_id, {"namespace": namespace, "name": name}))
         kube = self._kube(plan.config)
+        self._identity(run, plan)  # made at Provision; ensured here (idempotent)
         for path, body in ((_configmaps(namespace), config_map), (_rayjobs(namespace), rayjob)):
-            try:
-                # Strict: the API server refuses an unknown or duplicate field instead of dropping it with a warning.
-                kube.request("POST", f"{path}?fieldValidation=Strict", body)
-            except KubeError as error:
-                if error.status != 409:
-                    raise BackendError(
-                        f"run {run.run_id}: create {body['kind']} {job_id}: {error}", transient=error.transient
-                    ) from None
+            self._create(run, kube, path, body, job_id)
         return job_id
+
+    @staticmethod
+    def _create(run: RunContext, kube: KubeClient, path: str, body: dict[str, Any], job_id: str) -> None:
+        try:
+            # Strict: the API server refuses an unknown or duplicate field instead of dropping it with a warning.
+            kube.request("POST", f"{path}?fieldValidation=Strict", body)
+        except KubeError as error:
+            if error.status != 409:
+                raise BackendError(
+                    f"run {run.run_id}: create {body['kind']} {job_id}: {error}", transient=error.transient
+                ) from None
+
+    def _identity(self, run: RunContext, plan: VerlPlan) -> None:
+        """The run's own service account, and its association: the trainer role narrowed by the run's session policy
+        (recorded first, so Cleanup deletes both whatever happens next)."""
+        config = plan.config
+        if config.verl_trainer_role_arn is None:
+            raise BackendError(f"run {run.run_id}: the deployment ships no verl_trainer_role_arn")
+        namespace, account = config.verl_namespace, rayjob_name(run.run_id)
+        identifier = f"{config.eks_cluster_name}/{namespace}/{account}"
+        if not any(r.kind == POD_IDENTITY_KIND and r.identifier == identifier for r in run.resources):
+            run.record_resource(
+                CreatedResource(
+                    POD_IDENTITY_KIND,
+                    identifier,
+                    {"cluster": config.eks_cluster_name, "namespace": namespace, "service_account": account},
+                )
+            )
+        kube = self._kube(config)
+        self._create(run, kube, _serviceaccounts(namespace), service_account(plan, run), f"{namespace}/{account}")
+        if self._associations(run, config, namespace, account):
+            return  # an earlier attempt created it
+        eks = self._clients.client("eks", config.region)
+        try:
+            eks.create_pod_identity_association(
+                clusterName=config.eks_cluster_name,
+                namespace=namespace,
+                serviceAccount=account,
+                roleArn=config.verl_trainer_role_arn,
+                disableSessionTags=True,  # required with a session policy (EKS API reference, `policy`)
+                policy=json.dumps(session_policy(run, plan.model, region=config.region), separators=(",", ":")),
+                clientRequestToken=hashlib.sha256(f"{run.run_id}/{account}".encode()).hexdigest()[:64],
+            )
+        except ClientError as error:
+            raise backend_error(f"run {run.run_id}: create the pod identity association of {account}", error) from None
+
+    def _associations(self, run: RunContext, config: VerlRunConfig, namespace: str, account: str) -> list[str]:
+        eks = self._clients.client("eks", config.region)
+        try:
+            listed = eks.list_pod_identity_associations(
+                clusterName=config.eks_cluster_name, namespace=namespace, serviceAccount=account
+            )
+        except ClientError as error:
+            raise backend_error(f"run {run.run_id}: list the pod identity associations of {account}", error) from None
+        return [str(a["associationId"]) for a in listed.get("associations", [])]
 
     def status(self, run: RunContext, job_id: str) -> JobStatus:
         plan = plan_for(run.settings)
@@ -266,7 +332,12 @@ class VerlAdapter:
                     f"run {run.run_id}: RayJob {job_id} no longer exists (deleted outside the pipeline?)"
                 ) from None
             raise BackendError(f"run {run.run_id}: read RayJob {job_id}: {error}", transient=error.transient) from None
-        return job_status(rayjob, planned_steps=plan.steps, last_step=self._last_step(run, plan))
+        status = job_status(rayjob, planned_steps=plan.steps, last_step=self._last_step(run, plan))
+        now = datetime.fromtimestamp(self._clock(), UTC)
+        spent = cost_so_far(run.resources, region=plan.config.region, now=now)
+        if spent is None:
+            return status
+        return replace(status, metrics={**status.metrics, "cost_usd": spent})  # the pipeline's budget guard reads it
 
     def _read_output(self, run: RunContext, config: VerlRunConfig, uri_text: str) -> bytes | None:
         """A file the trainer writes under the run's output prefix; None while it has not written it."""
@@ -357,6 +428,18 @@ class VerlAdapter:
                 raise BackendError(
                     f"run {run.run_id}: RayCluster {', '.join(alive)} still being deleted", transient=True
                 )
+            removed.append(resource)
+        for resource in [r for r in run.resources if r.kind == POD_IDENTITY_KIND]:
+            details = resource.details
+            eks = self._clients.client("eks", config.region)
+            for association in self._associations(run, config, details["namespace"], details["service_account"]):
+                try:
+                    eks.delete_pod_identity_association(clusterName=details["cluster"], associationId=association)
+                except ClientError as error:
+                    if error_code(error) != "ResourceNotFoundException":
+                        raise backend_error(f"run {run.run_id}: delete pod identity {association}", error) from None
+            account = f"{_serviceaccounts(details['namespace'])}/{details['service_account']}"
+            self._delete(run, self._kube(config), account)
             removed.append(resource)
         sagemaker = self._clients.client("sagemaker", config.region)
         fallback = GroupTarget(config.hyperpod_cluster_name, config.verl_instance_group)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mtrl.backends.verl import image
 from mtrl.backends.verl.evaluation import (
     EVALUATION_FILE,
     evaluation_document,
@@ -46,9 +47,10 @@ from mtrl.backends.verl.hydra import hydra_value
 from mtrl.backends.verl.hyperparameters import VERL_HYPERPARAMETERS, hyperparameter_problems
 from mtrl.backends.verl.model_copy import parse_sums
 from mtrl.backends.verl.rollout_rows import ROLLOUT_DIR, read_step
+from mtrl.contracts.hub import MODEL_SUMS_FILE
 from mtrl.health.rows import merged, signal_row
 from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
-from mtrl.settings.verl import MODEL_SUMS_FILE, model_sums_object
+from mtrl.settings.verl import model_sums_object
 from mtrl.validation.rows import RowError, RowSource, iter_rows
 
 MERGED_DIR = "huggingface"  # output/huggingface/: the merged model (and lora_adapter/) a run delivers
@@ -203,6 +205,11 @@ def overrides(
         "actor_rollout_ref.actor.ppo_mini_batch_size": prompts,
         "actor_rollout_ref.actor.use_dynamic_bsz": True,
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": max(sequence, 16384),
+        # GRPO's KL term against the reference policy (verl's actor.yaml: use_kl_loss, kl_loss_coef 0.001,
+        # low_var_kl): keeps the policy near the base model, and is the health rows' `kl` (actor/kl_loss).
+        "actor_rollout_ref.actor.use_kl_loss": True,
+        "actor_rollout_ref.actor.kl_loss_coef": 0.001,
+        "actor_rollout_ref.actor.kl_loss_type": "low_var_kl",
         "trainer.total_epochs": math.ceil(steps / max(1, train_rows // prompts)),
         "actor_rollout_ref.rollout.prompt_length": int(document["max_prompt_length"]),
         "actor_rollout_ref.rollout.response_length": int(document["max_response_length"]),
@@ -236,6 +243,7 @@ def overrides(
     for name, value in hyper.items():
         values[VERL_HYPERPARAMETERS[name].override] = value
     found = [f"{key}={hydra_value(value)}" for key, value in values.items()]
+    found += image.model_overrides()  # the attention the trainer image has (verl's default needs flash_attn)
     # The agent loop's own settings live under a key verl does not define (added with '+').
     found.append(f"+mtrl.run_id={hydra_value(str(document['run_id']))}")
     if document.get("episode_timeout_s"):
@@ -515,10 +523,11 @@ def latest_actor_checkpoint(local_dir: Path) -> Path | None:
 
 
 def merger_command(actor: Path, target: Path) -> list[str]:
-    """verl's model merger: the FSDP checkpoint as a Hugging Face model, and a LoRA run's adapter in
+    """verl's model merger with memory-mapped shards and a LoRA adapter folded into the weights
+    (``mtrl.backends.verl.merge``): the FSDP checkpoint as the trained Hugging Face model, the adapter in
     ``lora_adapter/`` beside it (``MTRL_VERL_MERGER`` replaces the module, for tests)."""
     override = os.environ.get("MTRL_VERL_MERGER")
-    module = shlex.split(override) if override else [sys.executable, "-m", "verl.model_merger"]
+    module = shlex.split(override) if override else [sys.executable, "-m", "mtrl.backends.verl.merge"]
     return [*module, "merge", "--backend", "fsdp", "--local_dir", str(actor), "--target_dir", str(target)]
 
 

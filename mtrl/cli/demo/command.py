@@ -29,6 +29,7 @@ def demo(
     work_dir: Annotated[
         Path, typer.Option(help="Where the demo keeps its synthesized app, logs and the run's outputs.")
     ] = Path(".build/demo"),
+    *,
     env: Annotated[
         str,
         typer.Option(
@@ -61,6 +62,14 @@ def demo(
             "--backend sessions, its backend_options (e.g. -H steps=2 -H max_tokens=16).",
         ),
     ] = None,
+    keep_emulator: Annotated[
+        bool,
+        typer.Option(
+            "--keep-emulator",
+            help="Keep the emulator running after the demo, printing how to reach it from the CLI (Ctrl-C stops "
+            "it; docs/emulator.md).",
+        ),
+    ] = False,
 ) -> None:
     """Deploy the real pipeline into an embedded AWS emulator, train on the sample dataset, reject a bad one."""
     from mtrl.cli.demo.plan import DemoError, plan_for  # noqa: PLC0415 - the demo's libraries load when it runs
@@ -73,7 +82,7 @@ def demo(
     except (DemoError, EnvironmentNotFoundError, InvalidEnvironmentError) as error:
         fail(str(error), code=EXIT_USAGE)
     try:
-        result = run_demo(work_dir=work_dir.resolve(), console=console, plan=plan)
+        result = run_demo(work_dir=work_dir.resolve(), console=console, plan=plan, keep_emulator=keep_emulator)
     except (DemoError, EmulatorError) as error:
         fail(str(error), code=EXIT_INVALID)
     if not result.ok:

@@ -70,6 +70,7 @@ class DemoPlan:
     eval_path: Path
     manifest: dict[str, Any]
     backend: str = "local"
+    eval_tasks: int = 100  # the run evaluates the first this many held-out tasks (the trainer's eval_tasks)
 
     @property
     def eval_key(self) -> str:
@@ -125,7 +126,7 @@ def plan_for(
         values["policy"] = chosen
     values.update(hyperparameters or {})
     try:
-        TrainConfig.from_mapping(env_id, values)  # refuse a bad setting here, not minutes later in the pipeline
+        config = TrainConfig.from_mapping(env_id, values)  # refuse a bad setting here, not minutes later
         if chosen == FEATURES:
             agent_for(env_id)  # says which environments have a features policy
     except (ValueError, LookupError) as error:
@@ -136,7 +137,14 @@ def plan_for(
         "hyperparameters": values,
         "eval_dataset": eval_key,
     }
-    return DemoPlan(env_id=env_id, policy=chosen, train_path=train_path, eval_path=eval_path, manifest=manifest)
+    return DemoPlan(
+        env_id=env_id,
+        policy=chosen,
+        train_path=train_path,
+        eval_path=eval_path,
+        manifest=manifest,
+        eval_tasks=config.eval_tasks,
+    )
 
 
 def _sessions_plan(
@@ -155,6 +163,7 @@ def _sessions_plan(
     except ValidationError as error:
         raise DemoError("-H: " + "; ".join(problems_from_validation_error(error))) from error
     manifest = {"backend": "sessions", "environment": env_id, "backend_options": values, "eval_dataset": eval_key}
+    held_out = sum(1 for line in eval_path.read_text(encoding="utf-8").splitlines() if line.strip())
     return DemoPlan(
         env_id=env_id,
         policy=chosen.model,
@@ -162,4 +171,5 @@ def _sessions_plan(
         eval_path=eval_path,
         manifest=manifest,
         backend="sessions",
+        eval_tasks=held_out,  # the sessions loop evaluates every held-out row
     )

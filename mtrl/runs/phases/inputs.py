@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mtrl.contracts.descriptor import resolve
 from mtrl.contracts.errors import ConfigurationError, InternalError
+from mtrl.contracts.registry import descriptor_for
 from mtrl.runs.manifest import RunSettings, effective_run_settings
 from mtrl.runs.runtime import Runtime
 
@@ -78,12 +80,18 @@ def data_inputs(
 
 
 def adapter_settings(runtime: Runtime, record: Mapping[str, Any], settings: RunSettings) -> dict[str, Any]:
-    """The effective settings (Preflight): deploy-time backend settings, the run's own settings and its per-run backend
-    options, which can never replace a deploy-time value (mtrl.contracts.run_options)."""
+    """The effective settings (Preflight): deploy-time backend settings (completed with what the deployment registered
+    since, when the backend's descriptor reads a catalog), the run's own settings and its per-run backend options,
+    which can never replace a deploy-time value (mtrl.contracts.run_options). A catalog that cannot be read raises
+    BackendError (the caller maps it)."""
     run_id = record["run_id"]
+    deploy = runtime.backend_settings.get(settings.backend, {})  # the run's backend's section
+    hook = descriptor_for(settings.backend).registered_values
+    if hook is not None:  # what the deployment registered after deploy (an image build, a model import)
+        deploy = resolve(hook)(deploy)
     try:
         return effective_run_settings(
-            runtime.backend_settings.get(settings.backend, {}),  # the run's backend's section
+            deploy,
             settings,
             run_id=run_id,
             dataset_version_id=record["dataset"].get("version_id"),

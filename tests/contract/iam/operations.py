@@ -159,6 +159,7 @@ IAM_PREFIX = {
     "dynamodb": "dynamodb",
     "cloudwatch": "cloudwatch",
     "sns": "sns",
+    "ssm": "ssm",
 }
 
 

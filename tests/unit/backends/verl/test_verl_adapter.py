@@ -21,11 +21,20 @@ from mtrl.backends.verl.access import namespace_manifests
 from mtrl.backends.verl.adapter import RAYJOB_KIND, REQUIRED_ACCESS, VerlAdapter
 from mtrl.backends.verl.config import parse_config
 from mtrl.backends.verl.rayjob import rayjob_name
+from mtrl.backends.verl.run_identity import POD_IDENTITY_KIND
 from mtrl.contracts.backend import BackendError, JobState, RunContext
 from mtrl.kube.client import KubeClient
 from tests.unit.backends.aws_fakes import FakeAws, FakeCluster, Recorder, new_session
 from tests.unit.backends.verl.fake_kube import RAY, FakeKube, serve
-from tests.unit.backends.verl.verl_support import IMAGE, MODEL, RUN_ID, publish_model_and_image, run_settings
+from tests.unit.backends.verl.verl_support import (
+    IMAGE,
+    MODEL,
+    RUN_ID,
+    TRAINER_ROLE_ARN,
+    FakePodIdentity,
+    publish_model_and_image,
+    run_settings,
+)
 
 GROUPS = [{"name": "gpu", "instance_type": "ml.p5.48xlarge", "run_count": 2, "purpose": "training"}]
 STEPS = 3
@@ -50,6 +59,7 @@ class World:
     recorder: Recorder
     issued: list[str]
     settings: dict[str, Any]
+    pod_identity: FakePodIdentity
 
     def run(self, **changes: Any) -> RunContext:
         context = RunContext(
@@ -77,6 +87,7 @@ def world(mocked_aws: None) -> Iterator[World]:
     session = new_session()
     aws = FakeAws(session)
     cluster = FakeCluster(aws, name="mtrl-hyperpod", group="gpu")
+    pod_identity = FakePodIdentity(aws)
     session.client("s3").create_bucket(Bucket="data-bucket")
     publish_model_and_image(session)
     fake = FakeKube(valid_tokens={"token-1"})
@@ -93,7 +104,7 @@ def world(mocked_aws: None) -> Iterator[World]:
             {"hyperpod_instance_groups": GROUPS}, {"instance_count": 1, "backend_options": {"steps": STEPS}}
         )
         adapter = VerlAdapter(AwsClients(session), kube=lambda _config: client, clock=Clock())
-        yield World(adapter, fake, cluster, aws, Recorder(), issued, settings)
+        yield World(adapter, fake, cluster, aws, Recorder(), issued, settings, pod_identity)
 
 
 def test_a_run_end_to_end_scales_submits_once_succeeds_and_releases(world: World) -> None:
@@ -116,6 +127,12 @@ def test_a_run_end_to_end_scales_submits_once_succeeds_and_releases(world: World
     running = world.adapter.status(world.run(), job_id)
     assert running.state is JobState.RUNNING
     assert running.progress == {"step": 1, "total_steps": STEPS}
+    # The GPU hours held so far, priced like a hyperpod run's, so the pipeline's budget guard can stop the run.
+    clock = world.adapter._clock
+    assert isinstance(clock, Clock)
+    clock.now += 3600  # one hour of the one ml.p5.48xlarge (prices.json, us-east-1)
+    assert world.adapter.status(world.run(), job_id).metrics["cost_usd"] == 98.32
+    clock.now -= 3600
     world.kube.set_status(JOB_PATH, jobDeploymentStatus="Complete", jobStatus="SUCCEEDED")
     world.progress(STEPS)
     assert world.adapter.status(world.run(), job_id).state is JobState.SUCCEEDED
@@ -126,14 +143,26 @@ def test_a_run_end_to_end_scales_submits_once_succeeds_and_releases(world: World
     assert "step 2" in world.adapter.logs(world.run(), job_id)
     world.kube.allowed -= operator_only
     kinds = [r.kind for r in world.recorder.resources]
-    assert kinds == [CAPACITY_KIND, RAYJOB_KIND]  # recorded before they were created
+    assert kinds == [POD_IDENTITY_KIND, CAPACITY_KIND, RAYJOB_KIND]  # recorded before they were created
+    # The run's pods run as its own service account, which gets the trainer role narrowed to the run (issue 36
+    # item 5): one association, made at Provision (it takes seconds to take effect) and only ensured at Submit,
+    # with session tags off as a session policy requires.
+    assert f"/api/v1/namespaces/mtrl-verl/serviceaccounts/{NAME}" in world.kube.objects
+    (association,) = world.pod_identity.associations.values()
+    assert (association["namespace"], association["serviceAccount"]) == ("mtrl-verl", NAME)
+    assert association["roleArn"] == TRAINER_ROLE_ARN
+    assert association["disableSessionTags"] is True
+    statements = {s["Sid"]: s for s in json.loads(association["policy"])["Statement"]}
+    assert statements["RunPrefix"]["Resource"] == f"arn:aws:s3:::data-bucket/runs/{RUN_ID}/*"
     world.kube.cluster_linger_reads = 1
     with pytest.raises(BackendError, match="still being deleted") as lingering:
         world.adapter.cleanup(world.run())
     assert lingering.value.transient
     assert world.cluster.target == 1  # GPUs are not pulled from under a live Ray cluster
     removed = world.adapter.cleanup(world.run())
-    assert {r.kind for r in removed} == {CAPACITY_KIND, RAYJOB_KIND}
+    assert {r.kind for r in removed} == {CAPACITY_KIND, RAYJOB_KIND, POD_IDENTITY_KIND}
+    assert world.pod_identity.associations == {}
+    assert f"/api/v1/namespaces/mtrl-verl/serviceaccounts/{NAME}" not in world.kube.objects
     assert world.cluster.target == 0
     assert JOB_PATH not in world.kube.objects
     assert world.adapter.cleanup(world.run())  # idempotent: 404s are fine, the group is already idle

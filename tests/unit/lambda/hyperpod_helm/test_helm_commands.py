@@ -42,6 +42,7 @@ def test_install_is_upgrade_install(commands: ModuleType) -> None:
     )
     assert command[1:4] == ["upgrade", "deps", "/tmp/chart"]
     assert "--install" in command  # a retry after a partial install upgrades instead of failing
+    assert "--create-namespace" in command  # the KubeRay operator's own namespace (issue 36)
     assert command[command.index("--timeout") + 1] == "600s"
     assert command[-4:] == ["--set", "a=x", "--set", "b.enabled=false"]
 
