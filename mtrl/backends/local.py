@@ -28,15 +28,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from mtrl.backends._aws import AwsClients, S3Uri, backend_error
+from mtrl.backends.llm_python import LLM_PYTHON_ENV, TIMEOUT_S, LlmPythonError, llm_python, run_module
 from mtrl.contracts.backend import BackendError, CreatedResource, Finding, JobState, JobStatus, RunContext
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
 from mtrl.health.emf import EpisodeMetrics
@@ -61,8 +60,6 @@ from mtrl.local.trainer import TrainingError, TrainingState
 OUTPUT_FOLDER = "local"
 BEST_POLICY = "best_policy.json"  # the best-evaluation checkpoint a stopped run keeps (``checkpoints``)
 DEFAULT_CHUNK_SECONDS = 20.0
-LLM_PYTHON_ENV = "MTRL_LLM_PYTHON"  # an interpreter with the mtrl[llm] extra, for a language-model run
-_LLM_TIMEOUT_S = 13 * 60.0  # inside the backend function's 15-minute timeout
 _MAX_DATASET_BYTES = 50 * 1024 * 1024  # the local backend is for small dry runs and the demo
 
 
@@ -120,8 +117,8 @@ def _has_torch() -> bool:
 def _language_model_finding(policy: str) -> Finding:
     if _has_torch():
         return Finding("local-policy", True, f"{policy}: torch is installed here")
-    if os.environ.get(LLM_PYTHON_ENV):
-        return Finding("local-policy", True, f"{policy}: trained by {os.environ[LLM_PYTHON_ENV]} ({LLM_PYTHON_ENV})")
+    if llm_python():
+        return Finding("local-policy", True, f"{policy}: trained by {llm_python()} ({LLM_PYTHON_ENV})")
     return Finding(
         "local-policy",
         False,
@@ -133,22 +130,13 @@ def _language_model_finding(policy: str) -> Finding:
 
 def _train_in_llm_python(run: RunContext) -> None:
     """Run ``mtrl.backends.local_llm`` for this run in the ``MTRL_LLM_PYTHON`` interpreter (raises TrainingError)."""
-    python = os.environ.get(LLM_PYTHON_ENV)
-    if not python:
+    if llm_python() is None:
         raise TrainingError(f"a language-model policy needs torch here or {LLM_PYTHON_ENV} set (see preflight)")
-    code_root = Path(__file__).resolve().parents[2]  # the directory holding this mtrl (a Lambda's code asset)
-    command = [python, "-m", "mtrl.backends.local_llm", run.output_uri, run.run_id]
     region = str(run.settings.get("region") or os.environ.get("AWS_REGION") or "us-east-1")
-    environ = {**os.environ, "PYTHONPATH": str(code_root), "AWS_DEFAULT_REGION": region}
     try:
-        completed = subprocess.run(
-            command, env=environ, capture_output=True, text=True, timeout=_LLM_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise TrainingError(f"the language-model trainer ({python}) did not finish: {error}") from error
-    if completed.returncode != 0:
-        tail = (completed.stderr or completed.stdout).strip().splitlines()[-5:]
-        raise TrainingError(f"the language-model trainer exited {completed.returncode}: " + " | ".join(tail))
+        run_module("mtrl.backends.local_llm", [run.output_uri, run.run_id], region=region, timeout_s=TIMEOUT_S)
+    except LlmPythonError as error:
+        raise TrainingError(f"the language-model trainer: {error}") from error
 
 
 class LocalAdapter:

@@ -14,7 +14,7 @@ import typer
 import typer.core
 
 import mtrl
-from mtrl.cli.lazy import LazyCommand
+from mtrl.cli.lazy import HELP_MARKUP, LazyCommand
 
 
 def _commands() -> list[LazyCommand]:
@@ -114,6 +114,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=HELP_MARKUP,
 )
 
 

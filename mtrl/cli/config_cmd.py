@@ -12,13 +12,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from mtrl.cli.lazy import HELP_MARKUP
 from mtrl.cli.output import console, error_console, fail, print_json
 from mtrl.envs import deployment_environment_problems
 from mtrl.settings import SettingsError, eks_support, load_settings, parse_overrides, read_cdk_json_context
 from mtrl.settings.deploy import DeploySettings, settings_keys_from_context
 from mtrl.settings.docs import render_configuration_reference
 
-app = typer.Typer(help="Inspect the deploy-time configuration.", no_args_is_help=True)
+app = typer.Typer(help="Inspect the deploy-time configuration.", no_args_is_help=True, rich_markup_mode=HELP_MARKUP)
 
 
 @app.command("show")

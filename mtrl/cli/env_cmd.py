@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from mtrl.cli.lazy import HELP_MARKUP
 from mtrl.cli.output import EXIT_INVALID, console, fail, print_json
 from mtrl.contracts.environment import EpisodeResult, TaskError
 from mtrl.envs.registry import (
@@ -30,7 +31,9 @@ from mtrl.envs.rollout import play as play_episode
 from mtrl.sandbox import SandboxUnavailableError
 
 app = typer.Typer(
-    help="Reward environments: list them, play an episode by hand, try one locally.", no_args_is_help=True
+    help="Reward environments: list them, play an episode by hand, try one locally.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
 )
 
 

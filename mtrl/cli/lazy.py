@@ -16,6 +16,10 @@ import typer
 import typer.core
 import typer.main
 
+# Help and usage errors in click's plain layout: Typer's Rich layout (typer.rich_utils) imports rich's Markdown renderer
+# and markdown-it whatever the markup mode, about 0.3 CPU-s, more than the rest of `mtrl --help` together (issue 38).
+HELP_MARKUP: typer.core.MarkupMode = None
+
 
 class LazyCommand(typer.core.TyperCommand):
     """``target`` is ``"module:attribute"``: a command function or a ``typer.Typer`` group.
@@ -24,7 +28,8 @@ class LazyCommand(typer.core.TyperCommand):
     """
 
     def __init__(self, name: str, target: str, help: str, subcommands: Sequence[LazyCommand] = ()) -> None:
-        super().__init__(name, help=help)
+        # The whole line in `mtrl --help` (click would cut it at 45 characters), wrapped to the terminal's width.
+        super().__init__(name, help=help, short_help=" ".join(help.split()))
         self.target = target
         self.subcommands = tuple(subcommands)
         self._real: Any = None
@@ -49,7 +54,7 @@ class LazyCommand(typer.core.TyperCommand):
 
 def _click_command(name: str, target: Any) -> Any:
     """The command Typer builds for ``target`` registered as ``name`` in a group like `mtrl`'s."""
-    holder = typer.Typer(add_completion=False)
+    holder = typer.Typer(add_completion=False, rich_markup_mode=HELP_MARKUP)
     holder.callback()(_no_options)
     if isinstance(target, typer.Typer):
         holder.add_typer(target, name=name)

@@ -7,10 +7,15 @@ from typing import Annotated
 
 import typer
 
+from mtrl.cli.lazy import HELP_MARKUP
 from mtrl.cli.output import EXIT_INVALID, EXIT_OK, console, fail, print_json
 from mtrl.sandbox import Limits, SandboxUnavailableError, run_code
 
-app = typer.Typer(help="Run untrusted Python in the sandbox used for generated code.", no_args_is_help=True)
+app = typer.Typer(
+    help="Run untrusted Python in the sandbox used for generated code.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
+)
 
 
 def _read(path: Path, what: str, as_json: bool) -> str:

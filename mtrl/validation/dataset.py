@@ -8,6 +8,7 @@ Memory is constant in the file size apart from the id index (~24 bytes per row, 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import zlib
 from collections import Counter
@@ -242,9 +243,9 @@ class DatasetValidator:
         # Every key written is followed by a colon, so a line with no more colons than its row has keys holds no
         # unknown or duplicate key (the cheapest count). A line with colons in its text counts '":' instead, unless
         # whitespace may stand between a key and its colon somewhere in the block (then the exact path decides).
-        joined = b"\n".join(lines)
-        spaced = 9 in joined or 13 in joined or joined.find(b" :") >= 0  # a tab, a carriage return, or ' :'
-        del joined
+        # That scan of the block is made once, and only when a line needs it: searching for ' :' in text full of
+        # spaces costs more than parsing it (long transcripts, issue 38).
+        block = _Block(lines)
         for offset, data in enumerate(lines):
             if not data or data.isspace():
                 self._blank_line(first + offset, data, terminated or offset < len(lines) - 1, report)
@@ -257,7 +258,7 @@ class DatasetValidator:
             try:
                 row = decode_ordinary(data)
                 keys = ordinary_keys(row)
-                ordinary = keys >= 0 and (data.count(b":") <= keys or (not spaced and data.count(b'":') <= keys))
+                ordinary = keys >= 0 and (data.count(b":") <= keys or (not block.spaced and data.count(b'":') <= keys))
             except FAST_REFUSED:
                 ordinary = False
             if not ordinary:
@@ -456,6 +457,19 @@ class DatasetValidator:
                 "eval_overlap",
                 f"this {split} row repeats the prompt and answer of {other_split} row on line {first >> 1}",
             )
+
+
+class _Block:
+    """A block of lines; ``spaced``: whether whitespace may stand between a key and its colon somewhere in it (a tab,
+    a carriage return or ' :' in any line), found on first use."""
+
+    def __init__(self, lines: list[bytes]) -> None:
+        self.lines = lines
+
+    @functools.cached_property
+    def spaced(self) -> bool:
+        joined = b"\n".join(self.lines)
+        return 9 in joined or 13 in joined or joined.find(b" :") >= 0  # int operands: plain byte searches
 
 
 def _prompt_problem(metadata: dict[str, Any]) -> str | None:

@@ -37,24 +37,19 @@ from stacks.backends.permissions import (
 )
 from stacks.constructs.data_store import RUNS_PREFIX, TRAINING_DATA_PREFIX
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
-from stacks.constructs.fargate_task import acknowledge_image_pull_login, linux_task_definition, repo_image
-from stacks.constructs.reward_workers import SCRATCH_VOLUME, sandbox_linux_parameters
+from stacks.constructs.fargate_task import (
+    acknowledge_image_pull_login,
+    add_sandboxed_container,
+    ecs_tasks_principal,
+    image_context_excludes,
+    linux_task_definition,
+    repo_image,
+)
 from stacks.nag import acknowledge
 
 DOCKERFILE = "docker/sessions-runner/Dockerfile"
 # The Docker build context is the repository root, reduced to what the Dockerfile copies.
-IMAGE_CONTEXT_EXCLUDES = [
-    "*",
-    "!pyproject.toml",
-    "!README.md",
-    "!requirements",
-    "!mtrl",
-    "!environments",
-    "!custom-environments",
-    "!docker/sessions-runner",
-    "**/__pycache__",
-    "**/*.pyc",
-]
+IMAGE_CONTEXT_EXCLUDES = image_context_excludes("docker/sessions-runner", "environments", "custom-environments")
 CONTAINER_NAME = "loop"
 CONSTRUCT_ID = "SessionsLoop"
 # Every session the loop creates is named mtrl-<run>-<attempt> (mtrl.backends.sessions.sagemaker_wire.session_name).
@@ -211,13 +206,21 @@ def loop_task_statements(
             conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER}},
         ),
         iam.PolicyStatement(
-            sid="SessionKeyThroughSageMaker",  # OutputConfig.S3Location.KmsKeyArn, checked and granted by SageMaker
-            actions=["kms:DescribeKey", "kms:CreateGrant"],
+            sid="SessionKeyThroughSageMaker",  # OutputConfig.S3Location.KmsKeyArn, granted by SageMaker
+            actions=["kms:CreateGrant"],
             resources=[key_arn],
             conditions={
                 **_through("sagemaker", stack.region),
                 "Bool": {"kms:GrantIsForAWSResource": "true"},
             },
+        ),
+        iam.PolicyStatement(
+            # Checked by SageMaker. Apart from CreateGrant: kms:GrantIsForAWSResource exists only on the grant
+            # operations (KMS Developer Guide, "kms:GrantIsForAWSResource"), so a DescribeKey never satisfies it.
+            sid="SessionKeyDescribedBySageMaker",
+            actions=["kms:DescribeKey"],
+            resources=[key_arn],
+            conditions=_through("sagemaker", stack.region),
         ),
         iam.PolicyStatement(
             sid="ReadRunInputs",  # the run config, progress and saved state; the (versioned) datasets
@@ -299,14 +302,7 @@ class SessionsLoopTask(Construct):
         self.task_role = iam.Role(
             self,
             "TaskRole",
-            # Only ECS tasks of this account may assume it (confused-deputy guard).
-            assumed_by=iam.ServicePrincipal(
-                ECS_TASKS,
-                conditions={
-                    "StringEquals": {"aws:SourceAccount": stack.account},
-                    "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:ecs:{stack.region}:{stack.account}:*"},
-                },
-            ),
+            assumed_by=ecs_tasks_principal(self),
             description=f"{prefix}: the sessions loop (drives the run's SageMaker training sessions, reads and "
             "writes the run's folder)",
         )
@@ -335,23 +331,17 @@ class SessionsLoopTask(Construct):
             task_role=self.task_role,
             arm=False,
         )
-        self.container = self.task_definition.add_container(
+        # The environments' episodes run here, generated code included: the reward workers' hardened container.
+        self.container = add_sandboxed_container(
+            self,
+            self.task_definition,
             "Loop",
             container_name=CONTAINER_NAME,
             image=repo_image(DOCKERFILE, exclude=IMAGE_CONTEXT_EXCLUDES, arm=False),
             logging=ecs.LogDrivers.aws_logs(stream_prefix="loop", log_group=self.log_group),
             stop_timeout=STOP_TIMEOUT,
-            # The environments' episodes run here, generated code included: the reward workers' hardening (a
-            # read-only root file system with a private /tmp, never privileged, only the sandbox's capabilities).
-            readonly_root_filesystem=True,
-            privileged=False,
-            linux_parameters=sandbox_linux_parameters(self),
             # The tokenizer is downloaded per run into /tmp (the only writable path).
             environment={"HF_HOME": "/tmp/huggingface"},  # noqa: S108
-        )
-        self.task_definition.add_volume(name=SCRATCH_VOLUME)
-        self.container.add_mount_points(
-            ecs.MountPoint(container_path="/tmp", source_volume=SCRATCH_VOLUME, read_only=False)  # noqa: S108
         )
         acknowledge(
             self.task_definition,

@@ -16,21 +16,18 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
-from stacks.constructs.fargate_task import REPO_ROOT, acknowledge_image_pull_login, linux_task_definition, repo_image
+from stacks.constructs.fargate_task import (
+    REPO_ROOT,
+    acknowledge_image_pull_login,
+    image_context_excludes,
+    linux_task_definition,
+    repo_image,
+)
 from stacks.nag import acknowledge
 
 DOCKERFILE = "docker/nova-runner/Dockerfile"
 # The build context is the repository root, reduced to what the Dockerfile copies.
-IMAGE_CONTEXT_EXCLUDES = [
-    "*",
-    "!pyproject.toml",
-    "!README.md",
-    "!requirements",
-    "!mtrl",
-    "!docker/nova-runner",
-    "**/__pycache__",
-    "**/*.pyc",
-]
+IMAGE_CONTEXT_EXCLUDES = image_context_excludes("docker/nova-runner")
 CONTAINER_NAME = "runner"
 # Where the operator copies the subscriber-only Forge HyperPod CLI (its README); the image build refuses a copy without
 # either file (the Dockerfile's `RUN test -f …`).

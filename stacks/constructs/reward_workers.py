@@ -14,44 +14,20 @@ from constructs import Construct
 from mtrl.backends.hyperpod.naming import SDK_STACK_SUFFIX, WORKER_QUEUE_ACTIONS, run_name_pattern
 from mtrl.settings.reward_workers import RewardWorkerSettings
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
-from stacks.constructs.fargate_task import acknowledge_image_pull_login, linux_task_definition, repo_image
+from stacks.constructs.fargate_task import (
+    acknowledge_image_pull_login,
+    add_sandboxed_container,
+    ecs_tasks_principal,
+    image_context_excludes,
+    linux_task_definition,
+    repo_image,
+)
 from stacks.nag import acknowledge, nag_resource
 
 DOCKERFILE = "docker/reward-worker/Dockerfile"
 # The Docker build context is the repository root, reduced to what the Dockerfile copies.
-IMAGE_CONTEXT_EXCLUDES = [
-    "*",
-    "!pyproject.toml",
-    "!README.md",
-    "!requirements",
-    "!mtrl",
-    "!environments",
-    "!custom-environments",
-    "!docker/reward-worker",
-    "**/__pycache__",
-    "**/*.pyc",
-]
+IMAGE_CONTEXT_EXCLUDES = image_context_excludes("docker/reward-worker", "environments", "custom-environments")
 CONTAINER_NAME = "reward-worker"
-SCRATCH_VOLUME = "scratch"
-# Docker's default capabilities minus what the sandbox (mtrl/sandbox, fargate tier) does not use as root.
-# Kept: SETUID/SETGID (switch to a throwaway uid), KILL (kill that uid's leftovers), CHOWN/FOWNER/DAC_OVERRIDE
-# (remove its work directory whatever it did to it), SETPCAP (empty the capability bounding set of every process
-# it starts). Generated code itself never holds any capability, in any set.
-DROPPED_CAPABILITIES = (
-    ecs.Capability.AUDIT_WRITE,
-    ecs.Capability.FSETID,
-    ecs.Capability.MKNOD,
-    ecs.Capability.NET_BIND_SERVICE,
-    ecs.Capability.NET_RAW,
-    ecs.Capability.SETFCAP,
-    ecs.Capability.SYS_CHROOT,
-)
-
-
-def sandbox_linux_parameters(scope: Construct) -> ecs.LinuxParameters:
-    parameters = ecs.LinuxParameters(scope, "WorkerLinuxParameters", init_process_enabled=True)
-    parameters.drop_capabilities(*DROPPED_CAPABILITIES)
-    return parameters
 
 
 class RewardWorkers(Construct):
@@ -112,18 +88,10 @@ class RewardWorkers(Construct):
 
     def _task_role(self) -> iam.Role:
         """The role the workers run with; what it may do is ``_grant_task_role``'s."""
-        stack = cdk.Stack.of(self)
         return iam.Role(
             self,
             "TaskRole",
-            # Only ECS tasks of this account may assume it (confused-deputy guard).
-            assumed_by=iam.ServicePrincipal(
-                "ecs-tasks.amazonaws.com",
-                conditions={
-                    "StringEquals": {"aws:SourceAccount": stack.account},
-                    "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:ecs:{stack.region}:{stack.account}:*"},
-                },
-            ),
+            assumed_by=ecs_tasks_principal(self),
             description="Reward workers (run environment code): read environment packages, use the run's "
             "queues and call its proxy URL. Nothing else (logs and EMF metrics go through the awslogs driver).",
         )
@@ -139,17 +107,13 @@ class RewardWorkers(Construct):
             task_role=self.task_role,
             arm=arm,
         )
-        self.container = self.task_definition.add_container(
+        self.container = add_sandboxed_container(
+            self,
+            self.task_definition,
             "Worker",
             container_name=CONTAINER_NAME,
             image=repo_image(DOCKERFILE, exclude=IMAGE_CONTEXT_EXCLUDES, arm=arm),
             logging=ecs.LogDrivers.aws_logs(stream_prefix="worker", log_group=self.log_group),
-            # Hardening for the sandbox (docs/sandbox.md): a read-only root file system (writable: the /tmp
-            # volume below), never privileged, and only the capabilities the sandbox's fargate tier needs as
-            # root (switch to and signal throwaway uids, hand them their work directory).
-            readonly_root_filesystem=True,
-            privileged=False,
-            linux_parameters=sandbox_linux_parameters(self),
             environment={
                 # Read by mtrl.worker; per-run values (queues, env id, run id) come as container overrides.
                 "MTRL_CONCURRENCY": str(settings.reward_worker_max_workers),
@@ -157,11 +121,6 @@ class RewardWorkers(Construct):
                 "MTRL_ENVIRONMENT_PREFIX": self.environment_prefix,
                 "MTRL_QUEUE_PREFIX": self.queue_name_prefix,
             },
-        )
-
-        self.task_definition.add_volume(name=SCRATCH_VOLUME)  # Fargate task storage, private to the task
-        self.container.add_mount_points(
-            ecs.MountPoint(container_path="/tmp", source_volume=SCRATCH_VOLUME, read_only=False)  # noqa: S108
         )
 
     def _service(self, vpc: ec2.IVpc, security_group: ec2.ISecurityGroup) -> ecs.FargateService:

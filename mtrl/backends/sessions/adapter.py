@@ -10,7 +10,10 @@
   ``sessions-task``, its ``startedBy`` token) before it starts.
 - **Status** reports the progress. In a task: a task that stopped before the run finished is started again
   (resuming from the last saved step), up to ``MAX_TASK_ATTEMPTS`` tasks. Without one: each poll runs
-  ``steps_per_poll`` steps itself, resuming from the state saved after the last.
+  ``steps_per_poll`` steps itself, resuming from the state saved after the last; where the function's runtime has
+  no torch (the emulator's), the local service's loop runs in the interpreter ``MTRL_LLM_PYTHON`` names
+  (``mtrl.backends.llm_python``: ``python -m mtrl.backends.sessions.task``), as many steps as ``DELEGATED_SECONDS``
+  allow per poll, since each start of that interpreter pays for importing torch.
 - **Cancel** asks the loop to stop (``cancel.json``, read before each step) and stops the task (ECS sends SIGTERM:
   the task closes its service). **Cleanup** stops any task of the run still running and stops and deletes any
   SageMaker session a killed task left (their names are in the progress before they are created).
@@ -18,7 +21,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from collections.abc import Mapping
@@ -28,6 +30,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import ValidationError
 
 from mtrl.backends._aws import AwsClients, backend_error, error_code, short_token
+from mtrl.backends.llm_python import LLM_PYTHON_ENV, TIMEOUT_S, LlmPythonError, llm_python, missing_here, run_module
 from mtrl.backends.sessions import cost
 from mtrl.backends.sessions.options import run_options
 from mtrl.backends.sessions.runner import (
@@ -52,14 +55,18 @@ MAX_TASK_ATTEMPTS = 3
 DEFAULT_STEPS_PER_POLL = 1
 STEPS_PER_POLL_ENV = "MTRL_SESSIONS_STEPS_PER_POLL"
 TASK_MODULE = "mtrl.backends.sessions.task"
+# In MTRL_LLM_PYTHON's interpreter, a poll starts no step after this long (the rest of TIMEOUT_S is for the step under
+# way and the held-out evaluation after the last one).
+DELEGATED_SECONDS = 8 * 60.0
 # Session statuses in which a session no longer bills for compute (stopped, ended or being deleted).
 _NOT_RUNNING = frozenset({"Stopped", "Failed", "Expired", "Deleting", "DeletionFailed"})
 _STATES = {"done": JobState.SUCCEEDED, "failed": JobState.FAILED, "stopped": JobState.STOPPED}
 
 
 def run_config(run: RunContext) -> RunConfig:
-    """The run's config from its effective settings (raises ``ValidationError``)."""
-    settings = run.settings
+    """The run's config from its effective settings (raises ``ValidationError``). A deployment whose stack side ships
+    no region (the emulator variant has none) runs in the function's own."""
+    settings = {"region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"), **run.settings}
     return RunConfig(
         run_id=run.run_id,
         output_uri=run.output_uri,
@@ -149,10 +156,28 @@ class SessionsAdapter:
                 return self._report(config, progress)
             if config.deploy.runs_in_a_task:
                 return self._task_status(run, config, store, progress)
-            progress = SessionsRunner(config, store.s3, open=self._open).advance(self.steps_per_poll)
+            if _delegated(config):
+                progress = self._advance_in_llm_python(run, config, store)
+            else:
+                progress = SessionsRunner(config, store.s3, open=self._open).advance(self.steps_per_poll)
         except (ClientError, BotoCoreError) as error:
             raise backend_error(f"run {run.run_id}: reading or writing the sessions progress", error) from error
         return self._report(config, progress)
+
+    def _advance_in_llm_python(self, run: RunContext, config: RunConfig, store: RunStore) -> Progress:
+        """Advance the run in ``MTRL_LLM_PYTHON``'s interpreter; an interpreter that fails before the loop could
+        record why (it did not start, it crashed, it ran out of time) fails the run with its last lines."""
+        arguments = ["--run-config", config.uri, "--max-seconds", str(DELEGATED_SECONDS)]
+        try:
+            run_module(TASK_MODULE, arguments, region=config.deploy.region, timeout_s=TIMEOUT_S)
+        except LlmPythonError as error:
+            progress = _read_progress(store, run)
+            if progress.finished:  # the loop recorded the failure itself
+                return progress
+            failed = progress.model_copy(update={"phase": "failed", "message": f"the sessions loop: {error}"})
+            store.save_progress(failed)
+            return failed
+        return _read_progress(store, run)
 
     def _task_status(self, run: RunContext, config: RunConfig, store: RunStore, progress: Progress) -> JobStatus:
         launch = self._launch_record(store)
@@ -347,15 +372,27 @@ def _where_the_loop_runs(service: str, deploy: SessionsSettings) -> Finding:
         return Finding("sessions-service", True, "SageMaker training sessions, driven from a Fargate task per run")
     if deploy.runs_in_a_task:
         return Finding("sessions-service", True, "the local service, in the loop's Fargate task")
-    missing = [name for name in ("torch", "peft", "transformers") if importlib.util.find_spec(name) is None]
+    return _local_service_in_the_polls()
+
+
+def _local_service_in_the_polls() -> Finding:
+    missing = missing_here()
+    if missing and llm_python():
+        where = f"{llm_python()} ({LLM_PYTHON_ENV})"
+        return Finding("sessions-service", True, f"the local service, in the status polls, run by {where}")
     if missing:
         return Finding(
             "sessions-service",
             False,
             f"the local service runs in the status polls here, and this runtime lacks {', '.join(missing)} "
-            "(the mtrl[llm] extra)",
+            f"(the mtrl[llm] extra), and {LLM_PYTHON_ENV} names no interpreter that has it",
         )
     return Finding("sessions-service", True, "the local service, a few steps per status poll")
+
+
+def _delegated(config: RunConfig) -> bool:
+    """The local service's loop runs in ``MTRL_LLM_PYTHON``'s interpreter: this runtime cannot import torch."""
+    return config.options.service == "local" and bool(missing_here()) and llm_python() is not None
 
 
 def _read_progress(store: RunStore, run: RunContext) -> Progress:

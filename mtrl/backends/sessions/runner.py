@@ -272,8 +272,9 @@ class SessionsRunner:
         found = self.store.progress()
         return found or Progress(service=self.config.options.service, total_steps=self.config.options.steps)
 
-    def advance(self, max_steps: int | None = None) -> Progress:
-        """Run up to ``max_steps`` more steps (None: to the end), with the evaluations due; returns the progress as
+    def advance(self, max_steps: int | None = None, *, max_seconds: float | None = None) -> Progress:
+        """Run up to ``max_steps`` more steps (None: to the end), with the evaluations due, starting no step once
+        ``max_seconds`` have passed (None: no limit; the step under way finishes); returns the progress as
         written. A failure of the service's infrastructure leaves the run to be resumed (up to
         ``MAX_SERVICE_FAILURES`` in a row); any other failure ends it ``failed``. Never leaves the service open."""
         progress = self.progress()
@@ -288,12 +289,13 @@ class SessionsRunner:
             name = session_name(self.config.run_id, len(progress.sessions) + 1)
             progress = self._save(progress.model_copy(update={"sessions": [*progress.sessions, name]}))
         self._seen = TokenUsage()
+        deadline = None if max_seconds is None else time.monotonic() + max_seconds
         try:
             service = self._open(self.config, progress)
         except ServiceError as error:  # a session that never came up (the service tore down what it had made)
             return self._failed(None, progress, error, resumable=error.infrastructure)
         try:
-            progress = self._advance(service, spec, tasks, eval_tasks, progress, max_steps=max_steps)
+            progress = self._advance(service, spec, tasks, eval_tasks, progress, max_steps=max_steps, deadline=deadline)
         except ServiceError as error:
             progress = self._failed(service, progress, error, resumable=error.infrastructure)
         except Exception as error:  # an environment plug-in or the model raised: the run fails, in plain words
@@ -311,6 +313,7 @@ class SessionsRunner:
         progress: Progress,
         *,
         max_steps: int | None,
+        deadline: float | None,
     ) -> Progress:
         self._restore(service, progress)
         if eval_tasks and progress.before is None:
@@ -318,6 +321,8 @@ class SessionsRunner:
             progress = self._save(self._counted(service, progress, before=_figures(before)))
         ran = 0
         while progress.step < progress.total_steps and (max_steps is None or ran < max_steps):
+            if deadline is not None and ran and time.monotonic() >= deadline:
+                return progress  # the next call resumes from the step just written
             if self.store.cancel_requested():
                 return self._save(progress.model_copy(update={"phase": "stopped", "message": "cancelled"}))
             step = progress.step + 1

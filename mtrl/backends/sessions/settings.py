@@ -15,7 +15,8 @@ class SessionsSettings(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     region: str = Field(min_length=1)
-    data_bucket: str = Field(min_length=3)
+    # The emulator variant deploys no stack side: its runs know the bucket from their own URIs.
+    data_bucket: str | None = Field(default=None, min_length=3)
     kms_key_arn: str | None = None
     # The Fargate task that runs the loop (all three, or none: then the loop runs in the status polls).
     sessions_ecs_cluster_arn: str | None = None

@@ -13,6 +13,7 @@ import argparse
 import logging
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from types import FrameType
 from typing import Any
@@ -41,13 +42,18 @@ def read_run_config(s3: Any, uri: str) -> RunConfig:
     return RunConfig.model_validate_json(body)
 
 
-def run(uri: str, *, s3: Any = None, open: OpenService = open_service) -> int:
-    """Advance the run at ``uri`` to its end; the exit status: 0 done, 1 failed or stopped by request."""
+def run(uri: str, *, s3: Any = None, open: OpenService = open_service, max_seconds: float | None = None) -> int:
+    """Advance the run at ``uri`` to its end, or until ``max_seconds`` have passed (a step under way finishes; the
+    next call resumes after it); the exit status: 0 done or paused, 1 failed or stopped by request."""
     client = s3 or boto3.client("s3")
     config = read_run_config(client, uri)
     runner = SessionsRunner(config, client, open=open)
+    started = time.monotonic()
     while True:
-        progress = runner.advance()
+        left = None if max_seconds is None else max_seconds - (time.monotonic() - started)
+        if left is not None and left <= 0:
+            return 0
+        progress = runner.advance(max_seconds=left)
         logger.info("run %s: %s at step %d (%s)", config.run_id, progress.phase, progress.step, progress.message)
         if progress.finished:
             return 0 if progress.phase == "done" else 1
@@ -56,11 +62,14 @@ def run(uri: str, *, s3: Any = None, open: OpenService = open_service) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mtrl.backends.sessions.task", description=__doc__)
     parser.add_argument("--run-config", required=True, help="s3:// URI of the run's run-config.json")
+    parser.add_argument(
+        "--max-seconds", type=float, default=None, help="start no step after this many seconds (default: to the end)"
+    )
     arguments = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, stop)
     try:
-        return run(arguments.run_config)
+        return run(arguments.run_config, max_seconds=arguments.max_seconds)
     except TaskStopped:
         logger.warning("stopped by SIGTERM; the service is closed and the run resumes from its last saved step")
         return EXIT_STOPPED

@@ -29,6 +29,7 @@ def demo(
     work_dir: Annotated[
         Path, typer.Option(help="Where the demo keeps its synthesized app, logs and the run's outputs.")
     ] = Path(".build/demo"),
+    *,
     env: Annotated[
         str,
         typer.Option(
@@ -36,6 +37,14 @@ def demo(
             help="The environment to train, built-in or custom (its sample/train.jsonl and sample/eval.jsonl).",
         ),
     ] = "wordle",
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend",
+            help="local (the CPU trainer: features or TRL GRPO) or sessions (mtrl's own GRPO loop on the sessions "
+            "backend's local training service, torch + PEFT LoRA on a tiny model; -H sets its backend_options).",
+        ),
+    ] = "local",
     policy: Annotated[
         str | None,
         typer.Option(
@@ -49,7 +58,8 @@ def demo(
         typer.Option(
             "--hyperparameter",
             "-H",
-            help="KEY=VALUE for the run's hyperparameters (repeatable), e.g. -H steps=1 -H max_new_tokens=16.",
+            help="KEY=VALUE for the run's hyperparameters (repeatable), e.g. -H steps=1 -H max_new_tokens=16; with "
+            "--backend sessions, its backend_options (e.g. -H steps=2 -H max_tokens=16).",
         ),
     ] = None,
     keep_emulator: Annotated[
@@ -68,7 +78,7 @@ def demo(
     from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError  # noqa: PLC0415
 
     try:
-        plan = plan_for(env, policy=policy, hyperparameters=_hyperparameters(hyperparameter or []))
+        plan = plan_for(env, policy=policy, hyperparameters=_hyperparameters(hyperparameter or []), backend=backend)
     except (DemoError, EnvironmentNotFoundError, InvalidEnvironmentError) as error:
         fail(str(error), code=EXIT_USAGE)
     try:

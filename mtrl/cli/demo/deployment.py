@@ -85,8 +85,9 @@ def read_optional_json(s3: Any, bucket: str, key: str) -> dict[str, Any] | None:
 
 
 # What step 4 copies out of the emulator (it stops when the demo ends): the pipeline's and the trainer's summaries
-# and the per-step signal rows the training-health rules read.
-FETCHED_OUTPUTS = ("summary.json", "signals.jsonl", "health.json", "local/summary.json")
+# and the per-step signal rows the training-health rules read (a backend's own summary where it writes one: the local
+# trainer's summary, the sessions loop's progress).
+FETCHED_OUTPUTS = ("summary.json", "signals.jsonl", "health.json", "local/summary.json", "sessions/progress.json")
 
 
 def fetch_outputs(s3: Any, bucket: str, run_id: str, work_dir: Path) -> list[Path]:

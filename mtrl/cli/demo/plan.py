@@ -1,4 +1,5 @@
-"""What the demo trains (``plan_for``): the environment, its bundled sample dataset, the policy and the run manifest."""
+"""What the demo trains (``plan_for``): the environment, its bundled sample dataset, the backend, the policy and the
+run manifest."""
 
 from __future__ import annotations
 
@@ -6,6 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from mtrl.backends.sessions.options import TINY_MODEL, SessionsRunOptions
+from mtrl.contracts.problems import problems_from_validation_error
 from mtrl.envs.registry import load_spec
 from mtrl.local.agents import agent_for
 from mtrl.local.config import FEATURES, TrainConfig, default_policy
@@ -29,6 +34,28 @@ FEATURES_LINE = (
 )
 
 
+SESSIONS_LINE = (
+    "policy: `{model}` on the sessions backend's local training service (torch + PEFT LoRA, the twin of a SageMaker "
+    "training session), driven by mtrl's own GRPO loop: token in, token out{tiny}"
+)
+SESSIONS_TINY_LINE = (
+    "; `tiny` is hf:tiny-random, a tiny randomly initialised model built in code (no download): a plumbing check "
+    "whose scores say nothing about the reward (for a saved model: -H base_model=/absolute/path)"
+)
+BACKENDS = ("local", "sessions")
+# The sessions demo's run, sized for a CPU (the imports and the tiny model take ~15 CPU-s, each step ~3, each held-out
+# evaluation of the 50 words ~4): 3 steps of 2 words x 4 episodes, replies of at most 8 tokens.
+SESSIONS_OPTIONS: dict[str, Any] = {
+    "service": "local",
+    "base_model": TINY_MODEL,
+    "steps": 3,
+    "group_size": 4,
+    "tasks_per_step": 2,
+    "max_tokens": 8,
+    "seed": 7,
+}
+
+
 class DemoError(RuntimeError):
     pass
 
@@ -42,6 +69,7 @@ class DemoPlan:
     train_path: Path
     eval_path: Path
     manifest: dict[str, Any]
+    backend: str = "local"
     eval_tasks: int = 100  # the run evaluates the first this many held-out tasks (the trainer's eval_tasks)
 
     @property
@@ -50,6 +78,8 @@ class DemoPlan:
 
     @property
     def policy_line(self) -> str:
+        if self.backend == "sessions":
+            return SESSIONS_LINE.format(model=self.policy, tiny=SESSIONS_TINY_LINE if self.policy == TINY_MODEL else "")
         if self.policy != FEATURES:
             return LANGUAGE_MODEL_LINE.format(
                 policy=self.policy, tiny=TINY_LINE if self.policy.endswith(":tiny-random") else ""
@@ -59,17 +89,25 @@ class DemoPlan:
     @property
     def hand_set_heuristic(self) -> bool:
         """The hand-set heuristic row: wordle's feature policy only (its weight names a wordle feature)."""
-        return self.env_id == "wordle" and self.policy == FEATURES
+        return self.backend == "local" and self.env_id == "wordle" and self.policy == FEATURES
 
 
 def plan_for(
-    env_id: str = "wordle", *, policy: str | None = None, hyperparameters: dict[str, Any] | None = None
+    env_id: str = "wordle",
+    *,
+    policy: str | None = None,
+    hyperparameters: dict[str, Any] | None = None,
+    backend: str = "local",
 ) -> DemoPlan:
-    """The demo of ``env_id``: its ``sample/train.jsonl`` and ``sample/eval.jsonl``, the ``local`` backend.
+    """The demo of ``env_id``: its ``sample/train.jsonl`` and ``sample/eval.jsonl``, on ``backend``.
 
-    Plain ``mtrl demo`` is wordle with the features policy (20 steps); another environment trains with its default
-    policy (``mtrl.local.config.default_policy``) unless ``policy`` names one; ``hyperparameters`` override.
+    Plain ``mtrl demo`` is wordle with the features policy (20 steps) on the ``local`` backend; another environment
+    trains with its default policy (``mtrl.local.config.default_policy``) unless ``policy`` names one;
+    ``hyperparameters`` override. On ``sessions`` the run trains the local training service's tiny model
+    (``SESSIONS_OPTIONS``), and ``hyperparameters`` override its per-run options.
     """
+    if backend not in BACKENDS:
+        raise DemoError(f"--backend: the demo runs {' or '.join(BACKENDS)} offline (got {backend!r})")
     spec = load_spec(env_id)
     sample = spec.path / "sample"
     train_path, eval_path = sample / "train.jsonl", sample / "eval.jsonl"
@@ -79,6 +117,9 @@ def plan_for(
             f"environment '{env_id}' has no sample dataset ({', '.join(missing)} missing): the demo trains on "
             "sample/train.jsonl and evaluates on sample/eval.jsonl, as custom-environments/template ships them"
         )
+    eval_key = EVAL_KEY if env_id == "wordle" else f"eval-data/{env_id.replace('_', '-')}-demo-eval.jsonl"
+    if backend == "sessions":
+        return _sessions_plan(env_id, train_path, eval_path, eval_key, policy=policy, options=hyperparameters or {})
     chosen = policy or default_policy(env_id)
     values: dict[str, Any] = {"steps": 20, "seed": 7} if env_id == "wordle" and chosen == FEATURES else {"seed": 7}
     if env_id != "wordle" or chosen != FEATURES:
@@ -94,7 +135,7 @@ def plan_for(
         "backend": "local",
         "environment": env_id,
         "hyperparameters": values,
-        "eval_dataset": EVAL_KEY if env_id == "wordle" else f"eval-data/{env_id.replace('_', '-')}-demo-eval.jsonl",
+        "eval_dataset": eval_key,
     }
     return DemoPlan(
         env_id=env_id,
@@ -103,4 +144,32 @@ def plan_for(
         eval_path=eval_path,
         manifest=manifest,
         eval_tasks=config.eval_tasks,
+    )
+
+
+def _sessions_plan(
+    env_id: str, train_path: Path, eval_path: Path, eval_key: str, *, policy: str | None, options: dict[str, Any]
+) -> DemoPlan:
+    if policy is not None:
+        raise DemoError(
+            "--policy is the local backend's; the sessions demo trains the local training service's tiny model "
+            "(-H base_model=/absolute/path for a saved one)"
+        )
+    values = {**SESSIONS_OPTIONS, **options}
+    if values["service"] != "local":
+        raise DemoError("-H service: the demo runs offline, on the local training service (service=local)")
+    try:
+        chosen = SessionsRunOptions.model_validate(values)  # refused here, not minutes later at Preflight
+    except ValidationError as error:
+        raise DemoError("-H: " + "; ".join(problems_from_validation_error(error))) from error
+    manifest = {"backend": "sessions", "environment": env_id, "backend_options": values, "eval_dataset": eval_key}
+    held_out = sum(1 for line in eval_path.read_text(encoding="utf-8").splitlines() if line.strip())
+    return DemoPlan(
+        env_id=env_id,
+        policy=chosen.model,
+        train_path=train_path,
+        eval_path=eval_path,
+        manifest=manifest,
+        backend="sessions",
+        eval_tasks=held_out,  # the sessions loop evaluates every held-out row
     )

@@ -4,11 +4,13 @@ Steps, each shown as it happens:
 1. synthesize the app's emulator variant (`npx cdk synth -c emulator=true`, the real CDK CLI: ``synth``);
 2. start the embedded AWS emulator (MiniStack, 127.0.0.1 only) and deploy the synthesized templates;
 3. `mtrl submit` the environment's bundled sample (wordle's by default; ``--env`` picks any registered one, a
-   custom one included: ``plan``) with a manifest selecting the `local` backend, and watch it:
+   custom one included: ``plan``) with a manifest selecting the `local` backend (``--backend sessions``: the
+   sessions backend on its local training service), and watch it:
    upload → EventBridge rule → trigger Lambda → Step Functions → GRPO training → held-out evaluation →
    teardown → report;
-4. print the run's summary (status, phase timings, held-out success before/after, signal health: ``tables``) and
-   fetch its summaries, signal rows and learning-curve plot into the work directory (``deployment``);
+4. print the run's summary (status, phase timings, held-out success before/after, signal health; for a sessions
+   run its signal rows with the sampler/trainer mismatch and the health verdict: ``tables``) and fetch its
+   summaries, signal rows and learning-curve plot into the work directory (``deployment``);
 5. upload a malformed dataset the way `aws s3 cp` would (the CLI would refuse it locally) and show the
    pipeline reject it with line-numbered errors before anything is provisioned.
 """
@@ -25,7 +27,7 @@ from typing import Any
 
 from rich.console import Console
 
-from mtrl.backends.local import LLM_PYTHON_ENV
+from mtrl.backends.llm_python import LLM_PYTHON_ENV
 from mtrl.cli.demo.deployment import (
     PREFIX,
     cli_hints,
@@ -39,7 +41,12 @@ from mtrl.cli.demo.deployment import (
 )
 from mtrl.cli.demo.plan import DemoError, DemoPlan, plan_for
 from mtrl.cli.demo.synth import synthesize
-from mtrl.cli.demo.tables import heuristic_evaluation, summary_tables, validation_table
+from mtrl.cli.demo.tables import (
+    heuristic_evaluation,
+    sessions_tables,
+    summary_tables,
+    validation_table,
+)
 from mtrl.contracts.text import plural
 from mtrl.emulator import Emulator, deploy_app
 from mtrl.emulator.deploy import session_for
@@ -89,7 +96,8 @@ def run_demo(
     emulator_environ = {"SFN_WAIT_SCALE": "1"}
     if plan.policy != FEATURES:
         # The emulator's Lambda runtime has no torch (nor has a real one): the local backend trains a language
-        # model in this interpreter, which has the mtrl[llm] extra (mtrl.backends.local).
+        # model, and the sessions backend runs its local training service, in this interpreter, which has the
+        # mtrl[llm] extra (mtrl.backends.llm_python).
         emulator_environ[LLM_PYTHON_ENV] = sys.executable
     result = DemoResult()
     started = time.perf_counter()
@@ -113,7 +121,9 @@ def run_demo(
         result.timings["deploy"] = time.perf_counter() - mark
 
         _step(
-            console, 3, f"mtrl submit: the sample {plan.env_id} dataset, with a manifest selecting the `local` backend"
+            console,
+            3,
+            f"mtrl submit: the sample {plan.env_id} dataset, with a manifest selecting the `{plan.backend}` backend",
         )
         _print_what_runs(console, plan)
         stem = f"{plan.env_id.replace('_', '-')}-demo"
@@ -138,6 +148,7 @@ def run_demo(
             emulator,
         )
         result.timings["run"] = time.perf_counter() - mark
+        console.print(f"\n    the run took {result.timings['run']:.0f} s (wall clock, upload to report)")
         runs = run_ids(session)
         result.run_id = runs[0] if runs else None
         result.run_succeeded = submitted.returncode == 0
@@ -208,11 +219,17 @@ def _explain_failure(console: Console, emulator: Emulator, run_id: str | None) -
 def _show_run(s3: Any, bucket: str, run_id: str, plan: DemoPlan, *, work_dir: Path, console: Console) -> dict[str, Any]:
     """Print the run's summary tables, fetch its outputs into ``work_dir``; returns the pipeline's summary."""
     summary = read_json(s3, bucket, f"runs/{run_id}/summary.json")
-    training = read_optional_json(s3, bucket, f"runs/{run_id}/local/summary.json")
-    tasks = read_optional_json(s3, bucket, f"runs/{run_id}/local/tasks.json")
-    if training and tasks and plan.hand_set_heuristic:
-        training["heuristic"] = heuristic_evaluation(training, list(tasks["holdout"]))
-    for table in summary_tables(summary, training):
+    if plan.backend == "sessions":
+        progress = read_optional_json(s3, bucket, f"runs/{run_id}/sessions/progress.json")
+        health = read_optional_json(s3, bucket, f"runs/{run_id}/health.json")
+        tables = [*summary_tables(summary, None), *sessions_tables(plan, progress, health)]
+    else:
+        training = read_optional_json(s3, bucket, f"runs/{run_id}/local/summary.json")
+        tasks = read_optional_json(s3, bucket, f"runs/{run_id}/local/tasks.json")
+        if training and tasks and plan.hand_set_heuristic:
+            training["heuristic"] = heuristic_evaluation(training, list(tasks["holdout"]))
+        tables = summary_tables(summary, training)
+    for table in tables:
         console.print(table)
     plot = fetch_plot(s3, bucket, run_id, work_dir)
     if plot:

@@ -1,13 +1,16 @@
-"""What the demo prints about a run: its summary, the held-out evaluation rows, signal health, validation errors."""
+"""What the demo prints about a run: its summary, the held-out evaluation rows, signal health, validation errors; for a
+sessions run, its signal rows with the sampler/trainer mismatch and the pipeline's health verdict."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.table import Table
 
+from mtrl.cli.health_cmd import render as render_health
 from mtrl.contracts.text import plural
 from mtrl.envs.registry import load_spec
 from mtrl.health import signal_health
@@ -15,6 +18,9 @@ from mtrl.local.agents import agent_for
 from mtrl.local.config import FEATURES, TrainConfig
 from mtrl.local.policy import LogLinearPolicy
 from mtrl.local.trainer import TaskSplit, Trainer
+
+if TYPE_CHECKING:
+    from mtrl.cli.demo.plan import DemoPlan
 
 # The hand-set heuristic row: one weight by hand, no training — "guess a word still consistent with the clues".
 HAND_SET_WEIGHTS = {"consistent": 1.0}
@@ -103,6 +109,73 @@ def heuristic_evaluation(training: dict[str, Any], holdout: list[dict[str, Any]]
     return trainer.evaluate(LogLinearPolicy(agent.feature_names, theta), step=0, config=config)
 
 
+def sessions_tables(plan: DemoPlan, progress: dict[str, Any] | None, health: dict[str, Any] | None) -> list[Any]:
+    """A sessions run (its loop's ``progress.json`` and the pipeline's ``health.json``): the held-out rows before and
+    after, the signal rows with the sampler/trainer mismatch, and the training-health verdict over them."""
+    if progress is None:
+        return ["    [red]the run wrote no sessions progress (runs/<id>/sessions/progress.json)[/]"]
+    before, after = progress.get("before") or {}, progress.get("after") or {}
+    training = {
+        "env_id": plan.env_id,
+        "config": {"policy": f"{plan.policy} model"},
+        "steps": progress.get("step"),
+        "heldout": {
+            "tasks": after.get("tasks", before.get("tasks")),
+            "success_before": before.get("success_share"),
+            "reward_before": before.get("reward_mean"),
+            "success_after": after.get("success_share"),
+            "reward_after": after.get("reward_mean"),
+        },
+    }
+    rendered: list[Any] = [evaluation_table(training), signal_rows_table(list(progress.get("rows") or []))]
+    mismatch = mean_sampler_kl(list(progress.get("rows") or []))
+    rendered.append(
+        "    sampler/trainer mismatch (KL between the sampler's logprobs and the trainer's, k3 estimate), mean over "
+        f"the steps that trained: {_kl(mismatch)}; the local service samples and trains one model, so it stays near "
+        "0 (a SageMaker session's sampler and trainer are separate)"
+    )
+    rendered.append(
+        render_health(health)
+        if health
+        else "    [red]no training-health verdict (runs/<id>/health.json): the status poll did not write one[/]"
+    )
+    return rendered
+
+
+def signal_rows_table(rows: list[dict[str, Any]]) -> Table:
+    """The run's signal rows (what the training-health rules read), each with the sessions loop's own figures."""
+    table = Table(title="signal rows (signals.jsonl), with the sessions loop's figures")
+    for column in (
+        "step",
+        "reward mean",
+        signal_health.ZERO_SPREAD_HEADING,
+        "mean turns",
+        "episodes trained",
+        "infra failures",
+        "loss",
+        "sampler/trainer KL",
+    ):
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(
+            str(row.get("step")),
+            _fmt(row.get("reward_mean")),
+            _pct(row.get("zero_spread_share")),
+            _fmt(row.get("mean_turns")),
+            str(row.get("trained_episodes", "—")),
+            str(row.get("infra_failed", "—")),
+            _fmt(row.get("loss")),
+            _kl(row.get("sampler_kl")),
+        )
+    return table
+
+
+def mean_sampler_kl(rows: list[dict[str, Any]]) -> float | None:
+    """The mean of the steps' ``sampler_kl`` (None when no step trained: a step with no spread sends no data)."""
+    values = [float(row["sampler_kl"]) for row in rows if isinstance(row.get("sampler_kl"), int | float)]
+    return sum(values) / len(values) if values else None
+
+
 def validation_table(errors: list[dict[str, Any]]) -> Table:
     """The rejected dataset's errors (``validation.json``), each with its line number."""
     table = Table(title="validation.json: errors with line numbers")
@@ -115,6 +188,13 @@ def validation_table(errors: list[dict[str, Any]]) -> Table:
 
 def _seconds(value: Any) -> str:
     return "—" if value is None else f"{float(value):.1f} s"
+
+
+def _kl(value: Any) -> str:
+    """A KL figure: near 0 by nature, so in two significant digits (``1.6e-14``), never rounded to ``0.000``."""
+    if not isinstance(value, int | float) or not math.isfinite(value):
+        return "—"
+    return f"{float(value):.2g}"
 
 
 def _pct(value: Any) -> str:

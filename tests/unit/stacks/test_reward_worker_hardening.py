@@ -12,7 +12,7 @@ from typing import Any
 
 from aws_cdk.assertions import Match, Template
 
-from stacks.constructs.reward_workers import DROPPED_CAPABILITIES, SCRATCH_VOLUME
+from stacks.constructs.fargate_task import DROPPED_CAPABILITIES, SCRATCH_VOLUME
 
 
 def _container(workers_json: dict[str, Any]) -> dict[str, Any]:

@@ -204,9 +204,14 @@ def test_the_task_role_drives_sessions_and_passes_only_the_session_role(resource
     assert passed["Action"] == "iam:PassRole"
     assert passed["Condition"] == {"StringEquals": {PASSED_TO: "sagemaker.amazonaws.com"}}
     assert passed["Resource"]["Fn::GetAtt"][0].startswith("SessionsLoopSessionRole")
-    grant = statements["SessionKeyThroughSageMaker"]["Condition"]
-    assert grant["StringEquals"]["kms:ViaService"] == "sagemaker.us-east-1.amazonaws.com"
-    assert grant["Bool"] == {"kms:GrantIsForAWSResource": "true"}
+    grant = statements["SessionKeyThroughSageMaker"]
+    assert grant["Action"] == "kms:CreateGrant"
+    assert grant["Condition"]["StringEquals"]["kms:ViaService"] == "sagemaker.us-east-1.amazonaws.com"
+    assert grant["Condition"]["Bool"] == {"kms:GrantIsForAWSResource": "true"}
+    # DescribeKey carries no kms:GrantIsForAWSResource: under that condition it would always be denied.
+    described = statements["SessionKeyDescribedBySageMaker"]
+    assert described["Action"] == "kms:DescribeKey"
+    assert described["Condition"] == {"StringEquals": {"kms:ViaService": "sagemaker.us-east-1.amazonaws.com"}}
     assert statements["WriteRunOutputs"]["Resource"] == _objects("runs/*")
     reads = statements["ReadRunInputs"]["Resource"]
     assert _same(reads, [_objects(f"{prefix}*") for prefix in ("training-data/", "eval-data/", "runs/")])

@@ -8,6 +8,7 @@ content parts, nested info, extra message keys, deep nesting.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from typing import Any
@@ -265,3 +266,35 @@ def test_the_first_block_sizes_the_id_index_within_the_row_limit() -> None:
     report: ValidationReport = validator.validate(io.BytesIO(data), source="f", size=len(data) * 1000)
     assert report.valid
     assert validator.ids._mask + 1 == 2048  # room for max_rows (1000) keys at half load, not for 100,000
+
+
+def _transcript_line(index: int, text: str) -> bytes:
+    messages = [{"role": "user", "content": f"{text} turn {turn} of game {index}"} for turn in range(12)]
+    return json.dumps({"id": f"t{index}", "metadata": {"prompt": messages, "answer": "crane"}}).encode()
+
+
+def test_the_block_is_searched_for_spaced_colons_only_when_a_line_needs_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Searching text full of spaces for ' :' cost long transcripts more than parsing them (issue 38 item 17): a
+    # block whose lines have no more colons than keys skips it; a colon in the text makes it run, once per block.
+    searched: list[int] = []
+    original = dataset_module._Block.spaced.func  # type: ignore[attr-defined]
+
+    def counted(block: Any) -> bool:
+        searched.append(len(block.lines))
+        return bool(original(block))
+
+    cached = functools.cached_property(counted)
+    cached.__set_name__(dataset_module._Block, "spaced")
+    monkeypatch.setattr(dataset_module._Block, "spaced", cached)
+    plain = b"\n".join(_transcript_line(i, "guess a word") for i in range(50)) + b"\n"
+    report = DatasetValidator().validate(io.BytesIO(plain), source="plain.jsonl")
+    assert (report.valid, report.rows, searched) == (True, 50, [])
+    colons = b"\n".join(_transcript_line(i, "note: guess") for i in range(50)) + b"\n"
+    report = DatasetValidator().validate(io.BytesIO(colons), source="colons.jsonl")
+    assert (report.valid, report.rows) == (True, 50)
+    assert searched == [50]  # the one block of 50 lines, searched once
+    # What the search is for: a key written with a space before its colon is still found duplicated.
+    duplicated = b'{"id": "d", "id" : "e", "metadata": {"prompt": "note: x", "answer": "crane"}}\n'
+    report = DatasetValidator().validate(io.BytesIO(colons + duplicated), source="duplicated.jsonl")
+    assert not report.valid
+    assert "duplicate key 'id'" in report.to_dict()["errors"][0]["message"]

@@ -24,6 +24,8 @@ from aws_fakes import ACCOUNT, REGION, FakeAws, FakeError
 from botocore.model import OperationModel, Shape
 from botocore.validate import ParamValidator
 
+from mtrl.backends.sessions.runner import Progress, RunConfig, session_config
+from mtrl.backends.sessions.sagemaker_service import Pacing, SageMakerTrainingService, session_clients
 from tests.http_serving import serving
 
 RUNTIME = "sagemakertrainingsessionruntime"
@@ -308,3 +310,47 @@ def runtime_server(session: FakeSession, boto: boto3.Session) -> Iterator[Runtim
     with serving(RuntimeServer(session, boto)) as server:
         yield server
         assert not server.invalid, "\n".join(server.invalid)
+
+
+# Waits and retries shortened: the fake answers at once.
+FAST = Pacing(
+    session_poll_s=0.001,
+    session_ready_timeout_s=5,
+    operation_poll_s=0.001,
+    operation_timeout_s=5,
+    teardown_timeout_s=5,
+    retry_attempts=2,
+    backoff_base_s=0.001,
+    backoff_max_s=0.002,
+)
+
+
+class FakeTokenizer:
+    """Stands in for the base model's tokenizer (the loop renders and counts tokens; the model is the service's)."""
+
+    eos_token_ids = (2,)
+
+    def render(self, messages: Any, *, add_generation_prompt: bool) -> list[int]:
+        return [1, *(len(message["content"]) % 50 for message in messages)]
+
+    def decode(self, tokens: Any) -> str:
+        return " ".join(map(str, tokens))
+
+
+def session_opener(boto: boto3.Session, fake: FakeSession, runtime_url: str, region: str = REGION) -> Any:
+    """The runner's ``open``: a SageMaker training service on the fake session (control plane through ``boto``'s
+    clients, the runtime at ``runtime_url``)."""
+
+    def open_session(run_config: RunConfig, progress: Progress) -> SageMakerTrainingService:
+        # The fake holds one session at a time: the last one was deleted; the new one numbers its operations anew.
+        fake.status, fake.sequence_numbers = "Absent", []
+        control, runtime = session_clients(boto, region, runtime_endpoint_url=runtime_url)
+        return SageMakerTrainingService.open(
+            session_config(run_config, progress.sessions[-1]),
+            control=control,
+            runtime=runtime,
+            tokenizer_factory=FakeTokenizer,
+            pacing=FAST,
+        )
+
+    return open_session

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,8 +16,16 @@ from run_support import BUCKET, RUN_ID, Opener, Recorded, context, world
 from session_fakes import PACKAGE_GROUP, FakeSession
 
 from mtrl.backends._aws import AwsClients
+from mtrl.backends.llm_python import LLM_PYTHON_ENV, TIMEOUT_S, LlmPythonError
 from mtrl.backends.pricing import budget_finding
-from mtrl.backends.sessions.adapter import MAX_TASK_ATTEMPTS, TASK_KIND, TASK_MODULE, SessionsAdapter
+from mtrl.backends.sessions.adapter import (
+    DELEGATED_SECONDS,
+    MAX_TASK_ATTEMPTS,
+    TASK_KIND,
+    TASK_MODULE,
+    SessionsAdapter,
+    run_config,
+)
 from mtrl.backends.sessions.runner import RunStore
 from mtrl.contracts.backend import BackendError, JobState
 
@@ -247,3 +256,96 @@ def test_the_loop_runs_in_the_polls_a_step_at_a_time(aws: FakeAws) -> None:
     )
     signals = aws.session.client("s3").get_object(Bucket=BUCKET, Key=f"runs/{RUN_ID}/signals.jsonl")["Body"].read()
     assert [json.loads(line).get("step") for line in signals.decode().splitlines()[1:]] == [1, 2]
+
+
+def _without_torch_here(monkeypatch: pytest.MonkeyPatch, llm_python: str | None) -> None:
+    """A function runtime without torch (the emulator's Lambda runtime, a real one)."""
+    monkeypatch.setattr("mtrl.backends.sessions.adapter.missing_here", lambda: ["torch"])
+    if llm_python is None:
+        monkeypatch.delenv(LLM_PYTHON_ENV, raising=False)
+    else:
+        monkeypatch.setenv(LLM_PYTHON_ENV, llm_python)
+
+
+def test_without_torch_preflight_needs_an_interpreter_that_has_it(
+    aws: FakeAws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world()
+    _without_torch_here(monkeypatch, None)
+    refused = _failed(_adapter(aws).preflight(context()))
+    assert "lacks torch" in refused["sessions-service"]
+    assert LLM_PYTHON_ENV in refused["sessions-service"]
+    _without_torch_here(monkeypatch, "/opt/llm/bin/python")
+    findings = _adapter(aws).preflight(context())
+    assert _failed(findings) == {}
+    assert "/opt/llm/bin/python" in next(f.message for f in findings if f.check == "sessions-service")
+
+
+def test_without_torch_a_poll_runs_the_loop_in_that_interpreter_for_a_bounded_time(
+    aws: FakeAws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("torch", reason="the mtrl[llm] extra (make test installs it)")
+    from mtrl.backends.sessions import task
+
+    world(eval_rows=2)
+    _without_torch_here(monkeypatch, "/opt/llm/bin/python")
+    started: list[tuple[str, list[str], str, float]] = []
+
+    def in_the_other_interpreter(module: str, args: list[str], *, region: str, timeout_s: float) -> None:
+        # What `python -m mtrl.backends.sessions.task ARGS` does there, run here on the same moto S3.
+        started.append((module, list(args), region, timeout_s))
+        assert args[:2] == ["--run-config", f"s3://{BUCKET}/runs/{RUN_ID}/sessions/run-config.json"]
+        task.run(args[1], s3=aws.session.client("s3"), max_seconds=float(args[3]))
+
+    monkeypatch.setattr("mtrl.backends.sessions.adapter.run_module", in_the_other_interpreter)
+    adapter = _adapter(aws)
+    run = context(with_eval=True)
+    job_id = adapter.submit(run)
+    done = adapter.status(run, job_id)  # the whole tiny run fits in one poll's time
+    assert (done.state, done.progress["step"]) == (JobState.SUCCEEDED, 2)
+    [(module, args, region, timeout_s)] = started
+    assert (module, args[2:]) == (TASK_MODULE, ["--max-seconds", str(DELEGATED_SECONDS)])
+    assert (region, timeout_s) == ("us-east-1", TIMEOUT_S)
+    assert DELEGATED_SECONDS < TIMEOUT_S  # the step under way and the evaluation after it fit in the rest
+    assert adapter.evaluate(run)["heldout_tasks"] == 2.0
+    adapter.status(run, job_id)
+    assert len(started) == 1  # a finished run starts nothing more
+
+
+def test_an_interpreter_that_fails_before_the_loop_records_it_fails_the_run(
+    aws: FakeAws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world()
+    _without_torch_here(monkeypatch, "/opt/llm/bin/python")
+    attempts: list[str] = []
+
+    def crashed(module: str, args: list[str], *, region: str, timeout_s: float) -> None:
+        attempts.append(module)
+        raise LlmPythonError(f"{module} in /opt/llm/bin/python exited 1: ModuleNotFoundError: No module named 'peft'")
+
+    monkeypatch.setattr("mtrl.backends.sessions.adapter.run_module", crashed)
+    adapter = _adapter(aws)
+    run = context()
+    job_id = adapter.submit(run)
+    failed = adapter.status(run, job_id)
+    assert failed.state is JobState.FAILED
+    assert "the sessions loop" in failed.message
+    assert "No module named 'peft'" in failed.message
+    progress = RunStore(aws.session.client("s3"), run.output_uri).progress()
+    assert progress is not None
+    assert progress.phase == "failed"  # written: cleanup and evaluate read the same ending
+    assert adapter.status(run, job_id).state is JobState.FAILED
+    assert attempts == [TASK_MODULE]
+
+
+def test_a_deployment_without_a_stack_side_runs_in_the_functions_region(
+    aws: FakeAws, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The emulator variant deploys no sessions stack side: the backend function's settings for it are empty.
+    world()
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    bare = context()
+    settings = {key: value for key, value in bare.settings.items() if key not in {"region", "data_bucket"}}
+    findings = _adapter(aws).preflight(replace(bare, settings=settings))
+    assert _failed(findings) == {}
+    assert run_config(replace(bare, settings=settings)).deploy.region == "us-east-1"

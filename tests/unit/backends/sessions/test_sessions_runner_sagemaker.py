@@ -6,38 +6,16 @@ session is stopped and deleted, on success and on failure; the tokens billed add
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from aws_fakes import FakeAws
 from run_support import BUCKET, config, world
-from session_fakes import PACKAGE_GROUP, FakeSession, RuntimeServer, runtime_server
+from session_fakes import PACKAGE_GROUP, FakeSession, RuntimeServer, runtime_server, session_opener
 
-from mtrl.backends.sessions.runner import Progress, RunConfig, RunStore, SessionsRunner, session_config
-from mtrl.backends.sessions.sagemaker_service import Pacing, SageMakerTrainingService, session_clients
+from mtrl.backends.sessions.runner import Progress, RunConfig, RunStore, SessionsRunner
 from mtrl.backends.sessions.settings import SessionsSettings
 
-FAST = Pacing(
-    session_poll_s=0.001,
-    session_ready_timeout_s=5,
-    operation_poll_s=0.001,
-    operation_timeout_s=5,
-    teardown_timeout_s=5,
-    retry_attempts=2,
-    backoff_base_s=0.001,
-    backoff_max_s=0.002,
-)
 HUB_MODEL = "arn:aws:sagemaker:us-east-1:aws:hub-content/SageMakerPublicHub/Model/qwen3-4b/1.0.0"
-
-
-class FakeTokenizer:
-    eos_token_ids = (2,)
-
-    def render(self, messages: Any, *, add_generation_prompt: bool) -> list[int]:
-        return [1, *(len(message["content"]) % 50 for message in messages)]
-
-    def decode(self, tokens: Any) -> str:
-        return " ".join(map(str, tokens))
 
 
 @pytest.fixture
@@ -59,28 +37,12 @@ def _config() -> RunConfig:
     return local.model_copy(update={"deploy": deploy})
 
 
-def _opener(aws: FakeAws, fake: FakeSession, server: RuntimeServer) -> Any:
-    def open_session(run_config: RunConfig, progress: Progress) -> SageMakerTrainingService:
-        # The fake holds one session at a time: the last one was deleted; the new one numbers its operations anew.
-        fake.status, fake.sequence_numbers = "Absent", []
-        control, runtime = session_clients(aws.session, "us-east-1", runtime_endpoint_url=server.url)
-        return SageMakerTrainingService.open(
-            session_config(run_config, progress.sessions[-1]),
-            control=control,
-            runtime=runtime,
-            tokenizer_factory=FakeTokenizer,
-            pacing=FAST,
-        )
-
-    return open_session
-
-
 def test_a_run_resumes_in_a_new_session_from_the_state_the_last_one_saved(
     aws: FakeAws, sagemaker: tuple[FakeSession, RuntimeServer]
 ) -> None:
     fake, server = sagemaker
     s3 = world()
-    opener = _opener(aws, fake, server)
+    opener = session_opener(aws.session, fake, server.url)
     first = SessionsRunner(_config(), s3, open=opener).advance(1)
     assert (first.step, first.phase) == (1, "training")
     assert first.state is not None
@@ -114,7 +76,7 @@ def test_a_failed_session_is_deleted_and_the_run_fails(
     s3 = world()
     progress = Progress(service="sagemaker", total_steps=2)
     for _ in range(3):  # an operation the service failed: an infrastructure failure, resumed until it is too many
-        progress = SessionsRunner(_config(), s3, open=_opener(aws, fake, server)).advance()
+        progress = SessionsRunner(_config(), s3, open=session_opener(aws.session, fake, server.url)).advance()
     assert progress.phase == "failed"
     assert "checkpoint store is unreachable" in progress.message
     assert progress.step == 0

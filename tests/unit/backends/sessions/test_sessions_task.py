@@ -71,8 +71,44 @@ def test_sigterm_closes_the_service_and_the_run_resumes_later() -> None:
     assert task.run(uri, s3=s3, open=Opener()) == 0  # a new task resumes and finishes the run
 
 
+def test_a_time_limited_task_ends_after_the_step_that_spent_its_time_and_the_next_resumes() -> None:
+    # How a status poll runs the loop in another interpreter (mtrl.backends.sessions.adapter, DELEGATED_SECONDS): the
+    # step under way finishes, its state and progress are written, and the next call resumes after it.
+    s3 = world()
+    uri = _submitted(s3, steps=2)
+    limited = Opener()
+    assert task.run(uri, s3=s3, open=limited, max_seconds=1e-6) == 0
+    progress = RunStore(s3, config().output_uri).progress()
+    assert progress is not None
+    assert (progress.step, progress.phase) == (1, "training")
+    assert limited.services[0].closed
+    resumed = Opener()
+    assert task.run(uri, s3=s3, open=resumed) == 0
+    progress = RunStore(s3, config().output_uri).progress()
+    assert progress is not None
+    assert (progress.step, progress.phase) == (2, "done")
+    assert len(resumed.services[0].loaded) == 1  # from the state saved after step 1
+
+
+def test_main_passes_the_time_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+
+    def recorded(uri: str, *, max_seconds: float | None = None) -> int:
+        seen.append((uri, max_seconds))
+        return 0
+
+    monkeypatch.setattr(task, "run", recorded)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        assert task.main(["--run-config", "s3://bucket/r.json", "--max-seconds", "90"]) == 0
+        assert task.main(["--run-config", "s3://bucket/r.json"]) == 0
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert seen == [("s3://bucket/r.json", 90.0), ("s3://bucket/r.json", None)]
+
+
 def test_main_exits_143_when_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
-    def stopped(uri: str) -> int:
+    def stopped(uri: str, **_: Any) -> int:
         raise task.TaskStopped("signal 15")
 
     monkeypatch.setattr(task, "run", stopped)
