@@ -18,7 +18,18 @@ NO_JSON = {
     "demo": "a guided walk-through: its output is the tour itself",
     "config docs": "prints the Markdown reference (docs/configuration.md)",
 }
-REACHES_A_DEPLOYMENT = {"submit", "runs", "status", "logs", "cancel", "cost"}
+REACHES_A_DEPLOYMENT = {
+    "submit",
+    "runs",
+    "status",
+    "logs",
+    "cancel",
+    "cost",
+    "image build",
+    "image list",
+    "model import",
+    "model list",
+}
 
 
 def _leaves(command: Any, path: tuple[str, ...]) -> Iterator[tuple[str, Any]]:
@@ -61,4 +72,4 @@ def test_the_readme_states_what_the_parsers_take() -> None:
     claim = re.search(r"The commands that reach a deployment \(([^)]*)\) take", readme)
     assert claim is not None
     named = set(re.findall(r"`mtrl ([a-z]+)", claim.group(1)))
-    assert named == REACHES_A_DEPLOYMENT
+    assert named == {path.split()[0] for path in REACHES_A_DEPLOYMENT}
