@@ -38,7 +38,7 @@ def _family_revision(definition: str) -> tuple[str, str]:
     "RunTask",
     {
         "cluster": "c",
-        "taskDefinition": "mtrl-nova-runner:3",
+        "taskDefinition": "mtrl-sessions-loop:3",
         "launchType": "FARGATE",
         "tags": [{"key": "k", "value": "v"}],
     },

@@ -73,7 +73,7 @@ class FakePodIdentity:
         return {"association": {"clusterName": cluster, "associationId": association_id}}
 
     def _list(self, params: dict[str, Any]) -> dict[str, Any]:
-        query = params["__query__"]
+        query = params.get("__query__", {})
         found = [
             {k: a[k] for k in ("clusterName", "namespace", "serviceAccount", "associationId")}
             for a in self.associations.values()
