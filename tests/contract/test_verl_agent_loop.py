@@ -172,6 +172,9 @@ def test_verls_own_trainer_config_accepts_the_runs_overrides(
     completed = verl_runs["compose"]  # the entry point with --run-config <RUN_DOCUMENT> --compose-only
     assert completed.returncode == 0, completed.stderr[-3000:]
     values = json.loads(completed.stdout)
+    # The RayPPOTrainer path, chosen: verl 0.9.1's default (trainer.use_v1: true, verl/trainer/config/ppo_trainer.yaml)
+    # runs TaskRunnerV1, whose first line is `import transfer_queue` (verl/trainer/main_ppo.py), not in the lock.
+    assert values["trainer.use_v1"] is False
     assert values["algorithm.adv_estimator"] == "grpo"
     assert values["actor_rollout_ref.rollout.agent.default_agent_loop"] == "mtrl"
     assert values["actor_rollout_ref.rollout.n"] == 8

@@ -517,6 +517,8 @@ def stage_every_node(document: Mapping[str, Any], s3: Any) -> tuple[str, tuple[s
         staged = run_on_nodes(stage_node, nodes, dict(document))
     finally:
         ray.shutdown()
+    for found in staged:
+        print(f"run {document.get('run_id')}: inputs and model staged from S3 on node {found['node']}", flush=True)
     paths = {str(found["model_path"]) for found in staged}
     if len(paths) != 1:  # verl passes one model path to every worker
         raise TrainError(f"run {document.get('run_id')}: the nodes hold the model at different paths: {sorted(paths)}")
