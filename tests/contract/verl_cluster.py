@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VERL_BIN = ROOT / ".venv-verl" / "bin"
 WORK_DIR = "/var/lib/mtrl-verl"  # mtrl.backends.verl.train.WORK_DIR: the pod's own disk
 CONFIG_DIR = "/etc/mtrl"  # the ConfigMap's mount (mtrl.backends.verl.rayjob.CONFIG_DIR), on the head
-PRIVATE_DIRS = ("/tmp", WORK_DIR, "/dev/shm")  # noqa: S108 - each node's own tmpfs, not a shared temp file
+PRIVATE_DIRS = ("/tmp", WORK_DIR, "/dev/shm")
 
 
 def free_port() -> int:
@@ -48,14 +48,16 @@ def can_isolate() -> bool:
     return subprocess.run(["unshare", "--mount", "true"], check=False, capture_output=True).returncode == 0
 
 
-def _node_script(ray_start: list[str], *, files: Mapping[str, str]) -> str:
-    """The shell a node runs inside its namespace: tmpfs over its private directories, its files, then Ray."""
+def _node_script(ray_start: list[str], *, config_dir: Path | None) -> str:
+    """The shell a node runs inside its namespace: tmpfs over its private directories, the ConfigMap's mount (a
+    read-only bind of a folder the test writes, as the kubelet projects a ConfigMap from outside the pod), then Ray."""
     lines = ["set -eu"]
-    for directory in (*PRIVATE_DIRS, *sorted({str(Path(name).parent) for name in files})):
+    if config_dir is not None:  # first: the folder may lie under /tmp, which the node's own tmpfs hides next
+        lines.append(f"mkdir -p {CONFIG_DIR} && mount --bind {shlex.quote(str(config_dir))} {CONFIG_DIR}")
+        lines.append(f"mount -o remount,bind,ro {CONFIG_DIR}")
+    for directory in PRIVATE_DIRS:
         lines.append(f"mkdir -p {directory} && mount -t tmpfs -o mode=1777 tmpfs {directory}")
     lines.append("mkdir -p /tmp/home")
-    for name, variable in files.items():
-        lines.append(f'printf "%s" "${variable}" > {name}')
     lines.append("exec " + shlex.join(ray_start))
     return "\n".join(lines)
 
@@ -85,7 +87,7 @@ class Cluster:
 
     environment: dict[str, str]
     logs: Path
-    head_files: dict[str, str] = field(default_factory=dict)  # path on the head → contents (the ConfigMap)
+    config_dir: Path | None = None  # what the head sees at /etc/mtrl (the ConfigMap's run.json)
     gcs_port: int = field(default_factory=free_port)
     dashboard_port: int = field(default_factory=free_port)
     nodes: list[Node] = field(default_factory=list)
@@ -98,21 +100,18 @@ class Cluster:
         return {
             **self.environment,
             "PATH": f"{VERL_BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-            "HOME": "/tmp/home",  # noqa: S108 - inside the node's own /tmp
+            "HOME": "/tmp/home",
             "RAY_USAGE_STATS_ENABLED": "0",
             **(extra or {}),
         }
 
-    def _start(self, name: str, ray_args: list[str], files: Mapping[str, str]) -> Node:
-        variables = {path: f"MTRL_STANDIN_FILE_{index}" for index, path in enumerate(files)}
-        script = _node_script(
-            [str(VERL_BIN / "ray"), "start", "--block", "--disable-usage-stats", *ray_args], files=variables
-        )
-        extra = {variables[path]: text for path, text in files.items()}
+    def _start(self, name: str, ray_args: list[str], config_dir: Path | None) -> Node:
+        ray_start = [str(VERL_BIN / "ray"), "start", "--block", "--disable-usage-stats", *ray_args]
+        script = _node_script(ray_start, config_dir=config_dir)
         log = self.logs / f"{name}.log"
         process = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
-            env=self._env(extra),
+            env=self._env(),
             stdout=log.open("wb"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -134,7 +133,7 @@ class Cluster:
                 f"--runtime-env-agent-port={free_port()}",
                 "--min-worker-port=0",
                 "--max-worker-port=0",
-                "--node-ip-address=127.0.0.1",
+                "--object-store-memory=300000000",
             ]
 
         head = [
@@ -148,10 +147,10 @@ class Cluster:
             f"--ray-client-server-port={free_port()}",
             *own_ports(),
         ]
-        self._start("head", head, self.head_files)
+        self._start("head", head, self.config_dir)
         self._wait_for_dashboard(timeout_s)
         worker = [f"--address=127.0.0.1:{self.gcs_port}", f"--num-gpus={worker_gpus}", "--num-cpus=4", *own_ports()]
-        self._start("worker", worker, {})
+        self._start("worker", worker, None)
         self._wait_for_nodes(2, timeout_s)
 
     def _wait_for_dashboard(self, timeout_s: float) -> None:
@@ -166,7 +165,7 @@ class Cluster:
     def alive_nodes(self) -> list[dict[str, object]]:
         """The cluster's live nodes, from the head's state API (a driver outside the nodes' namespaces cannot attach
         to a raylet: its socket lives in the node's own /tmp)."""
-        with urllib.request.urlopen(f"{self.dashboard}/api/v0/nodes?limit=100", timeout=10) as response:  # noqa: S310
+        with urllib.request.urlopen(f"{self.dashboard}/api/v0/nodes?limit=100", timeout=10) as response:
             body = json.load(response)
         nodes: list[dict[str, object]] = body["data"]["result"]["result"]
         return [node for node in nodes if node.get("state") == "ALIVE"]
