@@ -437,11 +437,19 @@ def inputs_prefix(document: Mapping[str, Any]) -> str:
     return str(document["output_uri"]).rstrip("/") + "/" + INPUTS_DIR
 
 
+def input_files(document: Mapping[str, Any]) -> list[str]:
+    """What every node reads, relative to the run's work directory (``prepare`` writes them on the head)."""
+    names = [REGISTRY_FILE, "data/train.parquet"]
+    if document.get("eval_dataset_uri"):
+        names.append("data/eval.parquet")
+    return names
+
+
 def publish_inputs(s3: Any, document: Mapping[str, Any], work: Path) -> None:
     """The converted dataset and the agent-loop registry under the run's own output prefix: no pod sees another's
     disk, so each node fetches them from S3 (``stage_node``)."""
-    _upload_tree(s3, work / "data", inputs_prefix(document) + "data/")
-    _upload_file(s3, work / REGISTRY_FILE, inputs_prefix(document) + REGISTRY_FILE)
+    for name in input_files(document):
+        _upload_file(s3, work / name, inputs_prefix(document) + name)
 
 
 def stage_node(document: Mapping[str, Any], s3: Any = None) -> dict[str, str]:
@@ -453,7 +461,10 @@ def stage_node(document: Mapping[str, Any], s3: Any = None) -> dict[str, str]:
 
         s3 = boto3.client("s3")
     work = run_work_dir(document)
-    _download_tree(s3, inputs_prefix(document), work)
+    bucket, _, prefix = inputs_prefix(document).removeprefix("s3://").partition("/")
+    for name in input_files(document):
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        s3.download_file(bucket, prefix + name, str(work / name))
     model_path = fetch_model(document, s3, work)
     return {"node": _node_id(), "model_path": model_path}
 
