@@ -189,10 +189,15 @@ class Cluster:
         path = self.logs / f"{name}.log"
         return path.read_text(errors="replace")[-chars:] if path.exists() else ""
 
-    def submit(self, entrypoint: str, *, timeout_s: float) -> subprocess.CompletedProcess[str]:
-        """``ray job submit`` of the entrypoint, waiting for its end; its output is the job's log."""
+    def submit(
+        self, entrypoint: str, *, timeout_s: float, env_vars: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """``ray job submit`` of the entrypoint (``env_vars``: the job's runtime environment), waiting for its end; its
+        output is the job's log."""
+        runtime = ["--runtime-env-json", json.dumps({"env_vars": dict(env_vars)})] if env_vars else []
+        command = [str(VERL_BIN / "ray"), "job", "submit", f"--address={self.dashboard}", *runtime, "--"]
         return subprocess.run(
-            [str(VERL_BIN / "ray"), "job", "submit", f"--address={self.dashboard}", "--", *shlex.split(entrypoint)],
+            [*command, *shlex.split(entrypoint)],
             env=self._env(),
             capture_output=True,
             text=True,

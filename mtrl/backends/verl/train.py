@@ -648,9 +648,9 @@ def collect_checkpoints(document: Mapping[str, Any], s3: Any, nodes: Sequence[st
         ray.shutdown()
 
 
-def export_node(document: Mapping[str, Any], s3: Any = None) -> int:
+def export_node(document: Mapping[str, Any], s3: Any = None) -> tuple[int, str | None]:
     """On the node that exports: the run's checkpoints from S3 (``collect_checkpoints``), merged by verl's model merger
-    into ``output/huggingface/``; the merger's exit code."""
+    into ``output/huggingface/``; (exit code, the problem)."""
     if s3 is None:
         import boto3  # noqa: PLC0415 - the image's AWS SDK
 
@@ -664,17 +664,20 @@ def export_node(document: Mapping[str, Any], s3: Any = None) -> int:
 
 def export_run(document: Mapping[str, Any], s3: Any, nodes: Sequence[str]) -> int:
     """The export, on a GPU worker (the head is small: mtrl.backends.verl.rayjob.HEAD_MEMORY); off a cluster, here."""
-    if not nodes:
-        return export_node(document, s3)
-    import ray  # noqa: PLC0415 - the image's library
+    if nodes:
+        import ray  # noqa: PLC0415 - the image's library
 
-    ray.init()
-    try:
-        workers = [str(node["NodeID"]) for node in cluster_nodes(gpu_nodes=1)]
-        gpu = [node for node in workers if node in nodes][:1] or workers[:1]
-        (code,) = run_on_nodes(export_node, gpu, dict(document))
-    finally:
-        ray.shutdown()
+        ray.init()
+        try:
+            gpu = [str(node["NodeID"]) for node in cluster_nodes(gpu_nodes=1) if node["Resources"].get("GPU", 0) > 0]
+            (result,) = run_on_nodes(export_node, gpu[:1], dict(document))
+        finally:
+            ray.shutdown()
+        code, problem = result
+    else:
+        code, problem = export_node(document, s3)
+    if problem:
+        print(problem, file=sys.stderr, flush=True)
     return int(code)
 
 
@@ -697,19 +700,18 @@ def merger_command(actor: Path, target: Path) -> list[str]:
     return [*module, "merge", "--backend", "fsdp", "--local_dir", str(actor), "--target_dir", str(target)]
 
 
-def export_model(s3: Any, local_dir: Path, target: Path, prefix_uri: str, *, run_id: Any) -> int:
+def export_model(s3: Any, local_dir: Path, target: Path, prefix_uri: str, *, run_id: Any) -> tuple[int, str | None]:
     """The trained model as ``output/huggingface/`` (merged weights, tokenizer and, for LoRA, ``lora_adapter/``): the
-    run's deliverable, so a run whose export fails fails."""
+    run's deliverable, so a run whose export fails fails. (exit code, the problem) — the problem travels back to the
+    entrypoint, which prints it (a Ray task's own output may not reach the job's log before the driver leaves)."""
     actor = latest_actor_checkpoint(local_dir)
     if actor is None:
-        print(f"run {run_id}: the trainer exited without a checkpoint to export ({local_dir})", file=sys.stderr)
-        return 1
+        return 1, f"run {run_id}: the trainer exited without a checkpoint to export ({local_dir})"
     merged = subprocess.run(merger_command(actor, target), check=False)
     if merged.returncode != 0:
-        print(f"run {run_id}: merging {actor} into a Hugging Face model failed", file=sys.stderr)
-        return merged.returncode
+        return merged.returncode, f"run {run_id}: merging {actor} into a Hugging Face model failed"
     _upload_tree(s3, target, prefix_uri)
-    return 0
+    return 0, None
 
 
 def composed_config(chosen: Sequence[str]) -> Any:

@@ -251,7 +251,7 @@ def test_another_node_gets_everything_it_reads_from_s3_and_exports_from_s3(
     assert train.upload_node_checkpoints(run, s3) == 1
 
     monkeypatch.setattr(train, "WORK_DIR", tmp_path / "exporter")  # ... and is merged on a node that never held it
-    assert train.export_node(run, s3) == 0
+    assert train.export_node(run, s3) == (0, None)
     merged = s3.get_object(Bucket=BUCKET, Key="runs/r1/output/huggingface/model.safetensors")["Body"].read()
     assert merged == b"merged"
 
