@@ -14,7 +14,11 @@ BIN := $(VENV)/bin
 LAMBDA_PYTHON := 3.14
 LAMBDA_PLATFORMS := --platform manylinux2014_aarch64 --platform manylinux_2_28_aarch64
 LAYER_DIR := .build/lambda-deps/python
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# The CDK CLI and the jsii engine of every Python CDK process run on the Node LTS pinned in package.json ("node", the
+# npm registry's build of the official binaries), not on whatever `node` the machine has (Debian's is Node 20, past its
+# end of life on 2026-10-30): its folder first on PATH (`npx cdk`'s `#!/usr/bin/env node`) and JSII_NODE for jsii.
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+export JSII_NODE := $(CURDIR)/node_modules/.bin/node
 # Every interpreter started from here (the suite's workers and what they start, the demo) keeps its bytecode in one
 # cache under .build, so each module of the venvs and the checkout is compiled once, when first imported, and then
 # read by every later process and run. Never beside the sources: a test importing a staged Lambda asset
@@ -60,8 +64,10 @@ $(PY_STAMP): requirements/dev.txt requirements/llm.txt pyproject.toml
 	rm -f $(VENV)/.stamp-* && touch $@
 
 $(NODE_STAMP): package.json package-lock.json
-	@command -v npm >/dev/null || { echo "error: npm not found; install Node.js 20+ (apt-get install nodejs npm)"; exit 1; }
+	@command -v npm >/dev/null || { echo "error: npm not found; install Node.js and npm (apt-get install nodejs npm)"; exit 1; }
+	# Also installs the pinned Node LTS (devDependency "node"; its preinstall fetches the linux-x64 build, allowScripts).
 	npm ci --no-audit --no-fund --loglevel=error
+	node_modules/.bin/node --version
 	rm -f node_modules/.stamp-* && touch $@
 
 # Lambda dependencies for the Lambda platform, fetched from the package registry at setup time so
@@ -122,7 +128,9 @@ $(NOVA_STAMP): requirements/nova-runner.txt pyproject.toml $(PY_STAMP)
 	rm -f $(NOVA_VENV)/.stamp-* && touch $@
 
 # The verl agent loop's CPU contract environment (.venv-verl, Python 3.11): the CPU torch on this machine's disk (pip
-# takes the local file), then verl 0.9.1 and what its agent loop imports, exactly as locked (requirements/verl.txt,
+# takes the local file; 2.13, not the image's 2.11: PyPI's torch 2.11.0 is the CUDA 13 build, ~0.5 GB plus several GB
+# of nvidia-* wheels, and the CPU 2.11 build lives only on download.pytorch.org, which this machine cannot reach), then
+# verl 0.9.1 and what its agent loop imports, exactly as locked (requirements/verl.txt,
 # --no-deps, installed with uv: ~1.5 GB), then mtrl. tests/contract/test_verl_agent_loop.py runs the real agent loop
 # in it.
 VERL_VENV := .venv-verl

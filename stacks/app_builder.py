@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 import aws_cdk as cdk
 
-from mtrl.contracts.registry import backend_names
-from mtrl.envs import custom_environment_problems
+from mtrl.contracts.registry import backend_names, descriptor_for
+from mtrl.envs import deployment_environment_problems
 from mtrl.settings import DeploySettings, SettingsError, load_settings
 from stacks.backends.contract import BackendResources, ClusterRefs, StackInputs, shipped_values, stack_side_for
 from stacks.backends_stack import BackendsStack
 from stacks.cluster_stack import ClusterStack
+from stacks.constructs.encrypted_log_group import give_every_function_a_log_group
 from stacks.data_stack import DataStack
 from stacks.nag import enable_checks
 from stacks.network_stack import NetworkStack
@@ -29,7 +30,7 @@ class Deployment:
     data: DataStack
     pipeline: PipelineStack
     network: NetworkStack | None = None
-    cluster: ClusterStack | None = None
+    cluster: ClusterStack | None = None  # None too in the serverless profile (deploy_cluster=false)
     reward_workers: RewardWorkersStack | None = None
     backends: BackendsStack | None = None
 
@@ -41,8 +42,13 @@ def settings_from_app(app: cdk.App, environ: Mapping[str, str] | None = None) ->
 
 def check_environment_package(settings: DeploySettings) -> None:
     """With ``use_custom_env``, synth fails unless the package imports, has ``load_environment`` and plays one
-    smoke episode (the same code reaches the workers' image and the Lambdas' code staging)."""
-    problems = custom_environment_problems(settings.use_custom_env, settings.custom_env_id)
+    smoke episode (the same code reaches the workers' image and the Lambdas' code staging); run_environment must be
+    an environment the deployment serves (a built-in, or the custom one)."""
+    problems = deployment_environment_problems(
+        run_environment=settings.run_environment,
+        use_custom_env=settings.use_custom_env,
+        custom_env_id=settings.custom_env_id,
+    )
     if problems:
         raise SettingsError(problems)
 
@@ -66,7 +72,7 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
     if settings.emulator:
         # The offline demo's reduced variant: what the `local` backend needs and the emulator can deploy
         # (no VPC/NAT, no EKS/HyperPod, no container image assets; docs/emulator.md).
-        _finish(app, prefix, data, pipeline)
+        _finish(app, settings, data, pipeline)
         return Deployment(settings=settings, data=data, pipeline=pipeline)
     network = NetworkStack(
         app,
@@ -76,18 +82,22 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
         env=env,
         description=f"{description}: network",
     )
-    cluster = ClusterStack(
-        app,
-        f"{prefix}-cluster",
-        settings=settings,
-        vpc=network.network.vpc,
-        security_group=network.network.hyperpod_security_group,
-        encryption_key=data.store.key,
-        access_log_bucket=data.store.access_log_bucket,
-        data_bucket=data.store.data_bucket,
-        run_table=data.store.run_table,
-        env=env,
-        description=f"{description}: EKS + HyperPod cluster",
+    cluster = (
+        ClusterStack(
+            app,
+            f"{prefix}-cluster",
+            settings=settings,
+            vpc=network.network.vpc,
+            security_group=network.network.hyperpod_security_group,
+            encryption_key=data.store.key,
+            access_log_bucket=data.store.access_log_bucket,
+            data_bucket=data.store.data_bucket,
+            run_table=data.store.run_table,
+            env=env,
+            description=f"{description}: EKS + HyperPod cluster",
+        )
+        if settings.deploy_cluster
+        else None  # the serverless profile: no EKS control plane, no HyperPod cluster
     )
     reward_workers = RewardWorkersStack(
         app,
@@ -120,7 +130,7 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
         backends=backends,
         pipeline=pipeline,
     )
-    _finish(app, prefix, data, network, cluster, reward_workers, backends, pipeline)
+    _finish(app, settings, data, *filter(None, [network, cluster, reward_workers, backends, pipeline]))
     return Deployment(
         settings=settings,
         data=data,
@@ -137,14 +147,14 @@ def _wire_backends(
     *,
     data: DataStack,
     network: NetworkStack,
-    cluster: ClusterStack,
+    cluster: ClusterStack | None,
     reward_workers: RewardWorkersStack,
     backends: BackendsStack,
     pipeline: PipelineStack,
 ) -> None:
     """Every registered backend's stack side: its permissions and constructs on the pipeline's backend function, and
     the deploy-time values its adapter reads (docs/pipeline.md); then the cluster's GPU safety net."""
-    node_role_arn = cluster.execution_role.role_arn if cluster.execution_role else None
+    node_role_arn = cluster.execution_role.role_arn if cluster is not None and cluster.execution_role else None
     inputs = StackInputs(
         settings=settings,
         scope=pipeline,
@@ -152,15 +162,9 @@ def _wire_backends(
         region=pipeline.region,
         data_bucket=data.store.data_bucket,
         data_key=data.store.key,
-        cluster=ClusterRefs(
-            hyperpod_cluster_name=cluster.hyperpod_cluster_name,
-            hyperpod_cluster_arn=cluster.hyperpod_cluster_arn,
-            node_role_arn=node_role_arn,
-            eks_cluster_name=cluster.eks_cluster_name,
-            eks_cluster_arn=cluster.eks_cluster_arn,
-            kuberay_namespace=cluster.kuberay.namespace if cluster.kuberay is not None else None,
-        ),
-        task_subnet_ids=[subnet.subnet_id for subnet in network.network.vpc.private_subnets],
+        cluster_refs=_cluster_refs(cluster, node_role_arn),
+        task_subnet_ids=[subnet.subnet_id for subnet in network.network.task_subnets],
+        task_public_ip=network.network.tasks_need_public_ip,
         task_security_group_ids=[network.network.reward_worker_security_group.security_group_id],
         reward_workers=reward_workers.workers,
         backends=BackendResources(
@@ -174,10 +178,12 @@ def _wire_backends(
     )
     for name in backend_names():
         side = stack_side_for(name)
-        if side is None:
-            continue
+        if side is None or (cluster is None and descriptor_for(name).needs_cluster):
+            continue  # without a cluster its runs are refused (run_backend, manifests): nothing to wire
         side.add_to_pipeline(inputs)
         pipeline.add_backend_values(name, shipped_values(side.pipeline_values(inputs)))
+    if cluster is None:
+        return
     # The GPU safety net watches the groups runs scale: the training group and the restricted group (a created
     # cluster), or the configured run group of an existing cluster.
     if settings.uses_existing_cluster:
@@ -196,7 +202,24 @@ def _wire_backends(
     )
 
 
-def _finish(app: cdk.App, prefix: str, *stacks: cdk.Stack) -> None:
-    for stack in stacks:
-        cdk.Tags.of(stack).add("mtrl:deployment", prefix)
+def _cluster_refs(cluster: ClusterStack | None, node_role_arn: str | None) -> ClusterRefs | None:
+    if cluster is None:
+        return None
+    return ClusterRefs(
+        hyperpod_cluster_name=cluster.hyperpod_cluster_name,
+        hyperpod_cluster_arn=cluster.hyperpod_cluster_arn,
+        node_role_arn=node_role_arn,
+        eks_cluster_name=cluster.eks_cluster_name,
+        eks_cluster_arn=cluster.eks_cluster_arn,
+        kuberay_namespace=cluster.kuberay.namespace if cluster.kuberay is not None else None,
+    )
+
+
+def _finish(app: cdk.App, settings: DeploySettings, data: DataStack, *stacks: cdk.Stack) -> None:
+    for stack in (data, *stacks):
+        cdk.Tags.of(stack).add("mtrl:deployment", settings.prefix)
+        # The functions CDK adds for its custom resources log to a group of the stack, with the deployment's retention.
+        give_every_function_a_log_group(
+            stack, encryption_key=data.store.key, retention_days=settings.log_retention_days
+        )
     enable_checks(app)

@@ -25,8 +25,9 @@ from stacks.backends.roles import BackendRoles
 from stacks.cluster_stack import ClusterStack
 from stacks.constructs.agent_function import AgentFunction
 from stacks.constructs.eks_cluster import EDIT_POLICY, JOB_NAMESPACES, VIEW_POLICY
+from stacks.constructs.image_builder import ImageBuilder
 from stacks.constructs.nova_env_packages import NovaEnvironmentPackages
-from stacks.constructs.nova_runner_task import NovaRunnerTask
+from stacks.constructs.nova_runner_task import NovaRunnerTask, hyperpod_cli_problem
 from stacks.constructs.verl_trainer_identity import VerlTrainerIdentity
 from stacks.nag import acknowledge, nag_resource
 
@@ -48,7 +49,8 @@ def _construct_id(env_id: str) -> str:
 
 class BackendsStack(cdk.Stack):
     """Attributes: ``roles`` (BackendRoles), ``agents`` (environment id → AgentFunction), ``env_packages``
-    (NovaEnvironmentPackages), ``runner`` (NovaRunnerTask), ``mlflow_app_arn``, ``model_package_group_arn``."""
+    (NovaEnvironmentPackages), ``runner`` (NovaRunnerTask; None unless Nova Forge is configured), ``mlflow_app_arn``,
+    ``model_package_group_arn``."""
 
     def __init__(
         self,
@@ -58,7 +60,7 @@ class BackendsStack(cdk.Stack):
         settings: DeploySettings,
         data_bucket: s3.IBucket,
         encryption_key: kms.IKey,
-        cluster: ClusterStack,
+        cluster: ClusterStack | None,
         reward_cluster_arn: str,
         **kwargs: Any,
     ) -> None:
@@ -77,8 +79,15 @@ class BackendsStack(cdk.Stack):
             prefix, data_bucket, encryption_key
         )
         self.model_package_group_arn = self._model_package_group(settings)
-        hyperpod_arn = cluster.hyperpod_cluster_arn or self.format_arn(
+        # Without a cluster (deploy_cluster=false) the hyperpod runner's roles still exist but have nothing to reach:
+        # hyperpod runs are refused there.
+        hyperpod_arn = (cluster.hyperpod_cluster_arn if cluster else None) or self.format_arn(
             service="sagemaker", resource="cluster", resource_name="*"
+        )
+        eks_cluster_arn = (
+            cluster.eks_cluster_arn
+            if cluster
+            else self.format_arn(service="eks", resource="cluster", resource_name=f"{prefix}-eks")
         )
         self.roles = BackendRoles(
             self,
@@ -88,12 +97,12 @@ class BackendsStack(cdk.Stack):
             data_key=encryption_key,
             reward_cluster_arn=reward_cluster_arn,
             hyperpod_cluster_arn=hyperpod_arn,
-            eks_cluster_arn=cluster.eks_cluster_arn,
+            eks_cluster_arn=eks_cluster_arn,
             mlflow_arn=self.mlflow_app_arn,
             agent_runtime_arns=settings.usable_agent_runtime_arns,
             allow_sam_role_creation=settings.nova_allow_sam_role_creation,
         )
-        if cluster.hyperpod_cluster_arn is None:
+        if cluster is None or cluster.hyperpod_cluster_arn is None:
             policy = self.roles.runner_role.node.find_child("DefaultPolicy")
             acknowledge(
                 policy,
@@ -120,15 +129,26 @@ class BackendsStack(cdk.Stack):
         self.env_packages = NovaEnvironmentPackages(
             self, "NovaEnvironmentPackages", environments=enabled_environments(settings), data_bucket=data_bucket
         )
-        self.runner = NovaRunnerTask(
-            self,
-            "NovaRunner",
-            prefix=prefix,
-            task_role=self.roles.runner_role,
-            encryption_key=encryption_key,
-            log_retention_days=settings.log_retention_days,
+        # The runner image needs the subscriber-only Forge HyperPod CLI (docker/nova-runner/hyperpod-cli/), so it is
+        # built (and its task defined) only for a deployment that configures Nova Forge: a default deploy needs
+        # nothing the repository does not ship (issue 36).
+        self.runner = (
+            NovaRunnerTask(
+                self,
+                "NovaRunner",
+                prefix=prefix,
+                task_role=self.roles.runner_role,
+                encryption_key=encryption_key,
+                log_retention_days=settings.log_retention_days,
+            )
+            if settings.nova_forge_configured
+            else None
         )
-        if cluster.eks is not None:
+        if self.runner is not None:
+            missing = hyperpod_cli_problem()
+            if missing:
+                cdk.Annotations.of(self.runner).add_warning_v2("mtrl:NovaRunnerHyperPodCli", missing)
+        if cluster is not None and cluster.eks is not None and self.runner is not None:
             # The runner submits/reads/cancels the PyTorchJob through the HyperPod CLI: edit in the job namespaces,
             # read-only elsewhere (the same access as the job-submission role).
             eks.AccessEntry(
@@ -158,10 +178,29 @@ class BackendsStack(cdk.Stack):
                 models=settings.verl_models,
                 mlflow_app_arn=self.mlflow_app_arn,
             )
-            if cluster.eks is not None
+            if cluster is not None and cluster.eks is not None
             else None
         )
+        # The trainer image and the model copies are made in the account after deploy (mtrl image build / mtrl model
+        # import), recorded in the deployment's catalog, and read by Preflight: no redeploy, no Docker on the laptop.
+        self.image_builder = ImageBuilder(
+            self,
+            "ImageBuilder",
+            prefix=prefix,
+            data_bucket=data_bucket,
+            data_key=encryption_key,
+            log_retention_days=settings.log_retention_days,
+        )
+        warning = settings.default_backend_warning()
+        if warning:  # the synth says it too, before any GPU is touched (an image build or import supplies it later)
+            cdk.Annotations.of(self.image_builder).add_warning_v2(
+                "mtrl:default-backend-not-ready", f"{warning} (after cdk deploy)"
+            )
         outputs = {
+            "VerlTrainerRepositoryUri": (
+                self.image_builder.repository.repository_uri,
+                "Where mtrl image build verl pushes the trainer image",
+            ),
             "AgentFunctionNames": (
                 ",".join(agent.function_name for agent in self.agents.values()),
                 "Serverless MTRL agents, one per enabled environment",
@@ -169,13 +208,14 @@ class BackendsStack(cdk.Stack):
             "ServerlessJobRoleArn": (self.roles.serverless_job_role.role_arn, "Role serverless MTRL jobs run with"),
             "ModelPackageGroupArn": (self.model_package_group_arn, "Where serverless runs register trained models"),
             "MlflowAppArn": (self.mlflow_app_arn, "MLflow app serverless jobs log to"),
-            "NovaRunnerTaskDefinitionArn": (
-                self.runner.task_definition.task_definition_arn,
-                "Nova Forge runner task definition (hyperpod backend)",
-            ),
             "NovaRunnerRoleArn": (self.roles.runner_role.role_arn, "Role of the Nova Forge runner task"),
             "RftRoleName": (self.roles.rft_role_name, "Nova Forge RFT role (its policy is <name>Policy)"),
         }
+        if self.runner is not None:
+            outputs["NovaRunnerTaskDefinitionArn"] = (
+                self.runner.task_definition.task_definition_arn,
+                "Nova Forge runner task definition (hyperpod backend)",
+            )
         for name, (value, description) in outputs.items():
             cdk.CfnOutput(self, name, value=value, description=description)
 

@@ -24,5 +24,5 @@ class NetworkStack(cdk.Stack):
         cdk.CfnOutput(
             self,
             "PrivateSubnetIds",
-            value=",".join(subnet.subnet_id for subnet in self.network.vpc.private_subnets),
+            value=",".join(subnet.subnet_id for subnet in self.network.private_subnets.subnets or []),
         )

@@ -37,6 +37,11 @@ if TYPE_CHECKING:
 
     from stacks.app_builder import Deployment
 
+# Every jsii engine of the suite runs on the Node LTS package.json pins (as the Makefile sets it); a checkout whose
+# node_modules predates that pin still runs on the machine's node, whose end-of-life banner is then silenced.
+_PINNED_NODE = Path(__file__).resolve().parent.parent / "node_modules" / ".bin" / "node"
+if _PINNED_NODE.is_file():
+    os.environ.setdefault("JSII_NODE", str(_PINNED_NODE))
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 # A test process holds millions of long-lived objects (aws-cdk-lib's bindings, botocore's models, moto, torch), and

@@ -4,6 +4,7 @@ and the commands that run them (tests/unit/cli) share it through their conftests
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -27,3 +28,14 @@ def made_env_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     init.write_text(init.read_text().replace('ENV_ID = "template"', f'ENV_ID = "{MADE_ENV}"'))
     monkeypatch.setenv("MTRL_PROJECT_ROOT", str(root))
     return root
+
+
+def add_train_row_to_eval(root: Path) -> str:
+    """Copy the made environment's first training row into its sample eval.jsonl under a new id: the train/eval
+    overlap the pipeline's Validate refuses (issue 38 item 13). Returns the overlapping eval line's text."""
+    sample = root / "custom-environments" / MADE_ENV / "sample"
+    first = json.loads((sample / "train.jsonl").read_text().splitlines()[0])
+    copied = json.dumps({**first, "id": "eval-copy"})
+    with (sample / "eval.jsonl").open("a", encoding="utf-8") as stream:
+        stream.write(copied + "\n")
+    return copied

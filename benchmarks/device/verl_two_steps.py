@@ -3,21 +3,26 @@
     PYTHONPATH=. python -m benchmarks.device.verl_two_steps [--steps 2] [--work DIR] [--json]
 
 The model is a two-layer Qwen2 made from a config here (random weights, no download) with the byte-level tokenizer
-the CPU smoke uses (``mtrl.backends.verl.smoke.byte_tokenizer``). The run goes through the trainer's own entry point
-(``mtrl.backends.verl.train``: dataset conversion, the model's checksummed copy, verl's overrides, the progress,
-signal and evaluation files) and verl's real GRPO trainer with vLLM, every rollout an mtrl wordle episode played by
-``MtrlAgentLoop``; the held-out rows are validated through the same loop before and after training. The run's bucket
-is a local directory (no AWS). It prints, per step, the rollout and step figures verl logs (generation time, step
-time, throughput, response length, turns, reward) and the held-out evaluation before and after.
+the CPU smoke uses (``mtrl.backends.verl.smoke.byte_tokenizer``). The run is what ``mtrl render`` renders for a
+deployment whose verl model is that copy (``mtrl.backends.verl.offline.render_run``): the ConfigMap's ``run.json`` is
+the run document, and the RayJob's own entrypoint (``python -m mtrl.backends.verl.train --run-config
+/etc/mtrl/run.json``) is what runs, with the mounted path pointing at a local copy of that document and the S3 client
+at the local bucket (``mtrl.backends.verl.train``: dataset conversion, the model's checksummed copy, verl's
+overrides, the progress, signal and evaluation files), then verl's real GRPO trainer with vLLM, every rollout an
+mtrl wordle episode played by ``MtrlAgentLoop``; the held-out rows are validated through the same loop before and
+after training. The run's bucket is a local directory (no AWS). It prints, per step, the rollout and step figures
+verl logs (generation time, step time, throughput, response length, turns, reward) and the held-out evaluation
+before and after.
 
 Without a GPU it runs everything up to the trainer's start — the tiny model built and loaded back from its verified
 copy, the dataset converted, verl's trainer config composed with the run's real overrides, the agent loop loaded
 from the registry file as verl loads it — and says plainly that the training steps need a GPU.
 
 Exit codes: 0 — the steps trained and the figures are printed; 3 — no GPU here: everything up to the trainer's start
-passed; 1 — a check or the trainer failed, or it trained fewer steps than asked; 2 — verl or torch is not installed
-(run it in .venv-verl for the CPU part, or on a GPU machine in the trainer image or a venv of
-requirements/verl-trainer.txt: docs/development.md, "Device checks").
+passed; 1 — a check or the trainer failed, or it trained fewer steps than asked; 2 — verl or torch is not installed,
+or (with a GPU) Ray or vLLM, which the rendered trainer needs (verl runs on Ray and rolls out with vLLM): the report
+names each missing module (run it in .venv-verl for the CPU part, or on a GPU machine in the trainer image or a venv
+of requirements/verl-trainer.txt: docs/development.md, "Device checks").
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import importlib.util
 import io
 import json
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -114,8 +121,20 @@ def build_model(into: Path) -> int:
     return sum(parameter.numel() for parameter in model.parameters())
 
 
+# The rendered run's deployment: its one verl model is the staged copy; a one-GPU group (ml.g5.2xlarge: 1 GPU, no
+# EFA); an image URI the render requires but nothing here pulls.
+DEVICE_GROUP = {"name": "gpu", "instance_type": "ml.g5.2xlarge", "run_count": 1, "purpose": "training"}
+DEVICE_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/verl-trainer@sha256:" + "0" * 64
+MODEL_ID = "mtrl/tiny-qwen2"
+GROUP_SIZE = 4
+# What the trainer needs besides torch and verl once it trains: verl's trainer runs on Ray and rolls out with vLLM
+# (the rendered config's actor_rollout_ref.rollout.name).
+TRAINING_MODULES = ("ray", "vllm")
+
+
 def stage_run(store: LocalBucket, model_dir: Path, *, steps: int, lora_rank: int) -> dict[str, Any]:
-    """The model's checksummed copy, the wordle rows and the run document, as the pipeline would stage them."""
+    """The model's checksummed copy and the wordle rows, as the pipeline would stage them, and the run document as
+    ``mtrl render`` renders it (``rendered_run``)."""
     sums = ""
     for path in sorted(p for p in model_dir.rglob("*") if p.is_file()):
         name = path.relative_to(model_dir).as_posix()
@@ -127,30 +146,80 @@ def stage_run(store: LocalBucket, model_dir: Path, *, steps: int, lora_rank: int
     eval_lines = (sample / "eval.jsonl").read_text().splitlines()[:EVAL_ROWS]
     store.put_object(Bucket=BUCKET, Key=f"runs/{RUN_ID}/data/train.jsonl", Body="\n".join(train_lines).encode())
     store.put_object(Bucket=BUCKET, Key=f"runs/{RUN_ID}/data/eval.jsonl", Body="\n".join(eval_lines).encode())
-    return {
-        "run_id": RUN_ID,
-        "environment": "wordle",
-        "environment_args": {},
-        "model": {
-            "id": "mtrl/tiny-qwen2",
-            "s3_uri": f"s3://{BUCKET}/models/tiny-qwen2/",
-            "sha256": hashlib.sha256(sums.encode()).hexdigest(),
-            "hub_downloads": False,
+    document, _ = rendered_run(hashlib.sha256(sums.encode()).hexdigest(), steps=steps, lora_rank=lora_rank)
+    return document
+
+
+def rendered_run(sums_sha256: str, *, steps: int, lora_rank: int) -> tuple[dict[str, Any], str]:
+    """(the ConfigMap's run document, the RayJob's entrypoint) as ``mtrl render`` renders them for this run."""
+    from mtrl.backends.verl.offline import render_run
+    from mtrl.contracts.backend import RunContext
+    from mtrl.runs.manifest import resolve_run_settings
+    from mtrl.settings import load_settings
+
+    model = {"id": MODEL_ID, "s3_uri": f"s3://{BUCKET}/models/tiny-qwen2/", "sha256": sums_sha256}
+    deploy = load_settings(
+        {
+            "verl_models": json.dumps([model]),
+            "verl_image_uri": DEVICE_IMAGE,
+            "hyperpod_instance_groups": json.dumps([DEVICE_GROUP]),
         },
-        "lora_rank": lora_rank,
-        "group_size": 4,
-        "prompts_per_step": 2,
-        "steps": steps,
-        "max_prompt_length": 1024,
-        "max_response_length": 2048,
-        "hyperparameters": {"learning_rate": 1e-5},
-        "nnodes": 1,
-        "dataset_uri": f"s3://{BUCKET}/runs/{RUN_ID}/data/train.jsonl",
-        "eval_dataset_uri": f"s3://{BUCKET}/runs/{RUN_ID}/data/eval.jsonl",
+        environ={"CDK_DEFAULT_REGION": "us-east-1"},
+    )
+    manifest = {
+        "backend": "verl",
+        "environment": "wordle",
+        "instance_count": 1,
         "baseline_evaluation": True,
-        "output_uri": f"s3://{BUCKET}/runs/{RUN_ID}/",
-        "episode_timeout_s": 300,
+        "eval_dataset": "eval-data/wordle-device-check.jsonl",  # the run's held-out rows (the RunContext's copy)
+        "backend_options": {"steps": steps, "lora_rank": lora_rank, "group_size": GROUP_SIZE},
     }
+    run = RunContext(
+        run_id=RUN_ID,
+        settings={},
+        dataset_uri=f"s3://{BUCKET}/runs/{RUN_ID}/data/train.jsonl",
+        eval_dataset_uri=f"s3://{BUCKET}/runs/{RUN_ID}/data/eval.jsonl",
+        output_uri=f"s3://{BUCKET}/runs/{RUN_ID}/",
+    )
+    config_map, rayjob = render_run(deploy, resolve_run_settings(deploy, manifest), run)
+    (run_json,) = config_map["data"].values()
+    return json.loads(run_json), str(rayjob["spec"]["entrypoint"])
+
+
+def entrypoint_arguments(entrypoint: str, run_config: Path) -> list[str]:
+    """The arguments the RayJob's entrypoint passes to the trainer module, its mounted run document replaced by the
+    local copy; refuses an entrypoint that is not ``python -m mtrl.backends.verl.train ...``."""
+    from mtrl.backends.verl.rayjob import CONFIG_DIR, CONFIG_FILE, TRAINER_MODULE
+
+    words = shlex.split(entrypoint)
+    if words[:3] != ["python", "-m", TRAINER_MODULE]:
+        raise RuntimeError(f"the rendered entrypoint does not run {TRAINER_MODULE}: {entrypoint!r}")
+    mounted = f"{CONFIG_DIR}/{CONFIG_FILE}"
+    if mounted not in words:
+        raise RuntimeError(f"the rendered entrypoint does not read {mounted}: {entrypoint!r}")
+    return [str(run_config) if word == mounted else word for word in words[3:]]
+
+
+def missing_training_modules() -> list[str]:
+    return [name for name in TRAINING_MODULES if importlib.util.find_spec(name) is None]
+
+
+def training_verdict(*, gpu: bool, missing: Sequence[str]) -> tuple[int, str] | None:
+    """Why the GRPO steps cannot run here, with the exit code; None when they can."""
+    if missing:
+        reason = (
+            f"{', '.join(missing)} not installed: the rendered trainer runs verl on Ray with vLLM rollouts "
+            "(actor_rollout_ref.rollout.name=vllm)"
+        )
+        if gpu:
+            return EXIT_NOT_INSTALLED, reason
+        return EXIT_NEEDS_GPU, f"no CUDA device here, and {reason}; the GRPO steps need one GPU and both"
+    if not gpu:
+        return (
+            EXIT_NEEDS_GPU,
+            "no CUDA device here: everything up to the trainer's start passed; the GRPO steps need one GPU",
+        )
+    return None
 
 
 def up_to_the_trainer_start(document: dict[str, Any], store: LocalBucket) -> dict[str, Any]:
@@ -163,7 +232,7 @@ def up_to_the_trainer_start(document: dict[str, Any], store: LocalBucket) -> dic
 
     from mtrl.backends.verl import train
 
-    launch = train.prepare_launch(document, store, gpus_per_node=1)
+    launch = train.prepare_launch(document, store, gpus_per_node=int(document.get("gpus_per_node") or 1))
     config = train.composed_config(launch.overrides)
     rollout = config.actor_rollout_ref.rollout
     registry = OmegaConf.load(str(rollout.agent.agent_loop_config_path))  # as AgentLoopWorker loads it
@@ -209,12 +278,13 @@ class Tee(io.TextIOBase):
         self.out.flush()
 
 
-def train_steps(document: dict[str, Any], store: LocalBucket, run_config: Path) -> tuple[int, list[dict[str, Any]]]:
+def train_steps(store: LocalBucket, arguments: list[str]) -> tuple[int, list[dict[str, Any]]]:
+    """The trainer module's main with the rendered entrypoint's arguments (``entrypoint_arguments``)."""
     from mtrl.backends.verl import train
 
     tee = Tee(sys.stdout)
     with contextlib.redirect_stdout(tee):
-        code = train.main(["--run-config", str(run_config), "--gpus-per-node", "1"], s3=store)
+        code = train.main(arguments, s3=store)
     steps = []
     for line in tee.lines:
         parsed = train.parse_step_line(line)
@@ -256,19 +326,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         document = stage_run(store, model_dir, steps=options.steps, lora_rank=options.lora_rank)
         run_config = work / "run.json"
         run_config.write_text(json.dumps(document, indent=2))
+        _, entrypoint = rendered_run(document["model"]["sha256"], steps=options.steps, lora_rank=options.lora_rank)
+        arguments = entrypoint_arguments(entrypoint, run_config)
+        report["entrypoint"] = entrypoint
         report["before_trainer_start"] = up_to_the_trainer_start(document, store)
     except Exception as error:  # the report says what failed, the exit code says that it did
         report["error"] = f"{type(error).__name__}: {error}"
         return _finish(report, options.json, EXIT_FAILED)
     report["prepare_seconds"] = round(time.perf_counter() - started, 1)
-    if not torch.cuda.is_available():
-        report["needs_gpu"] = (
-            "no CUDA device here: everything up to the trainer's start passed; the GRPO steps need one GPU (exit 3)"
-        )
-        return _finish(report, options.json, EXIT_NEEDS_GPU)
+    report["missing"] = missing_training_modules()
+    verdict = training_verdict(gpu=torch.cuda.is_available(), missing=report["missing"])
+    if verdict is not None:
+        code, reason = verdict
+        report["needs_gpu" if code == EXIT_NEEDS_GPU else "error"] = f"{reason} (exit {code})"
+        return _finish(report, options.json, code)
     report["gpu_name"] = torch.cuda.get_device_name(0)
     started = time.perf_counter()
-    code, steps = train_steps(document, store, run_config)
+    code, steps = train_steps(store, arguments)
     report.update(trainer_exit=code, train_seconds=round(time.perf_counter() - started, 1), steps=steps)
     evaluation = work / "bucket" / BUCKET / "runs" / RUN_ID / "evaluation.json"
     report["evaluation"] = json.loads(evaluation.read_text()) if evaluation.exists() else None

@@ -22,6 +22,11 @@ def free_run(usage: Mapping[str, Any], book: PriceBook) -> CostEstimate:
     return CostEstimate(book.currency, ())
 
 
+def nothing_used(run: Any, adapter: Any) -> dict[str, Any]:
+    """A local run's usage before it starts: nothing (``free_run`` prices it at zero)."""
+    return {}
+
+
 DESCRIPTOR = BackendDescriptor(
     name="local",
     adapter="mtrl.backends.local:LocalAdapter",
@@ -30,4 +35,5 @@ DESCRIPTOR = BackendDescriptor(
         how="the untrained policy's held-out evaluation at step 0 (same tasks and seed as the after-training one)",
     ),
     cost=free_run,
+    budget_usage=nothing_used,
 )

@@ -24,7 +24,8 @@ def _commands() -> list[LazyCommand]:
             "cost",
             "mtrl.cli.cost_cmd:cost",
             "Estimate a run's cost from token counts (--model …) and/or GPU instance-hours (--instance-type …),\n"
-            "or, given RUN, show a deployed run's cost breakdown from its run record.",
+            "or, given RUN, show a deployed run's cost breakdown from its run record, or, with --at-rest,\n"
+            "the deployment's monthly cost at rest.",
         ),
         LazyCommand(
             "eval",
@@ -72,6 +73,12 @@ def _commands() -> list[LazyCommand]:
             "Print, offline, the Kubernetes objects a run of MANIFEST would submit (as `helm template` does).",
         ),
         LazyCommand("config", "mtrl.cli.config_cmd:app", "Inspect the deploy-time configuration."),
+        LazyCommand(
+            "image", "mtrl.cli.image_cmd:app", "The trainer image: build it in the account, list what is registered."
+        ),
+        LazyCommand(
+            "model", "mtrl.cli.model_cmd:app", "Model copies verl runs train: import one, list what is registered."
+        ),
         LazyCommand(
             "env",
             "mtrl.cli.env_cmd:app",

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
 import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from mtrl.cli.output import console, error_console, fail, print_json
-from mtrl.envs import custom_environment_problems
+from mtrl.envs import deployment_environment_problems
 from mtrl.settings import SettingsError, eks_support, load_settings, parse_overrides, read_cdk_json_context
 from mtrl.settings.deploy import DeploySettings, settings_keys_from_context
 from mtrl.settings.docs import render_configuration_reference
@@ -20,6 +23,13 @@ app = typer.Typer(help="Inspect the deploy-time configuration.", no_args_is_help
 
 @app.command("show")
 def show(
+    pattern: Annotated[
+        str | None,
+        typer.Argument(
+            help="Show only the settings whose name contains PATTERN, or matches it as a glob (verl_*, *_minutes)."
+        ),
+    ] = None,
+    *,
     context: Annotated[
         list[str] | None,
         typer.Option("-c", "--context", help="Override a setting, as with `cdk synth -c key=value` (repeatable)."),
@@ -29,13 +39,18 @@ def show(
     ),
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """Print the effective settings after defaults, cdk.json and -c overrides (or a clear error)."""
+    """Print the effective settings after defaults, cdk.json and -c overrides, and where each value came from
+    (or a clear error). With --json: {setting: {"value": …, "source": …}}."""
     try:
         base = read_cdk_json_context(cdk_json)
         overrides = parse_overrides(context or [])
         settings = load_settings({**base, **overrides}, environ=os.environ)
-        # The same package check synth runs, so a bad custom_env_id is refused here too, not first at synth.
-        problems = custom_environment_problems(settings.use_custom_env, settings.custom_env_id)
+        # The same checks synth runs, so a bad custom_env_id or run_environment is refused here too, not first at synth.
+        problems = deployment_environment_problems(
+            run_environment=settings.run_environment,
+            use_custom_env=settings.use_custom_env,
+            custom_env_id=settings.custom_env_id,
+        )
         if problems:
             raise SettingsError(problems)
     except SettingsError as error:
@@ -44,19 +59,39 @@ def show(
     warning = (
         None if settings.emulator else eks_support.kubernetes_support_warning(settings, today=eks_support.utc_today())
     )
-    if warning:
-        error_console.print(f"[bold yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+    # What the default backend still lacks (an image, a model), naming the command that supplies it.
+    for text in (warning, settings.default_backend_warning()):
+        if text:
+            error_console.print(f"[bold yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
     values = settings.model_dump(mode="json")
-    if as_json:
-        print_json(values)
-        return
+    names = _matching(pattern, as_json=as_json)
     explicit = settings_keys_from_context(base)
-    table = Table(title=f"mtrl settings ({cdk_json})", show_lines=False)
+    if as_json:
+        print_json({name: {"value": values[name], "source": _source(name, explicit, overrides)} for name in names})
+        return
+    shown = "" if pattern is None else f", matching '{pattern}'"
+    table = Table(title=f"mtrl settings ({cdk_json}{shown})", show_lines=False)
     for column in ("setting", "value", "source", "description"):
         table.add_column(column, overflow="fold")
-    for name, field in DeploySettings.model_fields.items():
-        table.add_row(name, _show(values[name]), _source(name, explicit, overrides), field.description or "")
+    for name in names:
+        description = DeploySettings.model_fields[name].description or ""
+        table.add_row(name, _show(values[name]), _source(name, explicit, overrides), description)
     console.print(table)
+
+
+def _matching(pattern: str | None, *, as_json: bool) -> list[str]:
+    """The setting names PATTERN selects (all without one): a glob when it has *, ? or [, else a substring."""
+    names = list(DeploySettings.model_fields)
+    if pattern is None:
+        return names
+    wanted = pattern.lower()
+    is_glob = any(char in wanted for char in "*?[")
+    found = [name for name in names if (fnmatch.fnmatchcase(name, wanted) if is_glob else wanted in name)]
+    if not found:
+        close = difflib.get_close_matches(wanted, names, n=3)
+        hint = f" (did you mean {', '.join(repr(name) for name in close)}?)" if close else ""
+        fail(f"no setting matches '{pattern}'{hint}; `mtrl config show` lists them all", as_json=as_json)
+    return found
 
 
 def _source(name: str, from_file: dict[str, Any], overrides: dict[str, str]) -> str:

@@ -1,4 +1,5 @@
-"""`mtrl cost`: what a serverless run (tokens) or a HyperPod run (GPU instance-hours) costs, from prices.json."""
+"""`mtrl cost`: what a serverless run (tokens) or a HyperPod run (GPU instance-hours) costs, from prices.json; with
+``--at-rest``, what the deployment costs a month while idle, priced from its synthesized templates."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from mtrl.cost import CostEstimate
 
 
-def cost(
+def cost(  # noqa: PLR0912 (one command, four forms: the calculator, a run, sessions, the deployment at rest)
     run: Annotated[
         str | None, typer.Argument(help="A deployed run's id: price it from its run record instead.")
     ] = None,
@@ -41,9 +42,38 @@ def cost(
     endpoint_url: Annotated[
         str | None, typer.Option("--endpoint-url", help="With RUN: send AWS calls here (e.g. the emulator).")
     ] = None,
+    sessions: Annotated[
+        bool,
+        typer.Option(
+            "--sessions",
+            help="Price the token counts as a SageMaker training-sessions run and show its break-even against verl "
+            "on the deployment's GPU group (--instance-type/--instances override the group, --hours the verl run "
+            "length).",
+        ),
+    ] = False,
+    at_rest: Annotated[
+        bool,
+        typer.Option(
+            "--at-rest",
+            help="The deployment's monthly cost while no run is active, resource by resource, from its templates "
+            "(synthesized offline from cdk.json and -c overrides).",
+        ),
+    ] = False,
+    context: Annotated[
+        list[str] | None,
+        typer.Option("-c", "--context", help="With --at-rest: override a setting, as `cdk synth -c key=value`."),
+    ] = None,
+    cdk_json: Annotated[Path, typer.Option("--cdk-json", help="With --at-rest: the cdk.json next to the app.")] = Path(
+        "cdk.json"
+    ),
+    templates: Annotated[
+        Path | None,
+        typer.Option("--templates", help="With --at-rest: price the templates of this cdk.out instead of a synth."),
+    ] = None,
 ) -> None:
     """Estimate a run's cost from token counts (--model …) and/or GPU instance-hours (--instance-type …),
-    or, given RUN, show a deployed run's cost breakdown from its run record."""
+    or, given RUN, show a deployed run's cost breakdown from its run record, or, with --at-rest,
+    the deployment's monthly cost at rest."""
     # The price book's models and the AWS client load here, so `mtrl cost --help` starts fast.
     from mtrl.cli.run_cost import show_run_cost  # noqa: PLC0415
     from mtrl.cost import (  # noqa: PLC0415
@@ -55,6 +85,38 @@ def cost(
         serverless_cost,
     )
 
+    if at_rest:
+        if run is not None or model is not None or instance_type is not None:
+            fail("--at-rest prices the deployment: give no RUN, --model or --instance-type", as_json=as_json)
+        from mtrl.cli.at_rest_cost import show_at_rest_cost  # noqa: PLC0415
+
+        show_at_rest_cost(
+            overrides=context or [],
+            cdk_json=cdk_json,
+            region=region,
+            templates_dir=templates,
+            as_json=as_json,
+            print_table=_print_table,
+        )
+        return
+    if sessions:
+        if run is not None or model is not None:
+            fail("--sessions prices token counts: give no RUN or --model", as_json=as_json)
+        from mtrl.cli.break_even_cmd import show_break_even  # noqa: PLC0415
+        from mtrl.cost import TokenUsage  # noqa: PLC0415
+
+        show_break_even(
+            region=region,
+            tokens=TokenUsage(prefill=prefill_tokens, sample=sample_tokens, train=train_tokens),
+            instance_type=instance_type,
+            instances=instances,
+            hours=hours,
+            cdk_json=cdk_json,
+            as_json=as_json,
+        )
+        return
+    if context or templates is not None:
+        fail("-c and --templates go with --at-rest", as_json=as_json)
     if run is not None:
         if model is not None or instance_type is not None:
             fail("give either RUN or --model/--instance-type, not both", as_json=as_json)

@@ -77,6 +77,7 @@ def check(
     problems = checked.problems
     if not checked.found:
         fail(problems[0], as_json=as_json)  # no such environment: a usage error
+    problems = problems + _sample_pair_problems(env_id)
     if as_json:
         print_json(
             {
@@ -104,6 +105,22 @@ def check(
 
 
 SAMPLE_TASKS = ("sample/train.jsonl", "sample/eval.jsonl")
+
+
+def _sample_pair_problems(env_id: str) -> list[str]:
+    """The sample datasets as a run of them is validated: `mtrl demo` and `env try` train on sample/train.jsonl and
+    evaluate on sample/eval.jsonl, and the pipeline refuses any row in both."""
+    from mtrl.cli.validate_cmd import dataset_pair_problems  # noqa: PLC0415 - the validator loads for this check
+    from mtrl.envs.registry import load_spec  # noqa: PLC0415
+
+    try:
+        spec = load_spec(env_id)
+    except (LookupError, ValueError):
+        return []  # the environment's own problems are reported already
+    train, held_out = (spec.path / name for name in SAMPLE_TASKS)
+    if not (train.is_file() and held_out.is_file()):
+        return []
+    return [f"sample dataset: {problem}" for problem in dataset_pair_problems(train, held_out, environment=env_id)]
 
 
 def _random_sample_task(spec: EnvironmentSpec, seed: int | None) -> dict[str, Any] | None:

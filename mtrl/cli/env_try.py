@@ -26,7 +26,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mtrl.cli.local_runs import try_output
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, fail, print_json
+from mtrl.contracts.text import plural
 from mtrl.envs.registry import EnvironmentNotFoundError, InvalidEnvironmentError, load_spec
 from mtrl.health import signal_health
 from mtrl.health.evaluation import label as evaluation_label
@@ -38,7 +40,6 @@ if TYPE_CHECKING:
 
 SAMPLE_TRAIN = Path("sample") / "train.jsonl"
 SAMPLE_EVAL = Path("sample") / "eval.jsonl"
-DEFAULT_OUTPUT = Path("runs-local")
 
 
 def register(app: typer.Typer) -> None:
@@ -58,7 +59,13 @@ def try_environment(
         Path | None,
         typer.Option(help="Held-out JSONL (default: sample/eval.jsonl, or a seeded share of the training rows)."),
     ] = None,
-    output: Annotated[Path | None, typer.Option(help="Directory for state, summary.json and the plots.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            help="Directory for state, summary.json and the plots (default: a new folder under $MTRL_RUNS_DIR, "
+            "else $XDG_STATE_HOME/mtrl/runs-local, else ~/.local/state/mtrl/runs-local)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     policy: Annotated[
         str | None,
@@ -93,7 +100,16 @@ def try_environment(
     # The trainers (numpy, the language-model stack) load when a try starts, never for --help.
     from mtrl.local.agents import AGENTS  # noqa: PLC0415
 
+    _refuse_what_a_run_would_refuse(env_id, dataset, eval_dataset, as_json=as_json)
     chosen = policy or ("features" if env_id in AGENTS else "hf:tiny-random")
+    if chosen == "features" and env_id not in AGENTS:
+        # Asked for by name: training another policy under this one's name would report the wrong thing.
+        fail(
+            f"--policy features: there is no hand-written features agent for '{env_id}' (there is one for "
+            f"{', '.join(sorted(AGENTS))}, in mtrl/local/agents/); try a language model instead: "
+            f"`mtrl env try {env_id}` (hf:tiny-random, a plumbing check) or --policy hf:MODEL",
+            as_json=as_json,
+        )
     if chosen != "features":
         if steps is not None:
             fail("--steps is for --policy features; a language model trains with --train-steps N", as_json=as_json)
@@ -141,6 +157,27 @@ def try_environment(
     )
 
 
+def _refuse_what_a_run_would_refuse(
+    env_id: str, dataset: Path | None, eval_dataset: Path | None, *, as_json: bool
+) -> None:
+    """The training and evaluation files this try uses, validated as the pipeline's Validate does: a pair it would
+    refuse (a row in both, say) is refused here (exit 1), not first by the run."""
+    from mtrl.cli.validate_cmd import dataset_pair_problems  # noqa: PLC0415
+
+    try:
+        spec = load_spec(env_id)
+    except (EnvironmentNotFoundError, InvalidEnvironmentError):
+        return  # each path reports it in its own words
+    train = dataset or spec.path / SAMPLE_TRAIN
+    held_out = eval_dataset or (spec.path / SAMPLE_EVAL if dataset is None else None)
+    if held_out is None or not (train.is_file() and held_out.is_file()):
+        return
+    problems = dataset_pair_problems(train, held_out, environment=env_id)
+    if problems:
+        shown = "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+        fail(f"a run would refuse these datasets: {shown}", code=EXIT_INVALID, as_json=as_json)
+
+
 def _try_features(
     env_id: str,
     *,
@@ -159,7 +196,7 @@ def _try_features(
 
     try:
         spec = load_spec(env_id)
-        values: dict[str, Any] = {"seed": seed}
+        values: dict[str, Any] = {"seed": seed, "policy": "features"}
         if steps is not None:
             values["steps"] = steps
         config = TrainConfig.from_mapping(env_id, values)
@@ -169,7 +206,7 @@ def _try_features(
     eval_path = eval_dataset or (spec.path / SAMPLE_EVAL if dataset is None else None)
     if not train_path.is_file():
         fail(f"no dataset: {train_path} does not exist (pass --dataset FILE.jsonl)", as_json=as_json)
-    out_dir = output or DEFAULT_OUTPUT / f"{env_id}-try-{time.strftime('%Y%m%d-%H%M%S')}"
+    out_dir = output or try_output(env_id)
     if (out_dir / "state.json").exists():
         fail(f"{out_dir} already holds a run; pass another --output", as_json=as_json)
     store = DirectoryStore(out_dir)
@@ -238,8 +275,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
         highlight=False,
     )
     console.print(
-        f"\n[bold]{summary['env_id']}[/]: {summary['steps']} GRPO steps in {summary['wall_seconds']:.1f} s; "
-        f"held-out ({heldout['tasks']} tasks): {evaluation_label(heldout.get('evaluation_measure'))} "
+        f"\n[bold]{summary['env_id']}[/]: {plural(summary['steps'], 'GRPO step')} in {summary['wall_seconds']:.1f} s; "
+        f"held-out ({plural(heldout['tasks'], 'task')}): {evaluation_label(heldout.get('evaluation_measure'))} "
         f"[bold]{_pct(heldout.get('evaluation_before'))} → {_pct(heldout.get('evaluation_after'))}[/]; "
         f"success {_pct(heldout['success_before'])} → {_pct(heldout['success_after'])}; "
         f"reward {_num(heldout['reward_before'])} → {_num(heldout['reward_after'])} (training signal, not the score)"

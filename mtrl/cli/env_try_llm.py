@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +11,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mtrl.cli.local_runs import try_output
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, error_console, fail, print_json
 from mtrl.contracts.environment import TaskError
+from mtrl.contracts.text import plural
 from mtrl.envs.registry import EnvironmentNotFoundError, EnvironmentSpec, InvalidEnvironmentError, load_spec
 from mtrl.health import signal_health
 from mtrl.health.evaluation import label as evaluation_label
@@ -27,7 +28,6 @@ from mtrl.validation.rows import row_ids
 
 SAMPLE_TRAIN = Path("sample") / "train.jsonl"
 SAMPLE_EVAL = Path("sample") / "eval.jsonl"
-DEFAULT_OUTPUT = Path("runs-local")
 HOLDOUT_FRACTION = 0.2  # only when there is no evaluation file: a seeded share of the training rows
 
 
@@ -54,7 +54,7 @@ def try_with_language_model(
         )
     except (EnvironmentNotFoundError, InvalidEnvironmentError, PolicyError) as error:
         fail(str(error), as_json=as_json)
-    out_dir = output or DEFAULT_OUTPUT / f"{env_id}-try-{time.strftime('%Y%m%d-%H%M%S')}"
+    out_dir = output or try_output(env_id)
     if (out_dir / "summary.json").exists() or (out_dir / "state.json").exists():
         fail(f"{out_dir} already holds a run; pass another --output", as_json=as_json)
     split, source, ids = _load_tasks(spec, dataset, eval_dataset, seed=options.seed, as_json=as_json)
@@ -112,7 +112,7 @@ def _interrupted(out_dir: Path, collected: list[Episode], total: int, *, as_json
     with partial.open("w", encoding="utf-8") as handle:
         for episode in collected:
             handle.write(json.dumps(episode.to_dict(), sort_keys=True, default=str) + "\n")
-    message = f"interrupted after {len(collected)} of {total} episodes; those played are in {partial}"
+    message = f"interrupted after {len(collected)} of {plural(total, 'episode')}; those played are in {partial}"
     if as_json:
         print_json({"interrupted": True, "episodes": len(collected), "total_episodes": total, "partial": str(partial)})
     else:
@@ -159,7 +159,8 @@ def print_summary(summary: dict[str, Any]) -> None:
     overall, heldout = summary["overall"], summary["heldout"]
     console.print(
         f"\n[bold]{summary['env_id']}[/] with {summary['policy']}: {overall['episodes']} rollouts "
-        f"({len(summary['groups'])} tasks × {summary['group_size']}), {overall['tokens_per_episode']:.0f} tokens "
+        f"({plural(len(summary['groups']), 'task')} × {summary['group_size']}), "
+        f"{overall['tokens_per_episode']:.0f} tokens "
         f"and {overall['seconds_per_episode']:.2f} s per episode",
         highlight=False,
     )
@@ -201,7 +202,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     for callout in summary["callouts"]:
         console.print(f"[yellow]•[/] {callout}", highlight=False)
     console.print(
-        f"held-out ({heldout['tasks']} tasks from {heldout.get('source', 'the evaluation set')}): "
+        f"held-out ({plural(heldout['tasks'], 'task')} from {heldout.get('source', 'the evaluation set')}): "
         f"{evaluation_label(heldout.get('evaluation_measure'))} [bold]{heldout['evaluation_mean']:.0%}[/], "
         f"success {heldout['success_rate']:.0%}, reward {heldout['reward_mean']:+.3f} (training signal, not the score)",
         highlight=False,
@@ -209,7 +210,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     training = summary.get("training")
     if training:
         console.print(
-            f"GRPO ({training['steps']} steps, TRL + LoRA rank {training['lora_rank']}, "
+            f"GRPO ({plural(training['steps'], 'step')}, TRL + LoRA rank {training['lora_rank']}, "
             f"{training['seconds']:.1f} s): held-out evaluation [bold]{training['heldout_evaluation_before']:.0%} → "
             f"{training['heldout_evaluation_after']:.0%}[/], success {training['heldout_success_before']:.0%} → "
             f"{training['heldout_success_after']:.0%}; adapter weights moved by "

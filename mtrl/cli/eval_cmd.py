@@ -27,6 +27,7 @@ from rich.table import Table
 
 from mtrl.cli.output import EXIT_INVALID, EXIT_USAGE, console, fail, print_json
 from mtrl.contracts.environment import EpisodeResult, TaskError
+from mtrl.contracts.text import plural
 from mtrl.envs.registry import EnvironmentNotFoundError, EnvironmentSpec, InvalidEnvironmentError, load_spec
 from mtrl.health.evaluation import describe, label
 from mtrl.health.evaluation import score as evaluation_score
@@ -136,7 +137,8 @@ def _play(
     try:
         if policy.kind == "features":
             return _features_rows(spec, tasks, seed=seed)
-        working = console.status(f"{spec.env_id}: {policy.label} on {len(tasks)} tasks") if not as_json else None
+        playing = f"{spec.env_id}: {policy.label} on {plural(len(tasks), 'task')}"
+        working = console.status(playing) if not as_json else None
         with working or nullcontext():
             return _chat_rows(spec, policy, tasks, seed=seed, sampling=sampling, max_turns=max_turns)
     except (LLMUnavailableError, PolicyError, ConfigError) as error:
@@ -252,7 +254,8 @@ def _print(document: dict[str, Any]) -> None:
     measure = document["evaluation"]
     heading = label(measure["measure"])
     console.print(
-        f"[bold]{document['env_id']}[/]: {document['tasks']} tasks from {document['source']} ({document['split']}); "
+        f"[bold]{document['env_id']}[/]: {plural(document['tasks'], 'task')} from {document['source']} "
+        f"({document['split']}); "
         f"{heading}: {measure['description']}",
         highlight=False,
     )

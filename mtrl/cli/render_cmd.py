@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mtrl.cli.output import fail, print_json
+
+if TYPE_CHECKING:
+    from mtrl.runs.manifest import RunSettings
 
 
 def render(
@@ -34,6 +37,7 @@ def render(
     # Imported here: the command line starts fast for every other command.
     from mtrl.contracts.backend import BackendError, RunContext  # noqa: PLC0415
     from mtrl.contracts.errors import ConfigurationError  # noqa: PLC0415
+    from mtrl.envs import deployment_environment_problems, served_environment_problem  # noqa: PLC0415
     from mtrl.runs.adapters import renderer_for  # noqa: PLC0415
     from mtrl.runs.ids import RUN_ID_PATTERN, derive_run_id  # noqa: PLC0415
     from mtrl.runs.manifest import parse_manifest, resolve_run_settings  # noqa: PLC0415
@@ -43,6 +47,13 @@ def render(
         settings = load_settings(
             {**read_cdk_json_context(cdk_json), **parse_overrides(context or [])}, environ=os.environ
         )
+        problems = deployment_environment_problems(  # what synth refuses, refused here too
+            run_environment=settings.run_environment,
+            use_custom_env=settings.use_custom_env,
+            custom_env_id=settings.custom_env_id,
+        )
+        if problems:
+            raise SettingsError(problems)
     except SettingsError as error:
         fail(str(error), as_json=as_json)
     try:
@@ -57,16 +68,27 @@ def render(
         fail(f"--run-id {run_id!r} is not a run id (as `mtrl runs` shows them)", as_json=as_json)
     try:
         run_settings = resolve_run_settings(settings, parse_manifest(text, source=str(manifest)), source=str(manifest))
+        # The deployment serves the built-ins and its own custom environment only (what synth checks of
+        # run_environment); Register would accept another id, and the run fail on the workers.
+        unserved = served_environment_problem(
+            run_settings.environment,
+            key="key 'environment'",
+            use_custom_env=settings.use_custom_env,
+            custom_env_id=settings.custom_env_id,
+        )
+        if unserved:
+            raise ConfigurationError(f"{manifest}: {unserved}")
         renderer = renderer_for(run_settings.backend)
         if renderer is None:
             raise ConfigurationError(
                 f"{manifest}: backend '{run_settings.backend}' submits no Kubernetes objects (nothing to render)"
             )
+        dataset_uri, eval_dataset_uri = _data_uris(data_bucket, dataset_key, run_id, run_settings)
         run = RunContext(
             run_id=run_id,
             settings={},  # the renderer computes them from the deployment's settings
-            dataset_uri=f"s3://{data_bucket}/{dataset_key}",
-            eval_dataset_uri=f"s3://{data_bucket}/{run_settings.eval_dataset}" if run_settings.eval_dataset else None,
+            dataset_uri=dataset_uri,
+            eval_dataset_uri=eval_dataset_uri,
             output_uri=f"s3://{data_bucket}/runs/{run_id}/",
         )
         objects = renderer(settings, run_settings, run)
@@ -78,3 +100,16 @@ def render(
     from mtrl.cli.yaml_text import dump_documents  # noqa: PLC0415
 
     typer.echo(dump_documents(objects), nl=False)
+
+
+def _data_uris(data_bucket: str, dataset_key: str, run_id: str, run_settings: RunSettings) -> tuple[str, str | None]:
+    """The data a run trains and evaluates on, as Validate resolves it (mtrl.runs.phases.inputs.data_inputs): with
+    eval_split, the training and held-out files it writes under the run's prefix; else the upload, and the
+    eval_dataset if one is named."""
+    from mtrl.runs.pipeline import split_keys  # noqa: PLC0415
+
+    if run_settings.eval_split > 0 and not run_settings.eval_dataset:
+        train_key, eval_key = split_keys(run_id)
+        return f"s3://{data_bucket}/{train_key}", f"s3://{data_bucket}/{eval_key}"
+    eval_uri = f"s3://{data_bucket}/{run_settings.eval_dataset}" if run_settings.eval_dataset else None
+    return f"s3://{data_bucket}/{dataset_key}", eval_uri

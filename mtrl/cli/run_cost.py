@@ -25,11 +25,14 @@ def show_run_cost(
     with remote_errors(connection.aws, as_json=as_json):
         record = connection.registry().get(run_id)
     settings = record.get("settings") or {}
+    recorded = (record.get("cost") or {}).get("usd")
     try:
         estimate = client_runs.run_cost(record, region=connection.deployment.region)
     except CostError as error:
+        if settings.get("backend") == "sessions":
+            _show_sessions_tokens(run_id, record, region=connection.deployment.region, as_json=as_json)
+            return
         fail(f"run {run_id}: cannot price it: {error}", code=EXIT_INVALID, as_json=as_json)
-    recorded = (record.get("cost") or {}).get("usd")
     if as_json:
         document: dict[str, Any] = {
             "run_id": run_id,
@@ -44,3 +47,23 @@ def show_run_cost(
     print_table(estimate)  # the same table as the calculator form of `mtrl cost`
     if recorded is not None:
         console.print(f"cost the pipeline recorded at its last status poll: ${recorded:,.2f}", highlight=False)
+
+
+def _show_sessions_tokens(run_id: str, record: dict[str, Any], *, region: str, as_json: bool) -> None:
+    """A sessions run whose tokens have no price: its token counts and the break-even against verl, never a made-up
+    cost (issue 37, item 5)."""
+    from mtrl.backends.sessions.cost import usage_from_record  # noqa: PLC0415
+    from mtrl.cli.break_even_cmd import print_break_even, sessions_break_even  # noqa: PLC0415
+    from mtrl.cost import TokenUsage  # noqa: PLC0415
+    from mtrl.settings import SettingsError  # noqa: PLC0415
+
+    tokens = TokenUsage.from_billable(usage_from_record(record)["token_usage"])
+    try:
+        result = sessions_break_even(region=region, tokens=tokens)
+    except (CostError, SettingsError) as error:
+        fail(f"run {run_id}: cannot price it or compare it with verl: {error}", code=EXIT_INVALID, as_json=as_json)
+    if as_json:
+        print_json({"run_id": run_id, "status": record["status"], "backend": "sessions", **result.to_dict()})
+        return
+    console.print(f"run {run_id} ({record['status']}, backend sessions)", highlight=False)
+    print_break_even(result)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeGuard
@@ -9,6 +11,7 @@ from typing import Annotated, Any, TypeGuard
 import typer
 from rich.console import Group, RenderableType
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -26,6 +29,7 @@ from mtrl.cli.remote import (
 from mtrl.client import runs as client_runs
 from mtrl.health.evaluation import label as evaluation_label
 from mtrl.runs.registry import RunStatus
+from mtrl.runs.report import converged_at, converged_text
 
 GENERIC_ERROR_NAMES = {"Runtime.HandlerError", "Runtime.UnhandledError", "Lambda.Unknown", "States.TaskFailed"}
 RunArgument = Annotated[str, typer.Argument(help="Run id (as printed by `mtrl submit`, listed by `mtrl runs`).")]
@@ -89,24 +93,61 @@ def runs(
     if not views:
         console.print(f"no runs yet in {connection.deployment.run_table}: start one with `mtrl submit FILE`")
         return
+    cells = {
+        "run id": [view["run_id"] for view in views],
+        "status": [view["status"] for view in views],
+        "created": [_created(view["created_at"]) for view in views],
+        "backend": [str(view["backend"] or "-") for view in views],
+        "environment": [str(view["environment"] or "-") for view in views],
+        "progress": [_progress_text(view["progress"]) for view in views],
+        "reward": ["-" if view["reward_mean"] is None else f"{view['reward_mean']:.3f}" for view in views],
+        "cost": [_money(view["cost_usd"]) for view in views],
+    }
+    shown = _fitting_columns(cells, console.width)
     table = Table(title=f"runs ({prefix}, {connection.deployment.region})")
-    # Run ids are what people copy into the next command: never wrap or shorten them.
-    table.add_column("run id", no_wrap=True, min_width=max(len(view["run_id"]) for view in views))
-    for column in ("status", "created", "backend", "environment", "progress", "reward", "cost"):
-        table.add_column(column, justify="right" if column in {"progress", "reward", "cost"} else "left")
-    for view in views:
-        reward = view["reward_mean"]
-        table.add_row(
-            view["run_id"],
-            Text(view["status"], style=_style(view["status"])),
-            str(view["created_at"] or "-"),
-            str(view["backend"] or "-"),
-            str(view["environment"] or "-"),
-            _progress_text(view["progress"]),
-            "-" if reward is None else f"{reward:.3f}",
-            _money(view["cost_usd"]),
+    for column in shown:
+        # Run ids are what people copy into the next command: never wrap or shorten them.
+        wide = max(len(column), *(len(cell) for cell in cells[column]))
+        table.add_column(
+            column,
+            justify="right" if column in {"progress", "reward", "cost"} else "left",
+            no_wrap=True,
+            overflow="ellipsis",
+            min_width=wide if column in _NEVER_CUT else None,
         )
+    for index, view in enumerate(views):
+        row: list[RenderableType] = [cells[column][index] for column in shown]
+        if "status" in shown:
+            row[shown.index("status")] = Text(view["status"], style=_style(view["status"]))
+        table.add_row(*row)
+    if len(shown) < len(cells):
+        left = ", ".join(column for column in cells if column not in shown)
+        table.caption = f"not shown at this width: {left} (--json has every field)"
     console.print(table)
+
+
+# The columns `mtrl runs` shows first when the terminal is narrow; a column that does not fit whole is left out.
+_COLUMN_PRIORITY = ("run id", "status", "progress", "created", "reward", "cost", "environment", "backend")
+_NEVER_CUT = {"run id", "status"}
+
+
+def _fitting_columns(cells: dict[str, list[str]], width: int) -> list[str]:
+    """The columns that fit ``width`` whole, in priority order (shown in the table's own order); the run id and
+    the status always."""
+    chosen: list[str] = []
+    used = 1  # the table's left border
+    for column in _COLUMN_PRIORITY:
+        needed = max(len(column), *(len(cell) for cell in cells[column])) + 3  # padding and the border after it
+        if column in _NEVER_CUT or used + needed <= width:
+            chosen.append(column)
+            used += needed
+    return [column for column in cells if column in chosen]
+
+
+def _created(stamp: Any) -> str:
+    """``2026-11-29T10:00:00.000Z`` → ``2026-11-29 10:00`` (UTC; `mtrl status` shows the whole stamp)."""
+    text = str(stamp or "-")
+    return f"{text[:10]} {text[11:16]}" if len(text) >= 16 and text[10] == "T" else text
 
 
 # -- mtrl status ------------------------------------------------------------------------------------------
@@ -131,14 +172,14 @@ def status_renderable(view: dict[str, Any]) -> RenderableType:
     if view.get("evaluation_measure"):
         summary.add_row("eval measures", evaluation_label(view["evaluation_measure"]))
     for name, value in sorted(view["evaluation"].items()):
-        summary.add_row(f"eval {name}", str(value))
+        summary.add_row(f"eval {name}", _figure(value) if isinstance(value, float) else str(value))
     baseline = view.get("baseline")
     if baseline:
         for name, pair in baseline["metrics"].items():
             before, after = _figure(pair["baseline"]), _figure(pair["after_training"])
             summary.add_row(f"baseline {name}", f"{before} before training → {after} after")
     summary.add_row("cost so far", _money(view["cost_usd"]))
-    _add_health_row(summary, view.get("health"))
+    _add_health_row(summary, view.get("health"), succeeded=view["status"] == RunStatus.SUCCEEDED.value)
     if view["error"]:
         error = view["error"]
         name = str(error.get("error") or "")
@@ -162,16 +203,19 @@ def status_renderable(view: dict[str, Any]) -> RenderableType:
     return Group(summary, phases) if view["phases"] else summary
 
 
-def _add_health_row(summary: Table, health: dict[str, Any] | None) -> None:
+def _add_health_row(summary: Table, health: dict[str, Any] | None, *, succeeded: bool) -> None:
     if health:
-        summary.add_row("health", _health_text(health))
+        summary.add_row("health", _health_text(health, succeeded=succeeded))
 
 
-def _health_text(health: dict[str, Any]) -> Text:
+def _health_text(health: dict[str, Any], *, succeeded: bool = False) -> Text:
     """``warn: flat_groups warn at step 8, …`` (the training-health verdict; mtrl health for the details)."""
     if health.get("error"):
         return Text(f"not evaluated: {health['error']}", style="yellow")
     verdict = str(health.get("verdict") or "ok")
+    step = converged_at(health, succeeded=succeeded)
+    if step is not None:  # a run that finished with its reward levelled off: news, not an alarm
+        return Text.assemble(("converged", "green"), f": {converged_text(step)}")
     fired = ", ".join(f"{item['rule']} {item['level']} at step {item['step']}" for item in health.get("fired") or [])
     style = {"ok": "green", "warn": "yellow"}.get(verdict, "red")
     return Text.assemble((verdict, style), f": {fired}" if fired else ": no rule fired")
@@ -228,8 +272,11 @@ def watch_run(
 
     ``upload`` = (key, version id) of the dataset just submitted: used to find the run if the trigger
     named it differently (see ``mtrl.client.runs.started_run_for_upload``)."""
-    live = None if as_json else Live(Text(f"waiting for run {run_id} to start …"), console=console, auto_refresh=False)
-    if live is not None:
+    # A live display redraws in place on a terminal; piped (`mtrl submit --watch | cat`) rich would print it only at
+    # the end, so there each change is a line of its own, flushed as it happens.
+    live = None
+    if not as_json and console.is_terminal:
+        live = Live(Text(f"waiting for run {run_id} to start …"), console=console, auto_refresh=False)
         live.start()
     try:
         view = _follow(connection, run_id, interval=interval, live=live, as_json=as_json, upload=upload)
@@ -238,6 +285,8 @@ def watch_run(
             live.stop()
     if as_json:
         print_json(view)
+    elif live is None:
+        console.print(status_renderable(view))
     elif view.get("note"):
         error_console.print(f"[yellow]{view['note']}[/]", highlight=False, soft_wrap=True)
     return _exit_code(view)
@@ -256,6 +305,7 @@ def _follow(
     stepfunctions = connection.client("stepfunctions")
     started = time.monotonic()
     ended_at: float | None = None  # when the execution was first seen finished without a final record
+    shown = ""  # the last line printed when piped
     while True:
         with remote_errors(connection.aws, as_json=as_json):
             record = registry.find(run_id)
@@ -266,6 +316,8 @@ def _follow(
             view = client_runs.run_view(record)
             if live is not None:
                 live.update(status_renderable(view), refresh=True)
+            elif not as_json:
+                shown = _report_change(view, shown)
             if view["final"]:
                 return view
         if record is None and execution is None and upload is not None:
@@ -298,6 +350,21 @@ def _follow(
                 )
                 return view
         sleep(interval)
+
+
+def _report_change(view: dict[str, Any], shown: str) -> str:
+    """Piped output: one line whenever the run's status, phase or progress changes, flushed at once."""
+    line = f"{view['run_id']}: {view['status']}"
+    if view.get("phase"):
+        line += f", phase {view['phase']}"
+    if view.get("progress", {}).get("step") is not None:
+        line += f", step {_progress_text(view['progress'])}"
+    if view.get("reward_mean") is not None:
+        line += f", reward mean {view['reward_mean']:.4f}"
+    if line != shown:
+        console.print(line, highlight=False, soft_wrap=True)
+        console.file.flush()
+    return line
 
 
 def _existing_run(connection: Connection, run_id: str, *, as_json: bool) -> tuple[dict[str, Any] | None, str | None]:
@@ -343,6 +410,7 @@ def logs(
     logs_client = connection.client("logs")
     registry = connection.registry()
     seen: set[str] = set()
+    raw = os.environ.get(LOG_FORMAT_VARIABLE, "").lower() == "json"
     start_ms: int | None = None
     printed: list[dict[str, Any]] = []
     while True:
@@ -358,7 +426,8 @@ def logs(
             else:
                 stamp = datetime.fromtimestamp(line.timestamp / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
                 name = line.group.rsplit("/", 1)[-1]
-                console.print(f"[dim]{stamp}[/] [bold]{name}[/] {line.message}", highlight=False, soft_wrap=True)
+                text = escape(line.message if raw else readable_log_message(line.message))
+                console.print(f"[dim]{stamp}[/] [bold]{name}[/] {text}", highlight=False, soft_wrap=True)
         if lines:
             start_ms = lines[-1].timestamp  # same millisecond may hold more lines: `seen` drops repeats
         if final:
@@ -370,6 +439,42 @@ def logs(
         error_console.print(
             f"no log lines mention {run_id} (is the run id right? `mtrl runs` lists them)", highlight=False
         )
+
+
+# MTRL_LOG_FORMAT=json: `mtrl logs` prints each line as the function logged it (Powertools' JSON), not re-worded.
+LOG_FORMAT_VARIABLE = "MTRL_LOG_FORMAT"
+# Powertools' and Lambda's own keys: the same on every line, so they say nothing about this one.
+_LOG_NOISE = frozenset(
+    {
+        "level", "message", "timestamp", "location", "service", "xray_trace_id", "cold_start", "function_name",
+        "function_memory_size", "function_arn", "function_request_id", "sampling_rate", "run_id",
+    }
+)  # fmt: skip
+
+
+def readable_log_message(message: str) -> str:
+    """A structured log line for people: ``INFO started (phase=train)`` for Powertools' JSON, ``TaskStateEntered
+    Train`` for the state machine's; any other line as it is."""
+    try:
+        document = json.loads(message)
+    except ValueError:
+        return message
+    if not isinstance(document, dict):
+        return message
+    if "type" in document and "details" in document:  # a Step Functions execution history event
+        details = document["details"] if isinstance(document["details"], dict) else {}
+        return " ".join(str(part) for part in (document["type"], details.get("name") or "") if part)
+    extra = ", ".join(
+        f"{key}={_log_value(value)}" for key, value in document.items() if key not in _LOG_NOISE and value is not None
+    )
+    head = " ".join(str(part) for part in (document.get("level"), document.get("message")) if part)
+    return f"{head} ({extra})" if extra and head else head or extra or message
+
+
+def _log_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
 def _is_final(record: dict[str, Any] | None) -> TypeGuard[dict[str, Any]]:

@@ -77,6 +77,7 @@ def submit(
     # Local first: invalid data is refused without credentials or a deployment.
     checked = _check(file, document, source, eval_file, defaults, as_json=as_json)
     connection = connect(prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url, as_json=as_json)
+    _warn_what_the_backend_lacks(connection, checked.settings.backend, as_json=as_json)
     s3 = connection.client("s3")
     if document is None:
         remote = _remote_manifest(connection, key, as_json=as_json)
@@ -89,8 +90,7 @@ def submit(
             checked = _check(file, remote, source, eval_file, defaults, as_json=as_json)
     if not as_json:
         console.print(
-            f"[green]valid[/] {checked.report.summary()} "
-            f"(rows checked as environment '{checked.settings.environment}')",
+            f"{checked.report.summary()} (rows checked as environment '{checked.settings.environment}')",
             highlight=False,
             soft_wrap=True,
         )
@@ -167,9 +167,9 @@ def _check(
     else:
         for report in (checked.eval_report, checked.report):
             if report is not None and not report.valid:
-                from mtrl.cli.validate_cmd import _print_human  # noqa: PLC0415 (`mtrl validate`'s rendering)
+                from mtrl.cli.validate_cmd import print_report  # noqa: PLC0415 (`mtrl validate`'s rendering)
 
-                _print_human(report)
+                print_report(report, to=error_console)  # stdout holds only the run id (or JSON)
         error_console.print("nothing was uploaded", highlight=False)
     raise typer.Exit(EXIT_INVALID)
 
@@ -184,3 +184,28 @@ def _remote_manifest(connection: Connection, key: str, *, as_json: bool) -> dict
         except SubmitError as error:
             fail(str(error), as_json=as_json)
     raise AssertionError("unreachable")  # pragma: no cover - remote_errors exits on every error
+
+
+def _warn_what_the_backend_lacks(connection: Connection, backend: str, *, as_json: bool) -> None:
+    """Say, before anything is uploaded, what the run's backend still lacks in this deployment (this checkout's
+    settings and what the deployment registered: mtrl image build, mtrl model import), naming the command that
+    supplies it. A warning: Preflight refuses such a run before any GPU is touched."""
+    from rich.markup import escape  # noqa: PLC0415
+
+    from mtrl.cli.validate_cmd import deployment_settings  # noqa: PLC0415
+    from mtrl.contracts.backend import BackendError  # noqa: PLC0415
+
+    settings = deployment_settings(as_json=as_json).model_copy(update={"run_backend": backend})
+    with remote_errors(connection.aws, as_json=as_json):
+        try:
+            warning = settings.default_backend_warning(connection.client("ssm"), subject="this run's backend")
+        except BackendError as error:  # the catalog is unreadable: Preflight reads it again and says why
+            warning = None
+            if not as_json:
+                error_console.print(f"note: could not check what the deployment registered ({error})", markup=False)
+    if warning and not as_json:
+        error_console.print(
+            f"[bold yellow]warning:[/] {escape(warning)}; Preflight will refuse the run (before any GPU is used)",
+            highlight=False,
+            soft_wrap=True,
+        )

@@ -40,13 +40,24 @@ class BackendDescriptor:
       are what a manifest's ``backend_options`` may set and its ``Field`` constraints their ceilings. None: none.
     - ``baseline``: how ``baseline_evaluation`` is measured; None with ``no_baseline`` saying why it cannot be.
     - ``needs_reward_workers``: every rollout is scored on the run's reward workers (``worker_count`` ≥ 1).
+    - ``needs_cluster``: the backend trains on the deployment's HyperPod cluster; a deployment without one
+      (``deploy_cluster=false``, the serverless profile) refuses its runs.
     - ``cost``: ``(usage, book) -> CostEstimate``, pricing the usage dict ``mtrl.backends.pricing.cost_for_run``
       receives; None: the backend's runs cannot be priced (a ``CostError`` says so).
     - ``cost_usage``: ``(record, now) -> dict``, the usage fields ``cost`` reads, taken from a stored run record
       (``mtrl cost RUN``); None: the record's backend and region are all it needs.
+    - ``budget_usage``: ``(run context, adapter) -> dict``, the usage fields ``cost`` will read for this run, with
+      nothing used yet (the instance type, the model, the service). Preflight prices it for a run with a budget:
+      a run that cannot be priced is refused there, never run unchecked. None: budgeted runs are refused.
     - ``manifest_check``: ``(RunSettings) -> [problem, ...]``, backend rules on a resolved manifest (Register).
     - ``deploy_check``: ``(DeploySettings) -> problem | None``, what a deployment whose default backend this is must
       configure (checked when the deployment's settings are loaded).
+    - ``registered_values``: ``(deploy-time values as shipped) -> values``, completed at Preflight (before the run's
+      effective settings are stored) with what the deployment registered after deploy (a trainer image, model
+      copies); explicit settings win. None: the shipped values are all there is.
+    - ``readiness``: ``(DeploySettings, ssm client | None) -> [what is missing, naming the command that supplies it]``
+      for a deployment whose default backend this is: shown by ``mtrl config show``, the synth and ``mtrl submit``
+      before any GPU is touched (a warning: it can be supplied after deploy).
     - ``renderer``: ``(deploy settings, run settings, run) -> [Kubernetes objects]`` for ``mtrl render``.
     - ``stack_side``: ``"module:attribute"`` of the backend's stack side (``stacks.backends.contract.StackSide``):
       its IAM on the backend function, its constructs and the values it ships to its adapter. Only the stacks
@@ -59,10 +70,14 @@ class BackendDescriptor:
     baseline: BaselineSupport | None = None
     no_baseline: str = "the backend declares no baseline evaluation"
     needs_reward_workers: bool = False
+    needs_cluster: bool = False
     cost: Target | None = None
     cost_usage: Target | None = None
+    budget_usage: Target | None = None
     manifest_check: Target | None = None
     deploy_check: Target | None = None
+    registered_values: Target | None = None
+    readiness: Target | None = None
     renderer: Target | None = None
     stack_side: str | None = None
 

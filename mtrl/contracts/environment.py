@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -101,24 +102,47 @@ class EpisodeResult:
         }
 
     def problems(self) -> list[str]:
-        """Contract violations (non-finite numbers, bad names); empty when the result is well formed."""
+        """Contract violations (non-finite numbers, bad names); empty when the result is well formed.
+
+        A number is any real (numpy scalars included) that converts to a finite float: NaN, ±inf and integers too
+        large for a float are violations, and so are booleans and strings.
+        """
         found: list[str] = []
-        if not isinstance(self.reward, int | float) or not math.isfinite(self.reward):
-            found.append(f"reward must be a finite number (got {self.reward!r})")
+        if not _finite_number(self.reward):
+            found.append(f"reward must be a finite number (got {_shown(self.reward)})")
         if self.evaluation is not None and (
-            not isinstance(self.evaluation, int | float)
-            or isinstance(self.evaluation, bool)
-            or not math.isfinite(self.evaluation)
-            or not 0.0 <= self.evaluation <= 1.0
+            not _finite_number(self.evaluation) or not 0.0 <= float(self.evaluation) <= 1.0
         ):
-            found.append(f"evaluation must be a number in [0, 1] or None (got {self.evaluation!r})")
+            found.append(f"evaluation must be a number in [0, 1] or None (got {_shown(self.evaluation)})")
         for kind, values in (("component", self.components), ("metric", self.metrics)):
+            if not isinstance(values, Mapping):
+                found.append(f"{kind}s must be a mapping of name to number (got {type(values).__name__})")
+                continue
             for name, value in values.items():
                 if not isinstance(name, str) or not name:
-                    found.append(f"{kind} name must be a non-empty string (got {name!r})")
-                if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
-                    found.append(f"{kind} '{name}' must be a finite number (got {value!r})")
+                    found.append(f"{kind} name must be a non-empty string (got {_shown(name)})")
+                if not _finite_number(value):
+                    found.append(f"{kind} '{str(name)[:60]}' must be a finite number (got {_shown(value)})")
         return found
+
+
+def _finite_number(value: object) -> bool:
+    """A real number (not a bool) that converts to a finite float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except (OverflowError, ValueError, TypeError):
+        return False
+
+
+def _shown(value: object) -> str:
+    """``repr`` bounded (a hostile value may be huge), and never raising."""
+    try:
+        text = repr(value)
+    except Exception:  # a hostile __repr__, or an int past Python's 4300-digit conversion limit
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @runtime_checkable

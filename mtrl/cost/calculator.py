@@ -68,11 +68,35 @@ class _HyperPodBook(_Strict):
     instances: dict[str, InstancePrices]
 
 
+class AtRestPrice(_Strict):
+    price: NonNegativeFloat
+    unit: str
+    assumption: bool
+    source: str = Field(min_length=1)
+
+
+class UsageFigure(_Strict):
+    value: NonNegativeFloat
+    unit: str
+    assumption: bool
+    source: str = Field(min_length=1)
+
+
+class AtRestBook(_Strict):
+    unit: str
+    hours_per_month: int
+    not_included: str = ""
+    regions: dict[str, dict[str, AtRestPrice]]
+    usage: dict[str, UsageFigure]
+    unpriced_types: dict[str, str] = {}
+
+
 class PriceBook(_Strict):
     about: list[str] = Field(default_factory=list, alias="_about")
     currency: str
     serverless: _ServerlessBook
     hyperpod: _HyperPodBook
+    at_rest: AtRestBook | None = None
 
     def token_price(self, model: str, region: str) -> tuple[str, TokenPrice]:
         """The canonical model id and its prices in ``region`` (aliases accepted)."""
@@ -177,7 +201,7 @@ class CostEstimate:
 
     @property
     def total(self) -> Decimal:
-        return _cents(sum((line.amount for line in self.lines), Decimal(0)))
+        return cents(sum((line.amount for line in self.lines), Decimal(0)))
 
     def __add__(self, other: CostEstimate) -> CostEstimate:
         if self.currency != other.currency:
@@ -185,8 +209,8 @@ class CostEstimate:
         return CostEstimate(
             currency=self.currency,
             lines=self.lines + other.lines,
-            assumptions=_unique(self.assumptions + other.assumptions),
-            not_included=_unique(self.not_included + other.not_included),
+            assumptions=unique(self.assumptions + other.assumptions),
+            not_included=unique(self.not_included + other.not_included),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -216,7 +240,7 @@ def serverless_cost(book: PriceBook, *, model: str, region: str, usage: TokenUsa
             quantity=Decimal(count) / _MILLION,
             unit="M tokens",
             unit_price=Decimal(str(per_million)),
-            amount=_cents(Decimal(count) * Decimal(str(per_million)) / _MILLION),
+            amount=cents(Decimal(count) * Decimal(str(per_million)) / _MILLION),
         )
         for kind, count, per_million in (
             ("prefill", usage.prefill, price.prefill),
@@ -243,12 +267,12 @@ def hyperpod_cost(book: PriceBook, *, region: str, holds: Iterable[GpuHold]) -> 
                 quantity=instance_hours,
                 unit="instance-hour",
                 unit_price=hourly,
-                amount=_cents(instance_hours * hourly),
+                amount=cents(instance_hours * hourly),
             )
         )
         if price.assumption:
             assumptions.append(f"{hold.instance_type} in {region}: {price.source}")
-    return CostEstimate(book.currency, tuple(lines), _unique(tuple(assumptions)), _nonempty(book.hyperpod.not_included))
+    return CostEstimate(book.currency, tuple(lines), unique(tuple(assumptions)), _nonempty(book.hyperpod.not_included))
 
 
 def hyperpod_cost_for_hours(
@@ -284,11 +308,11 @@ def parse_hold(item: Any) -> GpuHold:
         raise CostError(f"invalid GPU hold {item!r}: needs instance_type, count, start and end (ISO-8601)") from error
 
 
-def _cents(amount: Decimal) -> Decimal:
+def cents(amount: Decimal) -> Decimal:
     return amount.quantize(_CENT, rounding=ROUND_HALF_UP)
 
 
-def _unique(items: tuple[str, ...]) -> tuple[str, ...]:
+def unique(items: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 

@@ -23,8 +23,10 @@ from mtrl.envs.registry import (
     InvalidEnvironmentError,
     check_custom_environment,
     custom_environment_problems,
+    deployment_environment_problems,
     list_environments,
     load_spec,
+    served_environment_problem,
 )
 from mtrl.envs.rollout import EpisodeRules, Rollout, run_episode
 from mtrl.envs.scoring import (
@@ -85,6 +87,7 @@ __all__ = [
     "closing",
     "custom_environment_problems",
     "densify_verdict",
+    "deployment_environment_problems",
     "exact_match",
     "extract_final_output",
     "field_fraction",
@@ -96,6 +99,7 @@ __all__ = [
     "open_states",
     "parse_tool_call",
     "run_episode",
+    "served_environment_problem",
     "tool_error",
     "zero_spread_share",
 ]

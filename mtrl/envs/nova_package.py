@@ -25,11 +25,13 @@ from pathlib import Path
 from mtrl.envs.registry import BUILTIN_DIR, CUSTOM_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# The parts of mtrl an environment's code imports: the contract, the verifiers adapter, the sandbox and the building
-# blocks (tools, episode state, execution, scoring, normalise; scoring reuses signal_health, which writes with emf).
+# The parts of mtrl an environment's code imports: the contract (and the episode deadline the driver and the sandbox
+# share), the verifiers adapter, the sandbox and the building blocks (tools, episode state, execution, scoring,
+# normalise; scoring reuses signal_health, which writes with emf).
 # The package's mtrl/envs/__init__.py is a stub, so environments import the blocks from their modules (mtrl.envs.tools).
 MTRL_MODULES = (
     "mtrl/contracts/__init__.py",
+    "mtrl/contracts/deadline.py",
     "mtrl/contracts/environment.py",
     "mtrl/envs/rollout.py",
     "mtrl/envs/verifiers_adapter.py",

@@ -7,6 +7,7 @@ its path under the private module name ``mtrl_custom_env_<env_id>`` (relative im
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import os
@@ -27,7 +28,7 @@ from mtrl.contracts.environment import (
     EpisodeResult,
 )
 from mtrl.envs.episode_state import open_states
-from mtrl.envs.rollout import ContractError, EpisodeRules, play, scripted
+from mtrl.envs.rollout import ContractError, EpisodeRules, ResultContractError, play, scripted
 
 ENV_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 BUILTIN_DIR = "environments"
@@ -145,6 +146,8 @@ class EnvironmentSpec:
             leaked = [state for state in open_states() if id(state) not in before]
         except Exception as error:  # a plug-in may raise anything; report it instead of crashing synth
             return [*problems, f"smoke episode raised {type(error).__name__}: {error}"]
+        if isinstance(rollout.error, ResultContractError):
+            return [*problems, *rollout.error.problems]
         if isinstance(rollout.error, ContractError):
             return [*problems, "observations must be strings"]
         if rollout.error is not None:
@@ -157,10 +160,8 @@ class EnvironmentSpec:
             )
         if time.monotonic() - started > time_budget_s:
             problems.append(f"smoke episode took longer than {time_budget_s:.0f} s")
-        if not isinstance(result, EpisodeResult):
-            return [*problems, f"result() must return EpisodeResult (got {type(result).__name__})"]
-        problems += result.problems()
-        if not result.problems() and not result.components:
+        assert result is not None  # no error: result() returned and passed the contract check
+        if not result.components:
             problems.append("result() reports no reward components (report at least one)")
         if self.evaluation is not None and result.evaluation is None:
             problems.append("the environment declares EVALUATION but result() sets no evaluation")
@@ -265,9 +266,13 @@ def load_spec(env_id: str, *, custom: bool | None = None, root: Path | None = No
         directory = custom_dir
         module = _load_custom(env_id, custom_dir)
     else:
-        available = ", ".join(name for name, _ in list_environments(root=base)) or "none"
+        names = [name for name, _ in list_environments(root=base)]
+        close = difflib.get_close_matches(env_id, names, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
         where = {True: f"{CUSTOM_DIR}/", False: f"{BUILTIN_DIR}/", None: f"{BUILTIN_DIR}/ or {CUSTOM_DIR}/"}[custom]
-        raise EnvironmentNotFoundError(f"no environment '{env_id}' in {where} under {base} (available: {available})")
+        raise EnvironmentNotFoundError(
+            f"no environment '{env_id}' in {where} under {base} ({hint}available: {', '.join(names) or 'none'})"
+        )
     _check_module(env_id, module)
     return EnvironmentSpec(env_id=env_id, source=source, path=directory, module=module)
 
@@ -288,6 +293,39 @@ def custom_environment_problems(use_custom_env: bool, custom_env_id: str | None)
         f"custom environment '{custom_env_id}' (custom-environments/): {problem}"
         for problem in check_custom_environment(custom_env_id)
     ]
+
+
+def served_environment_problem(
+    env_id: str, *, key: str, use_custom_env: bool, custom_env_id: str | None, root: Path | None = None
+) -> str | None:
+    """Why a run of environment ``env_id`` (``key`` names where it was set) cannot run on a deployment with these
+    custom-environment settings, else None. A deployment serves the built-ins and, with ``use_custom_env``, its one
+    custom environment: any other id would first fail on the reward workers, after the GPUs have scaled up."""
+    base = root or project_root()
+    builtins = _package_dirs(base / BUILTIN_DIR)
+    served = builtins + ([custom_env_id] if use_custom_env and custom_env_id else [])
+    if env_id in served:
+        return None
+    if env_id in _package_dirs(base / CUSTOM_DIR):
+        return (
+            f"{key}: '{env_id}' is a custom environment, which a deployment serves only with use_custom_env=true "
+            f"and custom_env_id='{env_id}' (this one serves: {', '.join(served)})"
+        )
+    close = difflib.get_close_matches(env_id, served, n=1)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    return f"{key}: no environment '{env_id}' ({hint}this deployment serves: {', '.join(served)})"
+
+
+def deployment_environment_problems(
+    *, run_environment: str, use_custom_env: bool, custom_env_id: str | None
+) -> list[str]:
+    """What synth and `mtrl config show` check of a deployment's environments: the custom one (when used) and the
+    default environment of its runs."""
+    problems = custom_environment_problems(use_custom_env, custom_env_id)
+    served = served_environment_problem(
+        run_environment, key="run_environment", use_custom_env=use_custom_env, custom_env_id=custom_env_id
+    )
+    return problems + ([served] if served and not problems else [])
 
 
 def check_custom_environment(env_id: str, *, root: Path | None = None) -> list[str]:

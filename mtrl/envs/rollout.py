@@ -12,8 +12,11 @@ adapter and the verl agent loop all play episodes here, so a dry run plays exact
 - the **string contract**: actions reaching ``step`` are always ``str`` (``None`` becomes ``""``, other values
   ``str(value)``; lone surrogates become U+FFFD so a transcript always encodes as UTF-8), and an observation that
   is not a ``str`` is a contract violation (the episode ends with an error);
-- the **deadline** is checked between turns and after each action (a late action is not applied), and the policy
-  is told the time left;
+- the **deadline** is checked between turns and after each action (a late action is not applied), the policy
+  is told the time left, and a sandbox run inside ``step`` ends at the deadline (``mtrl.contracts.deadline``);
+- the **result contract**: ``result()`` must return an ``EpisodeResult`` whose reward, components, metrics and
+  evaluation are finite numbers (``EpisodeResult.problems``); anything else (NaN, ±inf, a number too large for a
+  float) ends the episode with an error and no result, so no backend ever trains on it;
 - ``result()`` is taken and ``close()`` is called on every exit: done, turn limit, deadline, the policy stopping,
   or an exception in the environment or the policy. Nothing here raises: the ``Rollout`` carries the error and a
   caller that wants it raised calls ``Rollout.raise_error()``.
@@ -27,12 +30,14 @@ verifiers adapter, where verifiers drives the turns).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
+from mtrl.contracts.deadline import episode_deadline
 from mtrl.contracts.environment import (
     DEFAULT_MAX_TURNS,
     DEFAULT_SYSTEM_PROMPT,
@@ -56,6 +61,14 @@ class StopEpisode(Exception):
 
 class ContractError(TypeError):
     """The environment broke the contract (an observation that is not a string)."""
+
+
+class ResultContractError(ContractError):
+    """``result()`` returned something no trainer may use (not an ``EpisodeResult``, or a non-finite number)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("result() broke the contract: " + "; ".join(problems))
+        self.problems = problems
 
 
 @dataclass(frozen=True)
@@ -178,9 +191,30 @@ EpisodeLoop = Generator[ActionRequest, Any, Rollout]
 
 def _score(env: Environment) -> tuple[EpisodeResult | None, Exception | None]:
     try:
-        return env.result(), None
+        return checked_result(env.result()), None
     except Exception as failure:
         return None, failure
+
+
+def checked_result(result: object) -> EpisodeResult:
+    """``result`` as the trainers may use it: an ``EpisodeResult`` whose reward, components, metrics and evaluation
+    are finite plain floats (numpy scalars converted), or a ``ResultContractError`` naming every violation.
+
+    Every backend's episodes come through here, so a NaN or an infinity never reaches an advantage: one NaN reward
+    makes a whole GRPO group's advantages NaN (and verl's next rollout dump fails on it).
+    """
+    if not isinstance(result, EpisodeResult):
+        raise ResultContractError([f"result() must return EpisodeResult (got {type(result).__name__})"])
+    problems = result.problems()
+    if problems:
+        raise ResultContractError(problems)
+    return replace(
+        result,
+        reward=float(result.reward),
+        components={name: float(value) for name, value in result.components.items()},
+        metrics={name: float(value) for name, value in result.metrics.items()},
+        evaluation=None if result.evaluation is None else float(result.evaluation),
+    )
 
 
 def _close(env: Environment) -> None:
@@ -228,7 +262,9 @@ def episode(env: Environment, task: Task, rules: EpisodeRules, *, clock: Clock =
                 if deadline is not None and clock() > deadline:
                     ended = "deadline"  # the action came too late: it is not applied
                     break
-                step = env.step(text)
+                # A sandbox run inside step() ends with the episode, not at its own timeout past it.
+                with episode_deadline(None if deadline is None else deadline - clock()):
+                    step = env.step(text)
                 messages.append({"role": "user", "content": _observation(step.observation, "step()")})
         except Exception as failure:  # the episode is scored as it stands; the caller decides whether to raise
             ended, error = "error", failure
@@ -335,16 +371,21 @@ def play_batch(
 async def play_async(
     env: Environment, task: Task, policy: AsyncPolicy, rules: EpisodeRules, *, clock: Clock = time.monotonic
 ) -> Rollout:
-    """Play one episode with an awaited policy (the verl agent loop generates through an async server manager)."""
+    """Play one episode with an awaited policy (the verl agent loop generates through an async server manager).
+
+    The environment's own work (reset, step, scoring: a sandboxed program or a model call can take seconds) runs in a
+    worker thread (``asyncio.to_thread``), so the event loop keeps serving the other episodes' generations meanwhile;
+    one episode's steps still run one at a time, in order.
+    """
     loop = episode(env, task, rules, clock=clock)
-    step = _start(loop)
+    step = await asyncio.to_thread(_start, loop)
     while isinstance(step, ActionRequest):
         try:
             reply = await policy(step)
         except Exception as failure:
-            step = _advance(loop, failure=failure)
+            step = await asyncio.to_thread(_advance, loop, failure=failure)
         else:
-            step = _advance(loop, reply)
+            step = await asyncio.to_thread(_advance, loop, reply)
     return step
 
 

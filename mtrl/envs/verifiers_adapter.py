@@ -25,7 +25,7 @@ from mtrl.contracts.environment import (
     EpisodeResult,
     close_environment,
 )
-from mtrl.envs.rollout import EpisodeRules, Stepper
+from mtrl.envs.rollout import EpisodeRules, Stepper, checked_result
 
 log = logging.getLogger("mtrl.envs.verifiers_adapter")
 
@@ -121,7 +121,7 @@ def to_verifiers_environment(
         if stepper is None:
             env: Environment = state["mtrl_env"]
             try:
-                result = env.result()
+                result = checked_result(env.result())  # finite numbers only, as the driver's own episodes
             finally:
                 close_environment(env)
         else:

@@ -35,6 +35,7 @@ LEVEL_NUMBER = {OK: 0, WARN: 1, STOP: 2}
 BASELINE_STEPS = 3
 STALL_FLOOR_SECONDS = 15 * 60.0  # S11: max(3 x median step time, 15 min)
 STALL_FACTOR = 3.0
+MAX_STALLS_LISTED = 20
 EPSILON = 1e-12
 
 
@@ -158,10 +159,17 @@ def _malformed(ctx: Context, index: int, row: SignalRow) -> Judgement | None:
 
 def _turn_collapse(ctx: Context, index: int, row: SignalRow) -> Judgement | None:
     baseline, turns = ctx.baselines["mean_turns"], row.mean_turns
-    slope = ctx.reward_slope(row.step)
-    if baseline is None or baseline <= EPSILON or turns is None or slope is None:
+    if baseline is None or baseline <= EPSILON or turns is None:
         return None
     ratio = turns / baseline
+    if ratio < TURN_COLLAPSE_SEVERE:
+        # Departure from S6: episodes down to a quarter of their early length are a different behaviour, not a
+        # policy getting faster at the same one (answering before the task is done, or an environment that ends
+        # episodes early); a rising reward does not explain it away, so it is reported whatever the reward does.
+        return Judgement(ratio, warn=True)
+    slope = ctx.reward_slope(row.step)
+    if slope is None:
+        return None
     # "while success is not rising" (S6): the training reward's slope stands for success, as it is known every step.
     return Judgement(ratio, warn=ratio < TURN_COLLAPSE.warn.threshold and slope <= 0)
 
@@ -272,11 +280,12 @@ MALFORMED = Rule(
     Level(0.50, 5, 5, 5, "share > 0.50"),
     _malformed,
 )
+TURN_COLLAPSE_SEVERE = 0.25
 TURN_COLLAPSE = Rule(
     "turn_collapse",
     "S6: mean turns per episode collapsing while the reward is not rising ('answering early', AWS multi-turn RL best "
-    "practices)",
-    Level(0.5, 3, 3, 3, "mean turns < 50% of the baseline while the reward slope <= 0"),
+    "practices), or below a quarter of the baseline whatever the reward does",
+    Level(0.5, 3, 3, 3, "mean turns < 50% of the baseline while the reward slope <= 0, or < 25% of it"),
     None,
     _turn_collapse,
 )
@@ -404,23 +413,38 @@ def _run_rule(rule: Rule, judge: Judge, ctx: Context, fired: list[dict[str, Any]
 
 
 def _stalled(ctx: Context, *, now: datetime | None, ended: bool, fired: list[dict[str, Any]]) -> dict[str, Any]:
+    """A stall now (a live run with no step for the limit) and every stall in the run's past: a gap between two
+    consecutive steps over the same limit, so a run that stalled and then recovered still says where it stalled
+    (its ``worst`` is warn; its ``level`` is warn only while it is stalled now)."""
     times = [(row.step, parse_time(row.time)) for row in ctx.rows if row.time is not None]
     entry: dict[str, Any] = {
-        "description": "S11: no new step for max(3x the median step time, 15 min) (verl #6583; hung-job detection)",
+        "description": "S11: no new step for max(3x the median step time, 15 min) (verl #6583; hung-job detection), "
+        "now or between two steps of the run",
         "warn": {"threshold": None, "fires_after": "immediately", "meaning": "max(3x median step time, 900 s)"},
         "stop": None,
         "level": OK,
         "worst": OK,
         "value": None,
         "threshold": None,
+        "stalls": [],
+        "stall_count": 0,
     }
-    if ended or now is None or not times:
+    if not times:
         return entry
-    gaps = [(b - a).total_seconds() for (_, a), (_, b) in itertools.pairwise(times)]
-    typical = median([g for g in gaps if g >= 0])
+    gaps = [(first, (b - a).total_seconds()) for (first, a), (_, b) in itertools.pairwise(times)]
+    typical = median([gap for _, gap in gaps if gap >= 0])
     threshold = max(STALL_FACTOR * typical, STALL_FLOOR_SECONDS) if typical is not None else STALL_FLOOR_SECONDS
+    entry["threshold"] = threshold
+    stalls = [(step, gap) for step, gap in gaps if gap > threshold]
+    entry["stall_count"] = len(stalls)
+    for step, gap in stalls[:MAX_STALLS_LISTED]:  # a flapping run lists its first stalls, and counts them all
+        entry["stalls"].append({"after_step": step, "seconds": gap})
+        entry.update(worst=WARN, value=gap)
+        fired.append({"rule": STALLED, "level": WARN, "step": step, "value": gap, "threshold": threshold})
+    if ended or now is None:
+        return entry
     waited = (now - times[-1][1]).total_seconds()
-    entry.update(value=waited, threshold=threshold)
+    entry["value"] = waited
     if waited > threshold:
         entry.update(level=WARN, worst=WARN)
         fired.append({"rule": STALLED, "level": WARN, "step": times[-1][0], "value": waited, "threshold": threshold})

@@ -123,10 +123,13 @@ def chart_dependencies(chart_yaml: str) -> tuple[list[str], list[dict[str, str]]
     return lines[:start], entries, lines[end:]
 
 
-def prune_dependencies(chart_yaml: str, keep: Sequence[str]) -> tuple[str, list[str]]:
-    """Chart.yaml with only the ``keep`` dependencies, and the http(s) repositories those come from.
+def prune_dependencies(chart_yaml: str, keep: Sequence[str], repositories: Mapping[str, str]) -> tuple[str, list[str]]:
+    """Chart.yaml with only the ``keep`` dependencies, and the http(s) repositories helm must know for them.
 
-    A name in ``keep`` that the chart does not have is an error (the pinned commit and the settings disagree).
+    ``repositories`` (dependency name → repository URL) is the pin in code: every kept dependency that is not a
+    ``file://charts/`` sub-chart must be in it with the same URL, and the repositories returned are the pinned ones,
+    never text taken from the downloaded Chart.yaml. A name in ``keep`` that the chart does not have is an error
+    (the pinned commit and the settings disagree).
     """
     before, entries, after = chart_dependencies(chart_yaml)
     names = [entry.get("name", "") for entry in entries]
@@ -134,19 +137,29 @@ def prune_dependencies(chart_yaml: str, keep: Sequence[str]) -> tuple[str, list[
     if missing:
         raise ValueError(f"the pinned chart has no dependencies named {missing} (it has {sorted(names)})")
     kept = [entry for entry in entries if entry.get("name") in set(keep)]
+    remote: list[str] = []
+    for entry in kept:
+        name, named = entry.get("name", ""), entry.get("repository", "").rstrip("/")
+        if named.startswith("file://charts/") and ".." not in named.split("/"):
+            continue
+        pinned = repositories.get(name, "").rstrip("/")
+        if not pinned or named != pinned:
+            raise ValueError(
+                f"Chart.yaml takes dependency {name!r} from {named[:200]!r}, not from the repository pinned for it "
+                f"({pinned or 'none'}): refusing to install it"
+            )
+        if pinned.startswith("https://"):  # oci:// references need no helm repository
+            remote.append(pinned)
     # JSON is YAML: the kept list is written as one flow sequence, exactly as parsed.
     text = "\n".join([*before, "dependencies: " + json.dumps(kept), *after]) + "\n"
-    repositories = sorted(
-        {entry["repository"].rstrip("/") for entry in kept if entry.get("repository", "").startswith("http")}
-    )
-    return text, repositories
+    return text, sorted(set(remote))
 
 
-def prune_chart(chart_dir: Path, keep: Sequence[str]) -> list[str]:
+def prune_chart(chart_dir: Path, keep: Sequence[str], repositories: Mapping[str, str]) -> list[str]:
     """Keep only the ``keep`` dependencies: in Chart.yaml, and in charts/, where helm renders every sub-chart it
-    finds whether Chart.yaml lists it or not. Returns the http(s) repositories the kept ones come from."""
+    finds whether Chart.yaml lists it or not. Returns the pinned https repositories the kept ones come from."""
     chart_yaml = chart_dir / "Chart.yaml"
-    text, repositories = prune_dependencies(chart_yaml.read_text(), keep)
+    text, remote = prune_dependencies(chart_yaml.read_text(), keep, repositories)
     chart_yaml.write_text(text)
     _, kept, _ = chart_dependencies(text)
     local = {
@@ -162,7 +175,7 @@ def prune_chart(chart_dir: Path, keep: Sequence[str]) -> list[str]:
                     shutil.rmtree(path)
                 else:
                     path.unlink()
-    return repositories
+    return remote
 
 
 def manifest_chart(workdir: Path, *, name: str, version: str, objects: Sequence[Mapping[str, Any]]) -> Path:

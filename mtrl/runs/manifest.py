@@ -25,6 +25,7 @@ from mtrl.settings.pipeline import (
     MAX_RUN_WORKERS,
     Backend,
     PipelineSettings,
+    cluster_backend_refusal,
     manifest_ceilings,
     manifest_defaults,
     poll_budget_problem,
@@ -236,8 +237,11 @@ def resolve_run_settings(
         RunSettings.model_validate({**defaults_from(defaults), **given}, strict=True)
         settings = RunSettings.model_validate({**defaults_from(defaults), **given})
     except ValidationError as error:
-        problems += [p.replace("setting '", "key '", 1) for p in problems_from_validation_error(error)]
+        found = problems_from_validation_error(error, known_keys=RunSettings.model_fields)
+        problems += [p.replace("setting '", "key '", 1) for p in found]
     if settings is not None:
+        if not defaults.deploy_cluster and descriptor_for(settings.backend).needs_cluster:
+            problems.append(cluster_backend_refusal("key 'backend'", settings.backend))
         if isinstance(options, Mapping):
             options = {key: value for key, value in options.items() if f"backend_options.{key}" not in refused}
         try:

@@ -17,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from mtrl.contracts.backend import CreatedResource
+from mtrl.contracts.backend import CreatedResource, JobState
 from mtrl.contracts.errors import InternalError, TransientError
 
 
@@ -57,6 +57,9 @@ class RunStatus(StrEnum):
 TERMINAL_STATUSES = frozenset(
     {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.TIMED_OUT, RunStatus.ABORTED, RunStatus.STOPPED}
 )
+
+
+_ENDED_JOB_STATES = frozenset(state.value for state in JobState if state.terminal)
 
 
 def now_iso() -> str:
@@ -235,6 +238,31 @@ class RunRegistry:
             entry["ended_at"] = self._now()
             entry["outcome"] = outcome
             entry.update(details)
+
+        return self.update(run_id, change)
+
+    def end_open_phases(self, run_id: str, outcome: str, *, but: str) -> dict[str, Any]:
+        """End every phase still open except ``but`` (teardown ends the phase an interrupted run was in, so its
+        clock stops there instead of running on after the run is gone)."""
+
+        def change(record: dict[str, Any]) -> bool:
+            open_phases = [entry for name, entry in record["phases"].items() if name != but and "ended_at" not in entry]
+            for entry in open_phases:
+                entry["ended_at"] = self._now()
+                entry["outcome"] = outcome
+            return bool(open_phases)
+
+        return self.update(run_id, change)
+
+    def set_job_status(self, run_id: str, job_state: str, **fields: Any) -> dict[str, Any]:
+        """A poll's view of the job: a job already ended (teardown stopped it) never goes back to a running state,
+        even when a poll that started before the stop writes after it."""
+
+        def change(record: dict[str, Any]) -> None:
+            if record.get("job_state") in _ENDED_JOB_STATES and job_state not in _ENDED_JOB_STATES:
+                record.update({key: value for key, value in fields.items() if key != "job_message"})
+            else:
+                record.update(fields, job_state=job_state)
 
         return self.update(run_id, change)
 

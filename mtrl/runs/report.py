@@ -136,12 +136,30 @@ def baseline_lines(comparison: Mapping[str, Any] | None) -> list[str]:
     return [f"Baseline before training → after training{measure}: {pairs or 'not measured'}"]
 
 
-def health_lines(health: dict[str, Any] | None) -> list[str]:
+def converged_at(health: Mapping[str, Any] | None, *, succeeded: bool) -> int | None:
+    """The step from which a run that SUCCEEDED had levelled off, when plateau is all that fired (its "stop" is then
+    news, not an alarm: the run converged); else None."""
+    fired = (health or {}).get("fired") or []
+    if not succeeded or not health or health.get("verdict") != "stop" or not fired:
+        return None
+    if any(item.get("rule") != "plateau" for item in fired):
+        return None
+    return min(int(item["step"]) for item in fired)
+
+
+def converged_text(step: int) -> str:
+    return f"the reward stopped improving from step {step} (rule plateau; nothing to fix)"
+
+
+def health_lines(health: dict[str, Any] | None, *, succeeded: bool = False) -> list[str]:
     """The verdict and the rules that fired, in words (``mtrl status``, the summary's notification)."""
     if not health:
         return []
     if health.get("error"):
         return [f"Training health: not evaluated ({health['error']})"]
+    step = converged_at(health, succeeded=succeeded)
+    if step is not None:
+        return [f"Training health: converged: {converged_text(step)}"]
     fired = health.get("fired") or []
     rules = ", ".join(f"{item['rule']} {item['level']} at step {item['step']}" for item in fired)
     return [f"Training health: {health['verdict']}" + (f" ({rules})" if rules else " (no rule fired)")]
@@ -175,7 +193,9 @@ def notification(summary: Mapping[str, Any]) -> tuple[str, str]:
         subject = f"mtrl run succeeded: {run_id}"
         lines.append(f"Run {run_id} finished successfully.")
         if summary.get("metrics"):
-            metrics = ", ".join(f"{k}={v}" for k, v in sorted(summary["metrics"].items()))
+            metrics = ", ".join(
+                f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(summary["metrics"].items())
+            )
             lines.append(f"Metrics: {metrics}")
         if summary.get("outputs"):
             lines += [f"Output {name}: {uri}" for name, uri in sorted(summary["outputs"].items())]
@@ -188,7 +208,7 @@ def notification(summary: Mapping[str, Any]) -> tuple[str, str]:
         if error.get("cause"):
             lines.append(f"Details: {error['cause']}")
         lines += checkpoint_lines(summary.get("checkpoints"))
-    lines += health_lines(summary.get("health"))
+    lines += health_lines(summary.get("health"), succeeded=status == "SUCCEEDED")
     if dataset.get("uri"):
         lines.append(f"Dataset: {dataset['uri']} (version {dataset.get('version_id') or 'none'})")
     if summary.get("duration_seconds") is not None:

@@ -55,6 +55,12 @@ class Acquisition:
     slot: int | None = None
     position: int | None = None  # 0-based place in line while waiting
     waiting: int = 0
+    holding: int = 0  # runs holding a slot while this one waits
+
+    @property
+    def runs_ahead(self) -> int:
+        """The runs before this one: those holding a slot and those in line ahead of it."""
+        return self.holding + (self.position or 0)
 
 
 class SlotPool:
@@ -142,14 +148,15 @@ class SlotPool:
         if position is None:
             raise LookupError(f"run {run_id} has no place in the slot queue")
         free = [index for index in range(self.capacity) if index not in slots or not is_held(slots[index], now)]
+        holding = sum(1 for index in range(self.capacity) if index not in free)
         if position >= len(free):
-            return Acquisition(False, position=position, waiting=len(line))
+            return Acquisition(False, position=position, waiting=len(line), holding=holding)
         # Runs ahead in line take the first free slots; try "ours" first, then any other free one.
         for index in [free[position], *[i for i in free if i != free[position]]]:
             if self._claim(index, run_id, now):
                 self._drop_ticket(line[position])
                 return Acquisition(True, slot=index)
-        return Acquisition(False, position=position, waiting=len(line))
+        return Acquisition(False, position=position, waiting=len(line), holding=holding)
 
     def _claim(self, index: int, run_id: str, now: int) -> bool:
         try:

@@ -48,11 +48,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from mtrl.contracts.deadline import bounded
 from mtrl.sandbox import judge, tiers
 from mtrl.sandbox._seccomp import AUDIT_ARCH, seccomp_image
 from mtrl.sandbox.filesystem import InterpreterError, filesystem_view, interpreter, unreachable_by_other_uids
 from mtrl.sandbox.judge import Case
 from mtrl.sandbox.landlock import LandlockError, shared_ruleset
+from mtrl.sandbox.memory import RunMemory
 from mtrl.sandbox.tiers import UID_RANGE, UIDS, RunCgroup, Tier, detect_tier, protect_worker, remove_tree, tasks_of_uid
 
 _HERE = Path(__file__).resolve().parent
@@ -87,7 +89,7 @@ class Limits:
 
     timeout_s: float = 10.0
     cpu_s: int = 10
-    memory_mb: int = 512  # per process (RLIMIT_AS); in the full tier also for the whole run (cgroup)
+    memory_mb: int = 512  # per process (RLIMIT_AS) and for the whole run (a cgroup, else sampled: sandbox.memory)
     max_processes: int = 16
     file_mb: int = 8
     disk_mb: int = 16
@@ -201,6 +203,8 @@ class _Run:
     isolation: list[str]
     uid: int | None
     started: float
+    memory_over: int = 0  # the run's total resident bytes when it was killed for it (tiers without a cgroup)
+    memory_mb: int = 0
 
 
 def run_code(program: str, tests: str | None = None, limits: Limits | None = None) -> SandboxResult:
@@ -239,6 +243,10 @@ def run_cases(program: str, cases: list[Case] | tuple[Case, ...], limits: Limits
 
 
 def _finish(result: SandboxResult, run: _Run) -> SandboxResult:
+    if run.memory_over:
+        result.status, result.tests_passed = "failed", 0
+        result.tests_failed = result.tests_total
+        result.detail = f"memory: the run held {run.memory_over >> 20} MiB, over {run.memory_mb} MiB; group killed"
     result.duration_s = time.monotonic() - run.started
     result.uid, result.tier, result.isolation = run.uid, run.tier, run.isolation
     if result.status == "error" and result.detail.startswith("sandbox setup failed"):
@@ -320,10 +328,10 @@ def _execute(program: str, mode: str, payload: Any, limits: Limits, *, marker: s
     isolation = ["clean-env", "rlimits", "seccomp", "no-capabilities", "fresh-workdir", "deadline"]
     if tier == "full":
         isolation += ["netns", "ipcns", "pidns", "utsns", "mountns-allowlist-root", "fresh-uid"]
-        isolation += ["cgroup-memory-pids"] if cgroup else []
+        isolation += ["cgroup-memory-pids"] if cgroup else ["run-memory"]
     else:
         isolation += ["fresh-uid"] if tier == "fargate" else ["non-dumpable"]
-        isolation += ["landlock", "read-only-fs", *(["threads-only"] if keeps_root else [])]
+        isolation += ["landlock", "read-only-fs", "run-memory", *(["threads-only"] if keeps_root else [])]
     config = {
         "tier": tier,
         "uid": uid,
@@ -360,7 +368,9 @@ def _execute(program: str, mode: str, payload: Any, limits: Limits, *, marker: s
         )
         os.close(write_results)
         write_results = -1
-        captured, timed_out = _communicate(process, data, read_results, limits, started)
+        # Without a memory cgroup the run's total is sampled (mtrl.sandbox.memory) and bounded to memory_mb too.
+        memory = None if cgroup else RunMemory(process.pid, limits.memory_mb * 1024 * 1024)
+        captured, timed_out = _communicate(process, data, read_results, limits, started, memory=memory)
     finally:
         if write_results >= 0:
             os.close(write_results)
@@ -374,7 +384,9 @@ def _execute(program: str, mode: str, payload: Any, limits: Limits, *, marker: s
         for directory in filter(None, (workdir, root_dir)):
             remove_tree(directory)
     assert process is not None
-    return _Run(captured, timed_out, process.returncode, tier, isolation, uid if own_uid else None, started)
+    over = memory.peak if memory is not None and memory.peak > memory.limit_bytes else 0
+    owner = uid if own_uid else None
+    return _Run(captured, timed_out, process.returncode, tier, isolation, owner, started, over, limits.memory_mb)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -435,7 +447,13 @@ def _judge(run: _Run, cases: tuple[Case, ...]) -> SandboxResult:  # noqa: PLR091
 
 
 def _communicate(
-    process: subprocess.Popen[bytes], payload: bytes, results_fd: int, limits: Limits, started: float
+    process: subprocess.Popen[bytes],
+    payload: bytes,
+    results_fd: int,
+    limits: Limits,
+    started: float,
+    *,
+    memory: RunMemory | None,
 ) -> tuple[dict[str, _Capture], bool]:
     """Feed stdin, drain stdout/stderr/results under caps until the child is done or the deadline passes."""
     assert process.stdin is not None
@@ -453,13 +471,13 @@ def _communicate(
     selector.register(process.stderr, selectors.EVENT_READ, "stderr")
     selector.register(results_fd, selectors.EVENT_READ, "results")
     pending = memoryview(payload)
-    deadline = started + limits.timeout_s
+    deadline = bounded(started, limits.timeout_s)  # never past the episode's deadline (mtrl.contracts.deadline)
     exited_at: float | None = None
     try:
         while selector.get_map():
             now = time.monotonic()
-            if now >= deadline:
-                return captures, True
+            if now >= deadline or (memory is not None and exited_at is None and memory.over()):
+                return captures, now >= deadline  # the caller kills the group (_finish says why, for memory)
             if exited_at is None and process.poll() is not None:
                 exited_at = now
             if exited_at is not None and now - exited_at > 0.5:

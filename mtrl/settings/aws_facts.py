@@ -23,19 +23,26 @@ LOG_RETENTION_DAYS: tuple[int, ...] = (
     1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
 )  # fmt: skip
 
-# The EKS version calendar mtrl checks kubernetes_version against. Source: endoflife.date "Amazon EKS" (read
-# 2026-12-01), which follows the EKS user guide page "Understand the Kubernetes version lifecycle on EKS" (the copy
-# of that page we could read stops at 1.34). Each version: (end of standard support, end of extended support).
+# The EKS version calendar mtrl checks kubernetes_version against: the EKS user guide's release calendar,
+# https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html#kubernetes-release-calendar (standard
+# support: 14 months from release; extended: 12 more), as endoflife.date "Amazon EKS" also lists it (read 2026-12-07:
+# 1.34 standard support ended 2026-12-02; 1.35 ends 2027-03-27). Each version: (end of standard support, end of
+# extended support).
+EKS_VERSION_CALENDAR_URL = (
+    "https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html#kubernetes-release-calendar"
+)
 EKS_VERSION_CALENDAR_SOURCE = (
-    'endoflife.date "Amazon EKS" / EKS user guide "Understand the Kubernetes version lifecycle on EKS"'
+    f'EKS user guide "Understand the Kubernetes version lifecycle on EKS", {EKS_VERSION_CALENDAR_URL} '
+    '(also endoflife.date "Amazon EKS")'
 )
 EKS_SUPPORT_CALENDAR: dict[str, tuple[str, str]] = {
     "1.34": ("2026-12-02", "2027-12-02"),
     "1.35": ("2027-03-27", "2028-03-27"),
 }
 # Kubernetes versions an EKS cluster for HyperPod may run: those SageMaker HyperPod documents for EKS ("Getting
-# started with Amazon EKS support in SageMaker HyperPod": 1.30-1.35) that are still in EKS standard support on
-# 2026-12-01 (EKS_SUPPORT_CALENDAR: 1.33 and older are past it), and that the deploy-time kubectl layer and the runner
+# started with Amazon EKS support in SageMaker HyperPod": 1.30-1.35) that were in EKS standard support on
+# 2026-12-01 (EKS_SUPPORT_CALENDAR: 1.33 and older are past it; the settings also refuse a version on the day its
+# standard support has ended, mtrl.settings.eks_support), and that the deploy-time kubectl layer and the runner
 # image's kubectl (1.34) may talk to under the Kubernetes version skew policy (kubectl within one minor of the API
 # server). Value: the end of EKS *standard* support.
 HYPERPOD_EKS_KUBERNETES_VERSIONS: dict[str, str] = {

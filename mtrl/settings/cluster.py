@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Literal, Self
 
@@ -22,12 +23,23 @@ _TAINT_KEY = (
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 _COMMIT = r"^[0-9a-f]{40}$"
+ANYWHERE = "0.0.0.0/0"
+# Source addresses the public EKS endpoint never sees: private (RFC 1918), shared (RFC 6598), loopback, link-local.
+_NEVER_PUBLIC_SOURCES = tuple(
+    ipaddress.IPv4Network(block)
+    for block in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16")
+)
 _RUN_ID = r"^[a-z0-9][a-z0-9-]{0,47}-\d{8}T\d{6}Z-[0-9a-f]{8}$"  # mtrl.runs.ids.RUN_ID_PATTERN
 
 # The HyperPod dependencies chart (aws/sagemaker-hyperpod-cli, helm_chart/HyperPodHelmChart) at release tag
 # v3.9.0, a commit on the default branch (main); never a pull-request ref, which GitHub may regenerate or drop.
 HELM_CHART_TAG = "v3.9.0"
 HELM_CHART_COMMIT = "b01cf90676553a711ab1a8ac51422adbb09aef6b"
+# mtrl.kube.charts.tree_sha256 of that commit's helm_chart/HyperPodHelmChart (every file's path and SHA-256): the
+# installer refuses a download whose files differ, whatever the archive's bytes (GitHub's archives are not
+# byte-stable; a commit's files are).
+HELM_CHART_SHA256 = "9395aa534b4f753ce50b1f37daf2e305de2826fa323915c54f91c43b0df69f0d"
+_SHA256 = r"^[0-9a-f]{64}$"
 
 # Helm values that switch each optional component of the HyperPod dependencies chart on or off.
 HELM_COMPONENT_VALUE_KEYS: dict[str, str] = {
@@ -63,6 +75,8 @@ ExtraHelmComponent = Literal[
     "cert-manager",
 ]
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
+EksLogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
+EKS_LOG_TYPES: tuple[EksLogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 
 
 class _Nested(BaseModel):
@@ -191,7 +205,8 @@ class ClusterSettings(SettingsGroup):
         description="Kubernetes version of the EKS cluster: one SageMaker HyperPod documents for EKS that is still in "
         f"EKS standard support ({', '.join(HYPERPOD_EKS_KUBERNETES_VERSIONS)}; ends of standard support: "
         + ", ".join(f"{v} {end}" for v, end in HYPERPOD_EKS_KUBERNETES_VERSIONS.items())
-        + "). `mtrl config show` and synth warn, naming the date, within 60 days of it.",
+        + "). Refused from that date on (a new cluster on it would be billed extended support); `mtrl config show` and "
+        "synth warn, naming the date, within the 60 days before it.",
     )
     eks_support_type: Literal["STANDARD", "EXTENDED"] = Field(
         "STANDARD",
@@ -201,11 +216,30 @@ class ClusterSettings(SettingsGroup):
         "stays on its version for up to 12 more months, billed extended support (6x the control-plane price). "
         "CloudFormation's own default is EXTENDED.",
     )
+    eks_control_plane_logs: list[EksLogType] = Field(
+        default_factory=lambda: list(EKS_LOG_TYPES),
+        description="EKS control-plane log types sent to CloudWatch Logs (all five by default: about USD 1.25 a "
+        "month for an idle cluster at an assumed 0.5 GB each, USD 0.50 per GB; docs/operations.md, 'Costs'). Fewer "
+        "types cost less and lose that audit trail (cdk-nag AwsSolutions-EKS2 is then acknowledged with this "
+        "setting as the reason); [] sends none.",
+    )
     eks_endpoint_access: Literal["public", "public_and_private"] = Field(
-        "public",
-        description="EKS API endpoint access. HyperPod's health checks and the deploy-time Helm installer reach "
-        "the public endpoint, so it cannot be private-only; 'public_and_private' also lets in-VPC clients use "
-        "the private one. Access still needs an access entry (IAM); there is no anonymous access.",
+        "public_and_private",
+        description="EKS API endpoint access. 'public_and_private' (default): clients in the VPC (HyperPod nodes, "
+        "the Nova Forge runner) use the private endpoint and their traffic stays in the VPC; the public one serves "
+        "only eks_public_access_cidrs. Not private-only: HyperPod's health checks, the deploy-time Helm installer "
+        "and the pipeline's backend function (verl runs) reach the public endpoint. Access still needs an access "
+        "entry (IAM); there is no anonymous access.",
+    )
+    eks_public_access_cidrs: list[str] = Field(
+        default_factory=lambda: [ANYWHERE],
+        max_length=40,
+        description="IPv4 CIDR blocks that may reach the public EKS endpoint (EKS allows up to 40). The default, "
+        "0.0.0.0/0, is stated in the template rather than left implicit: the deploy-time Helm installer and the "
+        "pipeline's backend function run outside the VPC and reach the endpoint from AWS Lambda's public "
+        "addresses, which no short list covers. A narrower list (your operators' egress ranges) cuts them off: "
+        "synth warns, and deploys and verl runs fail until they can reach the endpoint another way "
+        "(docs/operations.md).",
     )
     eks_admin_role_arns: list[str] = Field(
         default_factory=list,
@@ -244,6 +278,13 @@ class ClusterSettings(SettingsGroup):
         f"installed (default: release tag {HELM_CHART_TAG}). Use a commit on the default branch or a release tag, "
         "never a branch name or a pull-request ref.",
     )
+    hyperpod_helm_chart_sha256: str = Field(
+        HELM_CHART_SHA256,
+        pattern=_SHA256,
+        description="SHA-256 over the files of that commit's helm_chart/HyperPodHelmChart (mtrl.kube.charts."
+        "tree_sha256: each file's path and SHA-256); the installer refuses a chart whose files differ. Set it "
+        "with hyperpod_helm_chart_revision (the default is the default revision's).",
+    )
     hyperpod_helm_extra_components: list[ExtraHelmComponent] = Field(
         default_factory=list,
         description="Optional components of the HyperPod dependencies chart to install besides the required "
@@ -275,6 +316,45 @@ class ClusterSettings(SettingsGroup):
             raise ValueError("contains duplicates")
         return value
 
+    @field_validator("eks_public_access_cidrs")
+    @classmethod
+    def _public_access_cidrs_shape(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError(
+                "is empty: the public endpoint would serve nobody, and the Helm installer and HyperPod need it "
+                "(list the CIDRs that may reach it, 0.0.0.0/0 by default)"
+            )
+        bad = []
+        for cidr in value:
+            try:
+                network = ipaddress.IPv4Network(cidr, strict=True)
+            except ValueError:
+                bad.append(cidr)
+                continue
+            if any(network.subnet_of(block) for block in _NEVER_PUBLIC_SOURCES):
+                bad.append(cidr)  # the public endpoint never sees such a source address
+        if bad:
+            raise ValueError(f"not public IPv4 CIDR blocks with their host bits zero (e.g. 203.0.113.0/24): {bad}")
+        if len(set(value)) != len(value):
+            raise ValueError("contains duplicates")
+        return value
+
+    @model_validator(mode="after")
+    def _narrowed_public_endpoint_keeps_private_access(self) -> Self:
+        # EKS refuses to restrict the public endpoint while private access is off: the nodes would be cut off.
+        if self.public_endpoint_narrowed and self.eks_endpoint_access == "public":
+            raise ValueError(
+                f"eks_public_access_cidrs: {self.eks_public_access_cidrs} restricts the public endpoint, which EKS "
+                "allows only with private access on (the nodes reach it privately): set eks_endpoint_access to "
+                "'public_and_private'"
+            )
+        return self
+
+    @property
+    def public_endpoint_narrowed(self) -> bool:
+        """The public EKS endpoint serves less than every address (eks_public_access_cidrs is not 0.0.0.0/0)."""
+        return ANYWHERE not in self.eks_public_access_cidrs
+
     @field_validator("hyperpod_availability_zone_names")
     @classmethod
     def _zone_names_shape(cls, value: dict[str, str]) -> dict[str, str]:
@@ -285,7 +365,7 @@ class ClusterSettings(SettingsGroup):
                 raise ValueError(f"'{name}' is not an AZ name such as 'us-east-1d'")
         return value
 
-    @field_validator("hyperpod_helm_extra_components")
+    @field_validator("hyperpod_helm_extra_components", "eks_control_plane_logs")
     @classmethod
     def _extras_unique(cls, value: list[str]) -> list[str]:
         if len(set(value)) != len(value):
@@ -309,6 +389,18 @@ class ClusterSettings(SettingsGroup):
         if bad:
             raise ValueError(f"not run ids (as `mtrl runs` shows them): {bad}")
         return value
+
+    @model_validator(mode="after")
+    def _chart_digest_follows_the_revision(self) -> Self:
+        if self.hyperpod_helm_chart_revision != HELM_CHART_COMMIT and self.hyperpod_helm_chart_sha256 == (
+            HELM_CHART_SHA256
+        ):
+            raise ValueError(
+                "hyperpod_helm_chart_sha256: another hyperpod_helm_chart_revision needs the digest of its chart's "
+                "files too (python -c 'from mtrl.kube.charts import tree_sha256' over its helm_chart/"
+                "HyperPodHelmChart); the default digest is the default revision's"
+            )
+        return self
 
     @model_validator(mode="after")
     def _cluster_groups_consistent(self) -> Self:
@@ -344,6 +436,12 @@ class ClusterSettings(SettingsGroup):
     @property
     def uses_existing_cluster(self) -> bool:
         return self.existing_hyperpod_cluster_name is not None
+
+    @property
+    def nova_forge_configured(self) -> bool:
+        """Nova Forge (the hyperpod backend) trains only on a restricted instance group: without one the deployment
+        builds none of its parts that need subscriber-only files (the runner image)."""
+        return self.hyperpod_restricted_instance_group is not None
 
     @property
     def training_instance_group(self) -> InstanceGroupSettings:

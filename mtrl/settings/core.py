@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -19,6 +20,13 @@ class CoreSettings(SettingsGroup):
         "mtrl",
         description="Name prefix for every stack and named resource, so several deployments can share an account.",
         pattern=r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$",
+    )
+    deployment_profile: Literal["standard", "serverless"] = Field(
+        "standard",
+        description="'standard': the cluster, one NAT gateway and the S3 gateway endpoint (about USD 116 a month at "
+        "rest in us-east-1, `mtrl cost --at-rest`). 'serverless': no EKS, no HyperPod, no NAT gateway "
+        "(deploy_cluster=false, nat_gateways=none, run_backend=serverless unless set): the serverless, sessions and "
+        "local backends only, about USD 5 a month at rest. Settings given explicitly win over the profile's.",
     )
     account: str | None = Field(
         None,

@@ -20,6 +20,7 @@ from pydantic import ValidationError, model_validator
 from mtrl.contracts.descriptor import resolve
 from mtrl.contracts.problems import problems_from_validation_error
 from mtrl.contracts.registry import descriptor_for
+from mtrl.settings import eks_support
 from mtrl.settings.backends import BackendSettings
 from mtrl.settings.base import SettingsError, SettingsGroup
 from mtrl.settings.cluster import ClusterSettings
@@ -31,6 +32,9 @@ from mtrl.settings.network import NetworkSettings
 from mtrl.settings.pipeline import MAX_RUN_INSTANCES, PipelineSettings
 from mtrl.settings.reward_workers import RewardWorkerSettings
 from mtrl.settings.verl import VerlSettings
+
+# The serverless profile (deployment_profile=serverless): no EKS, no HyperPod, no NAT gateway (docs/operations.md).
+SERVERLESS_PROFILE: dict[str, Any] = {"deploy_cluster": False, "nat_gateways": "none", "run_backend": "serverless"}
 
 # Context keys that belong to CDK itself (feature flags, lookups, CLI switches), never to mtrl.
 _OUR_KEY = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -66,6 +70,20 @@ class DeploySettings(
 ):
     """Everything a deployment can be configured with (docs/configuration.md is generated from it)."""
 
+    def default_backend_gaps(self, ssm: Any = None) -> list[str]:
+        """What the default backend still lacks before a run can start, each naming the command that supplies it
+        (its descriptor's ``readiness``; with an SSM client, what the deployment registered after deploy counts)."""
+        hook = descriptor_for(self.run_backend).readiness
+        gaps: list[str] = list(resolve(hook)(self, ssm)) if hook is not None else []
+        return gaps
+
+    def default_backend_warning(self, ssm: Any = None, *, subject: str = "the default backend") -> str | None:
+        """``default_backend_gaps`` as one line (None when there are none): config show, the synth and submit."""
+        gaps = self.default_backend_gaps(ssm)
+        if not gaps:
+            return None
+        return f"{subject} '{self.run_backend}' cannot run yet: " + "; ".join(gaps)
+
     @property
     def usable_agent_runtime_arns(self) -> list[str]:
         """The AgentCore runtimes a serverless run may call: the deployment's own and those manifests may name."""
@@ -84,11 +102,43 @@ class DeploySettings(
             return {**values, "run_backend": "hyperpod"}
         return values
 
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_defaults(cls, values: Any) -> Any:
+        # A profile is a set of defaults: what the operator sets explicitly wins.
+        if isinstance(values, dict) and values.get("deployment_profile") == "serverless":
+            return {**SERVERLESS_PROFILE, **values}
+        return values
+
+    @model_validator(mode="after")
+    def _nat_only_where_a_cluster_needs_none(self) -> Self:
+        if self.nat_gateways == "none" and self.deploy_cluster:
+            raise ValueError(
+                "nat_gateways: 'none' is not supported with a cluster: without a NAT gateway the private subnets have "
+                "no internet egress, but the deploy-time Helm installer downloads the HyperPod chart from GitHub, "
+                "HyperPod nodes and the Nova Forge runner reach public endpoints (EKS API, SageMaker Hub, "
+                "CloudFormation) that have no VPC endpoint here; use 'single' (one shared NAT gateway, the cheapest) "
+                "or 'per_az', or deploy without a cluster (deploy_cluster=false, deployment_profile=serverless)"
+            )
+        if not self.deploy_cluster and self.uses_existing_cluster:
+            raise ValueError(
+                "deploy_cluster: false means no cluster, but existing_hyperpod_cluster_name names one to use; "
+                "drop one of them"
+            )
+        return self
+
     @model_validator(mode="after")
     def _default_backend_is_configured(self) -> Self:
         # What the default backend needs from the deployment (hyperpod: a restricted group), from its descriptor.
         check = descriptor_for(self.run_backend).deploy_check
         problem = resolve(check)(self) if check is not None else None
+        if problem:
+            raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
+    def _kubernetes_version_in_standard_support(self) -> Self:
+        problem = eks_support.standard_support_problem(self, today=eks_support.utc_today())
         if problem:
             raise ValueError(problem)
         return self
@@ -152,6 +202,19 @@ class DeploySettings(
             raise ValueError(
                 f"run_max_instance_count: {self.run_max_instance_count} is above the run_count {group.run_count} of "
                 f"the instance group '{group.name}' runs scale"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _one_run_per_gpu_group(self) -> Self:
+        # Each run sets the training group's count and the first to tear down scales it back to idle under the
+        # other (docs/operations.md, "One GPU group per concurrent run"); a deployment has exactly one such group.
+        # The emulator's runs train on the CPU (local backend) and share no group.
+        if self.max_concurrent_runs > 1 and not self.emulator:
+            raise ValueError(
+                f"max_concurrent_runs: {self.max_concurrent_runs} runs at once would share the one training "
+                f"instance group '{self.run_instance_group.name}' (each run sets its count, and the first to finish "
+                "scales it back to idle under the others); concurrent runs must not share a GPU group, so keep 1"
             )
         return self
 

@@ -1,7 +1,10 @@
 """When the EKS cluster's Kubernetes version leaves standard support, and what that costs or changes.
 
-`mtrl config show` and synth (the EKS construct's annotation) print the same warning, computed here from the one
-calendar in ``mtrl.settings.aws_facts``. The clock is a parameter so the 60-day window is testable with fixed dates.
+A version past its end of standard support is refused when the settings are loaded (``standard_support_problem``: a
+new cluster on it would be billed extended support from its first hour, or upgraded by EKS at once). Within 60 days of
+the end, `mtrl config show` and synth (the EKS construct's annotation) print the same warning. Both are computed here
+from the one calendar in ``mtrl.settings.aws_facts`` (its source: the EKS user guide's release calendar). The clock is
+``utc_today`` (tests replace it) or a parameter, so both are testable with fixed dates.
 """
 
 from __future__ import annotations
@@ -27,21 +30,35 @@ def _next_version(version: str) -> str:
     return f"{major}.{int(minor) + 1}"
 
 
+def standard_support_problem(settings: ClusterSettings, *, today: date) -> str | None:
+    """Why a created EKS cluster may not run ``kubernetes_version`` on ``today`` (its standard support has ended), else
+    None; an existing cluster's version is not mtrl's to choose."""
+    if settings.uses_existing_cluster:
+        return None
+    version = settings.kubernetes_version
+    standard_end = date.fromisoformat(EKS_SUPPORT_CALENDAR[version][0])
+    if today < standard_end:
+        return None
+    newer = [v for v, (end, _) in EKS_SUPPORT_CALENDAR.items() if date.fromisoformat(end) > today]
+    return (
+        f"kubernetes_version: {version} is past EKS standard support (it ended on {standard_end.isoformat()}); a "
+        f"cluster on it is billed extended support or upgraded by EKS. Use {' or '.join(newer) or 'a newer version'} "
+        f"(dates: {EKS_VERSION_CALENDAR_SOURCE})"
+    )
+
+
 def kubernetes_support_warning(settings: ClusterSettings, *, today: date) -> str | None:
     """The warning for a created EKS cluster whose version leaves standard support within
-    STANDARD_SUPPORT_WARNING_DAYS of ``today`` (or already has); None otherwise, and for an existing cluster."""
+    STANDARD_SUPPORT_WARNING_DAYS of ``today``; None otherwise, for an existing cluster, and once the date has passed
+    (``standard_support_problem`` refuses the version then: a warning never names a past date)."""
     if settings.uses_existing_cluster:
         return None
     version = settings.kubernetes_version
     standard_end, extended_end = (date.fromisoformat(d) for d in EKS_SUPPORT_CALENDAR[version])
     days = (standard_end - today).days
-    if days > STANDARD_SUPPORT_WARNING_DAYS:
+    if days > STANDARD_SUPPORT_WARNING_DAYS or days <= 0:
         return None
-    when = (
-        f"leaves EKS standard support on {standard_end.isoformat()} (in {days} day{'s' if days != 1 else ''})"
-        if days > 0
-        else f"left EKS standard support on {standard_end.isoformat()}"
-    )
+    when = f"leaves EKS standard support on {standard_end.isoformat()} (in {days} day{'s' if days != 1 else ''})"
     if settings.eks_support_type == "STANDARD":
         consequence = (
             f"with eks_support_type STANDARD, EKS upgrades the control plane to {_next_version(version)} itself on "

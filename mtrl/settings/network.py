@@ -29,10 +29,13 @@ class NetworkSettings(SettingsGroup):
         description="Explicit AZ names; empty means the first az_count AZs of the account/region "
         "(looked up by CDK; with no credentials the synth stays AZ-agnostic).",
     )
-    nat_gateways: Literal["per_az", "single"] = Field(
+    nat_gateways: Literal["per_az", "single", "none"] = Field(
         "single",
-        description="One NAT gateway per AZ (resilient) or a single shared one (cheaper). There is no 'none': "
-        "the deploy-time Helm installer, HyperPod nodes and the Nova Forge runner need internet egress.",
+        description="One NAT gateway per AZ (resilient), a single shared one (cheaper: about USD 36.50 a month with "
+        "its public IPv4 address), or 'none', only without a cluster (deploy_cluster=false, the serverless "
+        "profile): the deploy-time Helm installer, HyperPod nodes and the Nova Forge runner need internet egress. "
+        "With 'none' the private subnets are isolated and the sessions loop task runs in a public subnet with a "
+        "public IP (no inbound rule).",
     )
     private_subnet_cidr_mask: int = Field(
         18,
@@ -45,9 +48,11 @@ class NetworkSettings(SettingsGroup):
         24, ge=20, le=28, description="Prefix length of each public subnet (they hold only NAT gateways)."
     )
     create_vpc_endpoints: bool = Field(
-        True,
-        description="Create the S3 gateway endpoint and the interface endpoints "
-        "(ECR, STS, Logs, SQS, SageMaker, EKS, KMS).",
+        False,
+        description="Create the interface endpoints (ECR API and Docker, STS, Logs, SQS, SageMaker API and Runtime, "
+        "EKS, KMS) in every AZ: about USD 131 a month at rest in 2 AZs. Off by default: with the S3 gateway endpoint "
+        "(free, always created) they pay for themselves only above about 417 GB a month per service through the NAT "
+        "(docs/operations.md, 'Costs').",
     )
     enable_flow_logs: bool = Field(True, description="Send VPC flow logs to a KMS-encrypted CloudWatch log group.")
     flow_log_retention_days: int = Field(90, description="Retention of the VPC flow-log group, in days.")
@@ -64,18 +69,6 @@ class NetworkSettings(SettingsGroup):
         default_factory=list,
         description="With vpc_id: route tables of the private subnets (needed for the S3 gateway endpoint).",
     )
-
-    @field_validator("nat_gateways", mode="before")
-    @classmethod
-    def _nat_none_is_refused(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lower() in {"none", "no", "off", "0", "false"}:
-            raise ValueError(
-                f"'{value}' is not supported: without a NAT gateway the private subnets have no internet egress, "
-                "but the deploy-time Helm installer downloads the HyperPod chart from GitHub, HyperPod nodes and "
-                "the Nova Forge runner reach public endpoints (EKS API, SageMaker Hub, CloudFormation) that have no "
-                "VPC endpoint here; use 'single' (one shared NAT gateway, the cheapest) or 'per_az'"
-            )
-        return value
 
     @field_validator("vpc_cidr")
     @classmethod

@@ -58,7 +58,11 @@ class PipelineSettings(SettingsGroup):
     """The upload-triggered run pipeline: slots, polling, run defaults, dataset limits and alerts."""
 
     max_concurrent_runs: int = Field(
-        1, ge=1, le=16, description="Runs that may hold the training cluster at once; later runs wait in order."
+        1,
+        ge=1,
+        le=16,
+        description="Runs that may hold the training cluster at once; later runs wait in order. Above 1 only with "
+        "emulator: concurrent runs must not share a GPU group, and a deployment has one training group.",
     )
     slot_poll_seconds: int = Field(
         60, ge=0, le=3600, description="Seconds a waiting run sleeps between attempts to take a slot."
@@ -96,6 +100,13 @@ class PipelineSettings(SettingsGroup):
         ge=1,
         le=24 * 60,
         description="A run whose evaluation has not finished after this long fails (the evaluation job is stopped).",
+    )
+    deploy_cluster: bool = Field(
+        True,
+        description="Create the EKS control plane and the HyperPod cluster the verl and hyperpod backends train on "
+        "(about USD 73 a month at rest for EKS alone). false: no cluster (the serverless profile, "
+        "deployment_profile=serverless): runs use the serverless, sessions or local backends, and verl and hyperpod "
+        "runs are refused.",
     )
     run_backend: Backend = Field(
         "verl",
@@ -217,6 +228,20 @@ class PipelineSettings(SettingsGroup):
                 raise ValueError(problem)
         return self
 
+    @model_validator(mode="before")
+    @classmethod
+    def _default_backend_needs_no_cluster_without_one(cls, values: Any) -> Any:
+        # Without a cluster the default backend is serverless (verl, the usual default, trains on the cluster).
+        if isinstance(values, dict) and values.get("run_backend") is None and _false(values.get("deploy_cluster")):
+            return {**values, "run_backend": "serverless"}
+        return values
+
+    @model_validator(mode="after")
+    def _default_backend_has_its_cluster(self) -> Self:
+        if not self.deploy_cluster and descriptor_for(self.run_backend).needs_cluster:
+            raise ValueError(cluster_backend_refusal("run_backend", self.run_backend))
+        return self
+
     @model_validator(mode="after")
     def _run_defaults_within_ceilings(self) -> Self:
         for name, ceiling in (
@@ -297,3 +322,16 @@ def manifest_ceilings(settings: PipelineSettings) -> dict[str, tuple[str, Any]]:
         for name in PipelineSettings.model_fields
         if (meta := _manifest_meta(name)).get("manifest_ceiling")
     }
+
+
+def cluster_backend_refusal(key: str, backend: str) -> str:
+    """Why ``backend`` cannot run in a deployment without a cluster (settings and manifests say the same)."""
+    return (
+        f"{key}: '{backend}' trains on the deployment's HyperPod cluster, and this deployment has none "
+        "(deploy_cluster=false, the serverless profile); use 'serverless', 'sessions' or 'local', or deploy with "
+        "deploy_cluster=true"
+    )
+
+
+def _false(value: Any) -> bool:
+    return value is False or (isinstance(value, str) and value.strip().lower() in {"false", "0", "no", "off"})

@@ -8,6 +8,7 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mtrl.contracts.hub import HUB_COMMIT, HUB_MODEL_ID, MODEL_SUMS_FILE
 from mtrl.settings.base import SettingsGroup
 
 # Absolute bounds of the per-run options: a deployment's ceilings lie inside them.
@@ -17,21 +18,24 @@ MAX_STEPS = 100_000
 MAX_SEQUENCE_LENGTH = 131_072
 MIN_SEQUENCE_LENGTH = 64
 
-_HF_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$"
+_HF_ID = HUB_MODEL_ID
 _S3_PREFIX = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/([A-Za-z0-9!_.*'()/-]+/)?$"
 _SHA256 = r"^[0-9a-f]{64}$"
-_COMMIT = r"^[0-9a-f]{40}$"
+_COMMIT = HUB_COMMIT
 # registry/repository, pinned by digest (…@sha256:<64 hex>) or by tag.
 _IMAGE = re.compile(
     r"^[a-z0-9.-]+(:[0-9]{1,5})?/[a-z0-9._/-]+(@sha256:[0-9a-f]{64}|:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})$"
 )
 _DNS_LABEL = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+# The KubeRay operator's own namespace (stacks/constructs/kuberay.py): its leader-election Role may edit every
+# ConfigMap and Lease there, so it shares the namespace with nothing (never kube-system, where that would reach
+# CoreDNS's and kube-proxy's ConfigMaps).
+KUBERAY_OPERATOR_NAMESPACE = "kuberay-system"
 # Namespaces that exist without mtrl or that another release creates (the HyperPod chart's training operator, the Nova
-# Forge runner's job namespace).
-_FOREIGN_NAMESPACES = frozenset({"default", "kubeflow", "mtrl-runs"})
+# Forge runner's job namespace, the KubeRay operator's).
+_FOREIGN_NAMESPACES = frozenset({"default", "kubeflow", "mtrl-runs", KUBERAY_OPERATOR_NAMESPACE})
 
 
-MODEL_SUMS_FILE = "SHA256SUMS"
 # An image in ECR, the one registry Preflight can check without pulling: account, region, repository, digest or tag.
 ECR_IMAGE = re.compile(
     r"^(?P<account>[0-9]{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/(?P<repository>[a-z0-9._/-]+)"
@@ -79,7 +83,8 @@ class VerlSettings(SettingsGroup):
     verl_image_uri: str | None = Field(
         None,
         description="Container image of the verl trainer (docker/verl-trainer), pinned by digest "
-        "(<registry>/<repo>@sha256:<hex>) or tag. Empty = not configured: verl runs fail at Preflight.",
+        "(<registry>/<repo>@sha256:<hex>) or tag. Empty = the image `mtrl image build verl` built in the account "
+        "and registered (read at each run's Preflight; without one, verl runs are refused there).",
     )
     verl_namespace: str | None = Field(
         None,
@@ -91,7 +96,8 @@ class VerlSettings(SettingsGroup):
         default_factory=list,
         description="Models verl runs may train (JSON list of objects with keys id, s3_uri, sha256, revision). "
         "Each needs an S3 copy with its checksum unless verl_hub_downloads is true (then a pinned revision). The "
-        "first is the default; a manifest chooses another with backend_options.model.",
+        "first is the default; a manifest chooses another with backend_options.model. Models registered with "
+        "`mtrl model import` follow these (oldest import first; the same id here wins).",
     )
     verl_hub_downloads: bool = Field(
         False,

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mtrl.contracts.text import plural
 from mtrl.settings.dataset_limits import (
     DATASET_MAX_BYTES,
     DATASET_MAX_LINE_BYTES,
@@ -23,6 +24,7 @@ from mtrl.settings.dataset_limits import (
 )
 from mtrl.validation.hashindex import HashIndex
 from mtrl.validation.lines import Readable, iter_line_blocks
+from mtrl.validation.prompt_length import LongestPrompts
 from mtrl.validation.row_parser import FAST_REFUSED, parse_row
 from mtrl.validation.row_shape import MAX_ID_CHARS, ROLES, decode_ordinary, ordinary_keys
 from mtrl.validation.rows import json_type
@@ -89,6 +91,7 @@ class ValidationReport:
     optional_fields: tuple[str, ...] = ()
     stopped_early: str | None = None
     duration_seconds: float = 0.0
+    longest_prompts: list[dict[str, int]] | None = None  # with measure_prompts (mtrl.validation.prompt_length)
 
     @property
     def valid(self) -> bool:
@@ -104,7 +107,7 @@ class ValidationReport:
         if self.valid:
             # "0 held out" next to a separate evaluation file's figures read as a contradiction: say "none".
             held = f"{self.eval_rows} held out for evaluation" if self.eval_rows else "none held out from this file"
-            return f"{self.source}: valid ({self.rows} rows, {held})"
+            return f"{self.source}: valid ({plural(self.rows, 'row')}, {held})"
         first = self.errors[0].render() if self.errors else ""
         more = f" (and {self.error_count - 1} more)" if self.error_count > 1 else ""
         return f"{self.source}: {self.error_count} error(s); first: {first}{more}"
@@ -125,6 +128,7 @@ class ValidationReport:
             "optional_fields": list(self.optional_fields),
             "stopped_early": self.stopped_early,
             "duration_seconds": round(self.duration_seconds, 3),
+            **({"longest_prompts": self.longest_prompts} if self.longest_prompts is not None else {}),
             "limits": {
                 "max_bytes": self.limits.max_bytes,
                 "max_rows": self.limits.max_rows,
@@ -155,6 +159,7 @@ class DatasetValidator:
         eval_split: float = 0.0,
         holdout: DatasetValidator | None = None,
         index_tasks: bool = False,
+        measure_prompts: bool = False,
     ) -> None:
         self.limits = limits or Limits()
         self.task_check = task_check
@@ -168,6 +173,8 @@ class DatasetValidator:
         self._optional: tuple[bool, ...] | None = None
         self._optional_line = 0
         self._optional_keys: set[str] | None = None  # the first row's metadata keys when it is ordinary-shaped
+        # The longest prompts, for a run whose backend has a prompt length (the pipeline's Validate measures them).
+        self._prompts = LongestPrompts() if measure_prompts else None
 
     def validate(self, stream: Readable, *, source: str, size: int | None = None) -> ValidationReport:
         report = ValidationReport(source=source, environment=self.environment, limits=self.limits)
@@ -192,6 +199,8 @@ class DatasetValidator:
             name for name, present in zip(OPTIONAL_FIELDS, self._optional or (), strict=False) if present
         )
         report.duration_seconds = time.perf_counter() - started
+        if self._prompts is not None:
+            report.longest_prompts = self._prompts.to_list()
         return report
 
     def _stop(self, report: ValidationReport, line: int | None, code: str, message: str) -> None:
@@ -330,6 +339,8 @@ class DatasetValidator:
             in_eval = False
         if self.index_tasks and not problems:
             self._check_overlap(number, row_id, metadata, in_eval, report)
+        if self._prompts is not None:
+            self._prompts.add(number, metadata)
 
     def _check_shape(
         self, number: int, row: Any, report: ValidationReport

@@ -56,7 +56,7 @@ class SplitFiles:
         }
 
 
-class _ObjectWriter:
+class ObjectWriter:
     """One S3 object written from appended bytes: a single PutObject when it fits a part, else a multipart upload."""
 
     def __init__(self, s3: Any, *, bucket: str, key: str, part_bytes: int) -> None:
@@ -68,9 +68,13 @@ class _ObjectWriter:
         self.bytes = 0
 
     def append(self, line: bytes) -> None:
-        self._buffer += line
         self.rows += 1
-        self.bytes += len(line)
+        self.write(line)
+
+    def write(self, data: bytes) -> None:
+        """Append raw bytes (not counted as rows: a copy of a stream, whatever its line breaks)."""
+        self._buffer += data
+        self.bytes += len(data)
         if len(self._buffer) >= self._part_bytes:
             self._upload_part()
 
@@ -127,8 +131,8 @@ def write_eval_split(
     if version_id:
         request["VersionId"] = version_id
     body = s3.get_object(**request)["Body"]
-    train = _ObjectWriter(s3, bucket=out_bucket, key=train_key, part_bytes=part_bytes)
-    held_out = _ObjectWriter(s3, bucket=out_bucket, key=eval_key, part_bytes=part_bytes)
+    train = ObjectWriter(s3, bucket=out_bucket, key=train_key, part_bytes=part_bytes)
+    held_out = ObjectWriter(s3, bucket=out_bucket, key=eval_key, part_bytes=part_bytes)
     try:
         for first, lines, _length, _terminated in iter_line_blocks(body, max_line_bytes=max_line_bytes):
             if lines is None:

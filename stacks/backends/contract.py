@@ -69,7 +69,7 @@ class BackendResources:
 
     roles: BackendRoleRefs
     agents: Mapping[str, AgentFunction]  # environment id → its serverless agent
-    runner: NovaRunnerTask
+    runner: NovaRunnerTask | None  # None: Nova Forge is not configured (no runner image or task)
     env_packages: NovaEnvironmentPackages
     mlflow_app_arn: str
     model_package_group_arn: str
@@ -85,11 +85,18 @@ class StackInputs:
     region: str
     data_bucket: s3.IBucket
     data_key: kms.IKey
-    cluster: ClusterRefs
+    cluster_refs: ClusterRefs | None  # None: no cluster (deploy_cluster=false); sides that need one are not wired
     task_subnet_ids: Sequence[str]
     task_security_group_ids: Sequence[str]
     reward_workers: RewardWorkers
     backends: BackendResources
+    task_public_ip: bool = False  # tasks in task_subnet_ids reach AWS through a public IP (no NAT gateway)
+
+    @property
+    def cluster(self) -> ClusterRefs:
+        if self.cluster_refs is None:
+            raise ValueError("this backend needs the deployment's cluster, and it has none (deploy_cluster=false)")
+        return self.cluster_refs
 
 
 @runtime_checkable

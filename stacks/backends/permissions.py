@@ -8,12 +8,16 @@ comment). Wildcards appear only for per-run names or for actions without resourc
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from stacks.nag import acknowledge, nag_resource
+
+if TYPE_CHECKING:
+    from stacks.backends.contract import StackInputs
 
 ECS_TASKS = "ecs-tasks.amazonaws.com"
 SAGEMAKER = "sagemaker.amazonaws.com"
@@ -26,6 +30,16 @@ PolicyParts = tuple[list[iam.PolicyStatement], dict[str, str]]
 def arn_and_where(stack: cdk.Stack) -> tuple[str, str]:
     """(``arn:<partition>``, ``<region>:<account>``) of the stack: the start of every ARN the statements name."""
     return f"arn:{stack.partition}", f"{stack.region}:{stack.account}"
+
+
+def imported_bucket_arn(inputs: StackInputs) -> str:
+    """The data bucket's ARN through the pipeline's explicitly named export: the wildcard grants on its prefixes then
+    render to a stable id the acknowledgments can name at construction time (an automatic export ends in a hash)."""
+    export_name = f"{inputs.settings.prefix}-data-bucket-arn"
+    producer = cdk.Stack.of(inputs.data_bucket)
+    if producer.node.try_find_child(f"Export{export_name}") is None:  # the pipeline stack exports it first
+        producer.export_value(inputs.data_bucket.bucket_arn, name=export_name)
+    return cdk.Fn.import_value(export_name)
 
 
 class BackendFunctionPolicy(Construct):

@@ -27,7 +27,14 @@ from constructs import Construct
 from mtrl.backends.sessions.settings import SessionsSettings
 from mtrl.runs.manifest import EVAL_DATA_PREFIX
 from stacks.backends.contract import StackInputs
-from stacks.backends.permissions import ECS_TASKS, SAGEMAKER, BackendFunctionPolicy, PolicyParts, arn_and_where
+from stacks.backends.permissions import (
+    ECS_TASKS,
+    SAGEMAKER,
+    BackendFunctionPolicy,
+    PolicyParts,
+    arn_and_where,
+    imported_bucket_arn,
+)
 from stacks.constructs.data_store import RUNS_PREFIX, TRAINING_DATA_PREFIX
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
 from stacks.constructs.fargate_task import acknowledge_image_pull_login, linux_task_definition, repo_image
@@ -412,16 +419,6 @@ def function_statements(stack: cdk.Stack, *, prefix: str, loop: SessionsLoopTask
     return statements, reasons
 
 
-def imported_bucket_arn(inputs: StackInputs) -> str:
-    """The data bucket's ARN through the pipeline's explicitly named export: the wildcard grants on its prefixes then
-    render to a stable id the acknowledgments can name at construction time (an automatic export ends in a hash)."""
-    export_name = f"{inputs.settings.prefix}-data-bucket-arn"
-    producer = cdk.Stack.of(inputs.data_bucket)
-    if producer.node.try_find_child(f"Export{export_name}") is None:  # the pipeline stack exports it first
-        producer.export_value(inputs.data_bucket.bucket_arn, name=export_name)
-    return cdk.Fn.import_value(export_name)
-
-
 class SessionsStackSide:
     """mtrl's own GRPO loop on SageMaker training sessions, in a Fargate task per run on the reward-worker cluster."""
 
@@ -459,6 +456,7 @@ class SessionsStackSide:
             sessions_container_name=CONTAINER_NAME,
             sessions_subnet_ids=list(inputs.task_subnet_ids),
             sessions_security_group_ids=list(inputs.task_security_group_ids),
+            sessions_assign_public_ip=inputs.task_public_ip,
             sessions_role_arn=loop.session_role.role_arn,
             # The deployment's model package group (the serverless backend's), inside the session role's scope.
             sessions_model_package_group_arn=inputs.backends.model_package_group_arn,

@@ -142,6 +142,28 @@ class DataStore(Construct):
                 conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": log_groups_here}},
             )
         )
+        # HyperPod's instance volumes (root and /opt/sagemaker) are encrypted with this key (hyperpod_cluster.py). EBS
+        # uses it on behalf of the principal that launches them, in this account only: the statement the AWS managed
+        # aws/ebs key carries (kms:CallerAccount + kms:ViaService ec2.<region>), and grants only for AWS resources.
+        ebs = {"kms:CallerAccount": stack.account, "kms:ViaService": f"ec2.{stack.region}.amazonaws.com"}
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EbsVolumesOfThisAccount",
+                principals=[iam.AnyPrincipal()],
+                actions=["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"],
+                resources=["*"],
+                conditions={"StringEquals": ebs},
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EbsVolumeGrantsOfThisAccount",
+                principals=[iam.AnyPrincipal()],
+                actions=["kms:CreateGrant"],
+                resources=["*"],
+                conditions={"StringEquals": ebs, "Bool": {"kms:GrantIsForAWSResource": "true"}},
+            )
+        )
         # CloudWatch alarms publish to the KMS-encrypted SNS topic.
         self.key.add_to_resource_policy(
             iam.PolicyStatement(

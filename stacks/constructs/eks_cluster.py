@@ -20,13 +20,14 @@ from stacks.nag import acknowledge
 # (pods on HyperPod nodes cannot reach instance metadata, so Pod Identity is how they get AWS credentials).
 MANAGED_ADDONS: tuple[str, ...] = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
 
-ALL_LOG_TYPES: tuple[eks.ClusterLoggingTypes, ...] = (
-    eks.ClusterLoggingTypes.API,
-    eks.ClusterLoggingTypes.AUDIT,
-    eks.ClusterLoggingTypes.AUTHENTICATOR,
-    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
-    eks.ClusterLoggingTypes.SCHEDULER,
-)
+# The control-plane log types by their CloudFormation names (the eks_control_plane_logs setting's values).
+LOG_TYPES: dict[str, eks.ClusterLoggingTypes] = {
+    "api": eks.ClusterLoggingTypes.API,
+    "audit": eks.ClusterLoggingTypes.AUDIT,
+    "authenticator": eks.ClusterLoggingTypes.AUTHENTICATOR,
+    "controllerManager": eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+    "scheduler": eks.ClusterLoggingTypes.SCHEDULER,
+}
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 VIEW_POLICY = "AmazonEKSViewPolicy"
@@ -56,7 +57,7 @@ class EksCluster(Construct):
             eks.EndpointAccess.PUBLIC
             if settings.eks_endpoint_access == "public"
             else eks.EndpointAccess.PUBLIC_AND_PRIVATE
-        )
+        ).only_from(*settings.eks_public_access_cidrs)
         self.cluster = eks.Cluster(
             self,
             "Cluster",
@@ -72,7 +73,7 @@ class EksCluster(Construct):
             # Nobody is admin by virtue of having run the deployment; every principal has an access entry.
             bootstrap_cluster_creator_admin_permissions=False,
             endpoint_access=endpoint,
-            cluster_logging=list(ALL_LOG_TYPES),
+            cluster_logging=[LOG_TYPES[name] for name in settings.eks_control_plane_logs] or None,
             secrets_encryption_key=secrets_key,
             security_group=security_group,
         )
@@ -81,9 +82,24 @@ class EksCluster(Construct):
         cfn_cluster = self.cluster.node.default_child
         assert isinstance(cfn_cluster, eks.CfnCluster)
         cfn_cluster.upgrade_policy = eks.CfnCluster.UpgradePolicyProperty(support_type=settings.eks_support_type)
+        if settings.public_endpoint_narrowed:
+            cdk.Annotations.of(self).add_warning_v2(
+                "mtrl:eks-public-access-cidrs",
+                f"eks_public_access_cidrs {settings.eks_public_access_cidrs} leaves out the deploy-time Helm "
+                "installer and the pipeline's backend function, which reach the EKS endpoint from AWS Lambda's public "
+                "addresses: the deploy's Helm releases and verl runs fail unless those addresses can reach it "
+                "(docs/operations.md, EKS API endpoint)",
+            )
         warning = eks_support.kubernetes_support_warning(settings, today=eks_support.utc_today())
         if warning:
             cdk.Annotations.of(self).add_warning_v2("mtrl:kubernetes-standard-support", warning)
+        if len(settings.eks_control_plane_logs) < len(LOG_TYPES):
+            acknowledge(
+                cfn_cluster,
+                "AwsSolutions-EKS2",
+                "The operator chose fewer control-plane log types (eks_control_plane_logs, a documented cost lever); "
+                "all five are sent by default",
+            )
         acknowledge(
             self.cluster.role,
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonEKSClusterPolicy]",

@@ -85,6 +85,7 @@ class HyperPodCluster(Construct):
         self._subnets = subnets
         self._zone_names = settings.hyperpod_availability_zone_names
         self._security_group = security_group
+        self._volume_key = data_key
 
         # A dedicated bucket: the nodes read their boot script from a place no runtime role can write
         # (never the data bucket). The "sagemaker-" prefix matches the managed instance policy's S3 scope.
@@ -352,10 +353,19 @@ class HyperPodCluster(Construct):
         )
 
     def _storage(self, group: InstanceGroupSettings | RestrictedInstanceGroupSettings) -> list[Any]:
+        """The instances' root and secondary (/opt/sagemaker) volumes, both encrypted with the deployment's data key
+        (SageMaker API ClusterEbsVolumeConfig: VolumeKmsKeyId; RootVolume true takes no size, "you must specify a KMS
+        key ID"; without it each volume gets an AWS owned key). The key policy lets EBS use it (data_store.py)."""
+        key = self._volume_key.key_arn
         return [
             Cfn.ClusterInstanceStorageConfigProperty(
-                ebs_volume_config=Cfn.ClusterEbsVolumeConfigProperty(volume_size_in_gb=group.ebs_volume_size_gb)
-            )
+                ebs_volume_config=Cfn.ClusterEbsVolumeConfigProperty(root_volume=True, volume_kms_key_id=key)
+            ),
+            Cfn.ClusterInstanceStorageConfigProperty(
+                ebs_volume_config=Cfn.ClusterEbsVolumeConfigProperty(
+                    volume_size_in_gb=group.ebs_volume_size_gb, volume_kms_key_id=key
+                )
+            ),
         ]
 
     def _instance_group(self, group: InstanceGroupSettings) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:

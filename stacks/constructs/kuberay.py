@@ -9,7 +9,9 @@ Two releases of that one function (``HyperPodHelmRelease.add_release``):
   from codeload.github.com and refused unless its files hash to ``KUBERAY_CHART_SHA256`` (mtrl.kube.charts). No
   registry reachable here ships the chart (the kuberay-helm repository's index stops at 1.4.2), so it is not rendered
   at synth; its CRDs are server-side applied first (helm never upgrades crds/). Single-namespace install: the
-  operator gets a Role in the verl namespace only (no ClusterRole) and watches nothing else.
+  operator gets a Role in the verl namespace only (no ClusterRole) and watches nothing else. It runs in its own
+  namespace, ``kuberay-system`` (helm creates it), never kube-system: its leader-election Role edits the ConfigMaps of
+  the namespace it runs in. Its image is pinned by digest.
 
 ``grant_pipeline_access`` gives the pipeline's backend role an EKS access entry carrying only that Kubernetes group:
 no EKS access policy, because the narrowest one (``AmazonEKSEditPolicy`` scoped to the namespace) would also grant
@@ -25,6 +27,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from mtrl.backends.verl.access import namespace_manifests, pipeline_group
+from mtrl.settings.verl import KUBERAY_OPERATOR_NAMESPACE
 from stacks.constructs.hyperpod_helm import HyperPodHelmRelease
 
 KUBERAY_VERSION = "1.7.0"
@@ -34,18 +37,33 @@ KUBERAY_CHART_PATH = "helm-chart/kuberay-operator"
 # mtrl.kube.charts.tree_sha256 of helm-chart/kuberay-operator at KUBERAY_COMMIT (36 files, CRDs included), computed
 # from the repository at that commit; a different download fails the deploy before helm runs.
 KUBERAY_CHART_SHA256 = "23d81bf08b7d16457cb8e6c9397198c24a05164318ce229aeabc94c5d84ce444"
-OPERATOR_RELEASE = "kuberay-operator"
-OPERATOR_NAMESPACE = "kube-system"
+# The operator image of that version, pinned by digest: quay.io/kuberay/operator:v1.7.0 is
+# sha256:4a779237…bce6 as pinned, with the same v1.7.0 source commit, by skyhook-io/radar
+# scripts/kuberay-demo/README.md ("Exact pins", commit 7f65f74a) and scripts/kuberay-demo.sh. Not re-read from quay.io
+# here (no registry access at synth); `crane digest quay.io/kuberay/operator:v1.7.0` shows it. The chart renders
+# "<image.repository>:<image.tag>" (templates/deployment.yaml), so a tag of "v1.7.0@sha256:…" pulls exactly that
+# digest (a reference with both is resolved by its digest).
+KUBERAY_OPERATOR_IMAGE = "quay.io/kuberay/operator"
+KUBERAY_OPERATOR_DIGEST = "sha256:4a779237ef1c5262a63840ccf42d0d67f0b74e911158fbcaee4478fb1560bce6"
+# Its own release name: the chart names its objects after the release, so the Role it leaves in the verl namespace
+# differs from the one the release in kube-system (before issue 36) owned, and the new release installs while
+# CloudFormation removes the old one.
+OPERATOR_RELEASE = "mtrl-kuberay-operator"
+OPERATOR_NAMESPACE = KUBERAY_OPERATOR_NAMESPACE
+# The access release's record (a helm Secret) stays where it was: moving it would hand the verl namespace it owns to
+# a second release. It creates nothing in kube-system.
 ACCESS_RELEASE = "mtrl-verl-access"
+ACCESS_RELEASE_NAMESPACE = "kube-system"
 
 
 def operator_values(namespace: str) -> dict[str, object]:
     """The chart's values (helm-chart/kuberay-operator/values.yaml at the tag): namespaced RBAC in the watched
-    namespace only, and the operator image of the chart's own version."""
+    namespace only, and the operator image of the chart's own version, by digest."""
     return {
         "singleNamespaceInstall": True,
         "watchNamespace": [namespace],
-        "image.tag": f"v{KUBERAY_VERSION}",
+        "image.repository": KUBERAY_OPERATOR_IMAGE,
+        "image.tag": f"v{KUBERAY_VERSION}@{KUBERAY_OPERATOR_DIGEST}",
     }
 
 
@@ -58,7 +76,7 @@ class KubeRayOperator(Construct):
         self.access_release = installer.add_release(
             "VerlAccessRelease",
             release=ACCESS_RELEASE,
-            namespace=OPERATOR_NAMESPACE,
+            namespace=ACCESS_RELEASE_NAMESPACE,
             source={"Manifests": json.dumps(namespace_manifests(namespace), sort_keys=True)},
         )
         self.operator_release = installer.add_release(

@@ -9,6 +9,7 @@ from constructs import Construct
 
 from mtrl.settings.network import NetworkSettings
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
+from stacks.nag import acknowledge
 
 # Interface endpoints the workloads call from private subnets (HyperPod nodes, reward workers, Lambdas).
 INTERFACE_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
@@ -42,7 +43,15 @@ class Network(Construct):
     ) -> None:
         super().__init__(scope, id_)
         self.vpc = self._import_vpc(settings) if settings.vpc_id else self._create_vpc(settings, prefix)
-        self.private_subnets = ec2.SubnetSelection(subnets=self.vpc.private_subnets)
+        # Without a NAT gateway the private subnets are isolated (no egress): the Fargate tasks that need AWS APIs
+        # and the model hub (the sessions loop) run in the public subnets with a public IP instead. That costs
+        # nothing at rest, where the interface endpoints they would otherwise need cost USD 7.30 a month per
+        # service and AZ (docs/operations.md, "Costs").
+        self.nat = settings.nat_gateways != "none"
+        private = self.vpc.private_subnets if self.nat or settings.vpc_id else self.vpc.isolated_subnets
+        self.private_subnets = ec2.SubnetSelection(subnets=private)
+        self.task_subnets = private if self.nat or settings.vpc_id else self.vpc.public_subnets
+        self.tasks_need_public_ip = not self.nat and settings.vpc_id is None
 
         self.hyperpod_security_group = ec2.SecurityGroup(
             self,
@@ -62,6 +71,12 @@ class Network(Construct):
             description="Reward workers: no inbound traffic, outbound only",
             allow_all_outbound=True,
         )
+        # With the EKS endpoint's private access (eks_endpoint_access, default), the Nova Forge runner task (reward
+        # cluster, this group) reaches the Kubernetes API through the endpoint's interfaces, which carry the cluster's
+        # security group (the one above): HTTPS from this group only.
+        self.hyperpod_security_group.add_ingress_rule(
+            self.reward_worker_security_group, ec2.Port.tcp(443), "Kubernetes API (private EKS endpoint) from tasks"
+        )
         self.endpoint_security_group = ec2.SecurityGroup(
             self,
             "EndpointSecurityGroup",
@@ -73,10 +88,26 @@ class Network(Construct):
             ec2.Peer.ipv4(settings.vpc_cidr), ec2.Port.tcp(443), "HTTPS from the VPC"
         )
 
+        # The S3 gateway endpoint is free and keeps S3 traffic (ECR image layers included) off the NAT: always.
+        if settings.vpc_id is None or settings.private_route_table_ids:
+            self.vpc.add_gateway_endpoint(
+                "S3Endpoint",
+                service=ec2.GatewayVpcEndpointAwsService.S3,
+                # Without a NAT gateway the tasks sit in the public subnets: their S3 traffic takes the endpoint too.
+                subnets=[self.private_subnets, *([] if self.nat else [ec2.SubnetSelection(subnets=self.task_subnets)])],
+            )
         if settings.create_vpc_endpoints:
-            self._add_endpoints(settings)
+            self._add_interface_endpoints()
 
         self.flow_log_group = None
+        if not settings.enable_flow_logs and settings.vpc_id is None:
+            # A documented cost lever (docs/operations.md, "Costs"): the operator chose to go without flow logs.
+            acknowledge(
+                self.vpc,
+                "AwsSolutions-VPC7",
+                "Flow logs are off because the operator set enable_flow_logs=false (a documented cost lever for "
+                "sandbox accounts); set it to true to record the VPC's traffic",
+            )
         if settings.enable_flow_logs:
             flow_logs = EncryptedLogGroup(
                 self,
@@ -96,7 +127,7 @@ class Network(Construct):
 
     def _create_vpc(self, settings: NetworkSettings, prefix: str) -> ec2.IVpc:
         zones = settings.availability_zones or None
-        nat_count = 1 if settings.nat_gateways == "single" else len(zones or []) or settings.az_count
+        nat_count = {"single": 1, "none": 0}.get(settings.nat_gateways, len(zones or []) or settings.az_count)
         return ec2.Vpc(
             self,
             "Vpc",
@@ -107,7 +138,7 @@ class Network(Construct):
             nat_gateways=nat_count,
             restrict_default_security_group=True,
             subnet_configuration=[
-                # Public subnets exist only to hold the NAT gateways; nothing else is placed in them.
+                # Public subnets hold the NAT gateways, and, without one, the sessions loop's tasks.
                 ec2.SubnetConfiguration(
                     name="Public",
                     subnet_type=ec2.SubnetType.PUBLIC,
@@ -115,7 +146,7 @@ class Network(Construct):
                 ),
                 ec2.SubnetConfiguration(
                     name="Private",
-                    subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                    subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS if nat_count else ec2.SubnetType.PRIVATE_ISOLATED,
                     cidr_mask=settings.private_subnet_cidr_mask,
                 ),
             ],
@@ -133,13 +164,7 @@ class Network(Construct):
             private_subnet_route_table_ids=settings.private_route_table_ids or None,
         )
 
-    def _add_endpoints(self, settings: NetworkSettings) -> None:
-        if settings.vpc_id is None or settings.private_route_table_ids:
-            self.vpc.add_gateway_endpoint(
-                "S3Endpoint",
-                service=ec2.GatewayVpcEndpointAwsService.S3,
-                subnets=[self.private_subnets],
-            )
+    def _add_interface_endpoints(self) -> None:
         stack = cdk.Stack.of(self)
         # Not every endpoint service is offered in every AZ (e.g. some are missing in use1-az3), and an endpoint
         # with a subnet in such an AZ fails to create. With a known account and region, CDK looks up each

@@ -2,10 +2,13 @@
 
 The hyperpod adapter starts one task per command (``setup``/``submit``/``status``/``cancel``) with ``RunTask`` on the
 reward-worker cluster. The image is built from ``docker/nova-runner/Dockerfile`` by ``cdk deploy``; synth only
-stages the context (no Docker).
+stages the context (no Docker). Only a deployment that configures Nova Forge (``hyperpod_restricted_instance_group``)
+has it: the image needs the subscriber-only HyperPod CLI (``hyperpod_cli_problem``).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
@@ -13,7 +16,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
-from stacks.constructs.fargate_task import acknowledge_image_pull_login, linux_task_definition, repo_image
+from stacks.constructs.fargate_task import REPO_ROOT, acknowledge_image_pull_login, linux_task_definition, repo_image
 from stacks.nag import acknowledge
 
 DOCKERFILE = "docker/nova-runner/Dockerfile"
@@ -29,6 +32,21 @@ IMAGE_CONTEXT_EXCLUDES = [
     "**/*.pyc",
 ]
 CONTAINER_NAME = "runner"
+# Where the operator copies the subscriber-only Forge HyperPod CLI (its README); the image build refuses a copy without
+# either file (the Dockerfile's `RUN test -f …`).
+HYPERPOD_CLI_DIR = REPO_ROOT / "docker" / "nova-runner" / "hyperpod-cli"
+HYPERPOD_CLI_MARKERS = ("pyproject.toml", "setup.py")
+
+
+def hyperpod_cli_problem(cli_dir: Path = HYPERPOD_CLI_DIR) -> str | None:
+    """Why ``cdk deploy`` cannot build the runner image from this checkout (no HyperPod CLI copied in), else None."""
+    if any((cli_dir / marker).is_file() for marker in HYPERPOD_CLI_MARKERS):
+        return None
+    return (
+        "docker/nova-runner/hyperpod-cli/ holds no Forge HyperPod CLI (no pyproject.toml or setup.py), so "
+        "`cdk deploy` cannot build the Nova Forge runner image: copy your Nova Forge subscription's CLI there "
+        "(its README.md), or unset hyperpod_restricted_instance_group if this deployment does not use Nova Forge"
+    )
 
 
 class NovaRunnerTask(Construct):

@@ -177,7 +177,8 @@ class RewardWorkers(Construct):
             min_healthy_percent=0,
             max_healthy_percent=200,
             assign_public_ip=False,
-            vpc_subnets=ec2.SubnetSelection(subnets=vpc.private_subnets),
+            # Isolated subnets in a deployment without a NAT gateway: no hyperpod run (the only user) runs there.
+            vpc_subnets=ec2.SubnetSelection(subnets=vpc.private_subnets or vpc.isolated_subnets),
             security_groups=[security_group],
             circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
             enable_execute_command=False,

@@ -21,6 +21,16 @@ def app_model() -> AppModel:
     return AppModel.synth()
 
 
+# A deployment that configures Nova Forge (a restricted instance group, its defaults): only it has the hyperpod
+# backend's runner task (stacks/backends_stack.py), so the hyperpod backend's contract runs against it.
+NOVA_FORGE_OVERRIDES = {"hyperpod_restricted_instance_group": {}}
+
+
+@pytest.fixture(scope="session")
+def nova_app_model() -> AppModel:
+    return AppModel.synth(overrides=NOVA_FORGE_OVERRIDES)
+
+
 @pytest.fixture(scope="session")
 def nova_package_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
     """.venv-nova's interpreter started as the package checks start it (only PATH and a HOME of its own, ``-W

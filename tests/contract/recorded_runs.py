@@ -48,8 +48,8 @@ class Clock:
 class ModelCluster(FakeCluster):
     """The fake HyperPod cluster with the synthesized cluster's ARN and node role."""
 
-    def __init__(self, aws: FakeAws, *, name: str, arn: str, node_role: str) -> None:
-        super().__init__(aws, name=name, restricted=True)  # Nova Forge's group (the preflight refuses others)
+    def __init__(self, aws: FakeAws, *, name: str, arn: str, node_role: str, group: str = "gpu") -> None:
+        super().__init__(aws, name=name, group=group, restricted=True)  # Nova Forge's (the preflight refuses others)
         self._arn, self._node_role = arn, node_role
 
     @property

@@ -37,11 +37,11 @@ STACK_POLICY = {
 
 
 @pytest.fixture
-def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
-    deployed = deployed_backend_settings(app_model, "hyperpod")
-    with moto_ecs_tasks(), model_account_aws(monkeypatch, app_model):
+def recorded_run(nova_app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
+    deployed = deployed_backend_settings(nova_app_model, "hyperpod")
+    with moto_ecs_tasks(), model_account_aws(monkeypatch, nova_app_model):
         aws = FakeAws(new_session())
-        bucket = deployed_data_bucket(app_model)
+        bucket = deployed_data_bucket(nova_app_model)
         aws.session.client("s3").create_bucket(Bucket=bucket)
         cluster_name = deployed["ecs_cluster_arn"].rsplit("/", 1)[-1]
         subnet, sg, ecs_cluster = create_task_network(
@@ -56,8 +56,9 @@ def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterat
         cluster = ModelCluster(
             aws,
             name=deployed["hyperpod_cluster_name"],
-            arn=str(app_model.sagemaker_cluster_arn(deployed["hyperpod_cluster_name"])),
-            node_role=app_model.arn_of("mtrl-cluster/HyperPod/ExecutionRole"),
+            arn=str(nova_app_model.sagemaker_cluster_arn(deployed["hyperpod_cluster_name"])),
+            node_role=nova_app_model.arn_of("mtrl-cluster/HyperPod/ExecutionRole"),
+            group=deployed["hyperpod_gpu_instance_group"],
         )
         clock = Clock()
 
@@ -107,8 +108,8 @@ def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterat
         runner_finishes(
             "setup",
             {
-                "rollout_request_queue_url": f"https://sqs.us-east-1.amazonaws.com/{app_model.account}/{stack}-Requests",
-                "rollout_response_sqs_url": f"https://sqs.us-east-1.amazonaws.com/{app_model.account}/{stack}-Results",
+                "rollout_request_queue_url": f"https://sqs.us-east-1.amazonaws.com/{nova_app_model.account}/{stack}-Requests",
+                "rollout_response_sqs_url": f"https://sqs.us-east-1.amazonaws.com/{nova_app_model.account}/{stack}-Results",
                 "proxy_function_url": "https://abc123.lambda-url.us-east-1.on.aws/",
             },
         )
@@ -129,7 +130,9 @@ def recorded_run(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterat
         yield backend.calls
 
 
-def test_every_adapter_call_is_allowed_for_the_backend_role(recorded_run: list[AwsCall], app_model: AppModel) -> None:
+def test_every_adapter_call_is_allowed_for_the_backend_role(
+    recorded_run: list[AwsCall], nova_app_model: AppModel
+) -> None:
     operations = {str(c) for c in recorded_run}
     # The run really went through each phase's calls (a contract over a short recording proves little).
     assert operations >= {
@@ -158,9 +161,9 @@ def test_every_adapter_call_is_allowed_for_the_backend_role(recorded_run: list[A
     }, operations
     # The calls that change the run's worker role act on a role created with the worker boundary: that is the role's
     # iam:PermissionsBoundary (CreateRole's own request carries it).
-    boundary = deployed_backend_settings(app_model, "hyperpod")["reward_worker_run_boundary_arn"]
+    boundary = deployed_backend_settings(nova_app_model, "hyperpod")["reward_worker_run_boundary_arn"]
     assert boundary.endswith(":policy/mtrl-reward-worker-run-boundary")
     decisions = assert_calls_allowed(
-        recorded_run, BACKEND_ROLE, model=app_model, context={"iam:PermissionsBoundary": boundary}
+        recorded_run, BACKEND_ROLE, model=nova_app_model, context={"iam:PermissionsBoundary": boundary}
     )
     print("\n" + markdown_table(decisions))  # the report's table (pytest -s)

@@ -1,5 +1,6 @@
-"""The IAM contract of the Validate function's eval_split writer: every call it makes (a version read of the upload,
-single-part and multipart writes of the split files under runs/<id>/data/, and the abort of an abandoned upload) is
+"""The IAM contract of the Validate function's copy of the validated upload and its eval_split writer: every call they
+make (a version read of the upload, single-part and multipart writes of the copy and the split files under
+runs/<id>/data/, and the abort of an abandoned upload) is
 allowed for the Validate role as synthesized, on the deployed bucket (SSE-KMS included)."""
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from typing import Any
 import boto3
 import pytest
 
+from mtrl.runs.phases.inputs import validated_keys
 from mtrl.runs.pipeline import split_keys
+from mtrl.validation.dataset import DatasetValidator
+from mtrl.validation.sources import validate_s3_object
 from mtrl.validation.splits import SplitSourceError, write_eval_split
 from tests.aws_fixtures import create_versioned_bucket
 from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
@@ -40,6 +44,17 @@ def recorded_split(app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iter
         broken = _rows(1500, pad=6000) + b"not json\n"
         bad = s3.put_object(Bucket=bucket, Key="training-data/bad.jsonl", Body=broken)["VersionId"]
         with CallRecorder() as recorder:
+            for key, version in (("training-data/big.jsonl", big), ("training-data/small.jsonl", small)):
+                # Validation copies what it reads under the run's prefix (the copy the backends are given).
+                validate_s3_object(
+                    s3,
+                    bucket=bucket,
+                    key=key,
+                    version_id=version,
+                    validator=DatasetValidator(),
+                    copy_to=(bucket, validated_keys(f"run-{version[:6]}")[0]),
+                    part_bytes=PART,
+                )
             for key, version in (("training-data/big.jsonl", big), ("training-data/small.jsonl", small)):
                 train_key, eval_key = split_keys(f"run-{version[:6]}")
                 write_eval_split(

@@ -13,15 +13,19 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from mtrl.backends._aws import AwsClients
 from mtrl.backends.hyperpod.common import ProvisioningInProgress
 from mtrl.backends.verl.adapter import VerlAdapter
+from mtrl.backends.verl.catalog import RegisteredImage, RegisteredModel, record_image, record_model, registered_values
+from mtrl.backends.verl.supply import image_repository_name
 from mtrl.contracts.backend import JobState
+from mtrl.settings.verl import VerlModelSettings
 from tests.contract.iam.model import ACCOUNT
-from tests.contract.iam_contract import AppModel, AwsCall, assert_calls_allowed
+from tests.contract.iam_contract import AppModel, AwsCall, CallRecorder, assert_calls_allowed
 from tests.contract.recorded_runs import (
     BACKEND_ROLE,
     BackendRun,
@@ -33,7 +37,7 @@ from tests.contract.recorded_runs import (
 )
 from tests.unit.backends.aws_fakes import FakeAws, new_session
 from tests.unit.backends.verl.fake_kube import RAY, FakeKube, serve
-from tests.unit.backends.verl.verl_support import IMAGE, MODEL, publish_model_and_image
+from tests.unit.backends.verl.verl_support import IMAGE, MODEL, MODEL_SUMS, FakePodIdentity, publish_model_and_image
 
 # The trainer image in the modelled account's own registry (Preflight describes it there).
 ACCOUNT_IMAGE = IMAGE.replace("123456789012", ACCOUNT)
@@ -44,6 +48,29 @@ def verl_app_model() -> AppModel:
     return AppModel.synth(overrides={"verl_models": json.dumps([MODEL]), "verl_image_uri": ACCOUNT_IMAGE})
 
 
+def _cluster(aws: FakeAws, app_model: AppModel, deployed: dict[str, Any], fake: FakeKube) -> ModelCluster:
+    """The deployment's HyperPod cluster (faked) and its EKS API endpoint (the fake Kubernetes server)."""
+    cluster = ModelCluster(
+        aws,
+        name=deployed["hyperpod_cluster_name"],
+        arn=str(app_model.sagemaker_cluster_arn(deployed["hyperpod_cluster_name"])),
+        node_role=app_model.arn_of("mtrl-cluster/HyperPod/ExecutionRole"),
+    )
+    cluster.group = deployed["verl_instance_group"]
+    aws.on(
+        "eks",
+        "DescribeCluster",
+        lambda params: {
+            "cluster": {
+                "name": deployed["eks_cluster_name"],
+                "endpoint": fake.url,
+                "certificateAuthority": {"data": base64.b64encode(b"not used over http").decode()},
+            }
+        },
+    )
+    return cluster
+
+
 @pytest.fixture
 def recorded_run(verl_app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[AwsCall]]:
     app_model = verl_app_model
@@ -51,27 +78,11 @@ def recorded_run(verl_app_model: AppModel, monkeypatch: pytest.MonkeyPatch) -> I
     fake = FakeKube(accept_eks_tokens=True)
     with model_account_aws(monkeypatch, app_model), serve(fake):
         aws = FakeAws(new_session())
+        FakePodIdentity(aws)  # moto has no EKS Pod Identity
         bucket = deployed_data_bucket(app_model)
         aws.session.client("s3").create_bucket(Bucket=bucket)
         publish_model_and_image(aws.session)
-        cluster = ModelCluster(
-            aws,
-            name=deployed["hyperpod_cluster_name"],
-            arn=str(app_model.sagemaker_cluster_arn(deployed["hyperpod_cluster_name"])),
-            node_role=app_model.arn_of("mtrl-cluster/HyperPod/ExecutionRole"),
-        )
-        cluster.group = deployed["verl_instance_group"]
-        aws.on(
-            "eks",
-            "DescribeCluster",
-            lambda params: {
-                "cluster": {
-                    "name": deployed["eks_cluster_name"],
-                    "endpoint": fake.url,
-                    "certificateAuthority": {"data": base64.b64encode(b"not used over http").decode()},
-                }
-            },
-        )
+        cluster = _cluster(aws, app_model, deployed, fake)
         run_id = "wordle-20261201T120000Z-0a1b2c3d"
         settings = {
             **deployed,
@@ -112,4 +123,48 @@ def test_every_call_of_a_verl_run_is_allowed_for_the_backend_role(
     operations = {(c.service, c.operation) for c in recorded_run}
     assert {("eks", "DescribeCluster"), ("sagemaker", "UpdateCluster"), ("s3", "GetObject")} <= operations
     assert ("ecr", "DescribeImages") in operations  # Preflight: the pinned image exists
+    # Submit gives the run's service account the trainer role scoped to the run; Cleanup removes it.
+    assert {("eks", "CreatePodIdentityAssociation"), ("eks", "DeletePodIdentityAssociation")} <= operations
     assert_calls_allowed(recorded_run, BACKEND_ROLE, model=verl_app_model)
+
+
+def test_preflight_reads_the_catalog_and_checks_what_it_registered(
+    app_model: AppModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default deployment (no verl_image_uri, no verl_models): Preflight completes its values from the catalog
+    that `mtrl image build verl` and `mtrl model import` wrote, then reads the registered copy's SHA256SUMS and
+    describes the built image in the deployment's own repository; every call allowed for the backend role."""
+    deployed = deployed_backend_settings(app_model, "verl")
+    assert not deployed.get("verl_image_uri")
+    assert not deployed.get("verl_models")
+    fake = FakeKube(accept_eks_tokens=True)
+    with model_account_aws(monkeypatch, app_model), serve(fake):
+        aws = FakeAws(new_session())
+        bucket = deployed_data_bucket(app_model)
+        s3 = aws.session.client("s3")
+        s3.create_bucket(Bucket=bucket)
+        ecr = aws.session.client("ecr")
+        repository = image_repository_name("mtrl")
+        uri = ecr.create_repository(repositoryName=repository)["repository"]["repositoryUri"]
+        manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json", "layers": []}
+        digest = ecr.put_image(repositoryName=repository, imageManifest=json.dumps(manifest), imageTag="build-1")[
+            "image"
+        ]["imageId"]["imageDigest"]
+        ssm = aws.session.client("ssm")
+        record_image(ssm, "mtrl", RegisteredImage(uri=f"{uri}@{digest}", recorded_at="2026-12-01T00:00:00Z"))
+        prefix = f"models/{MODEL['id']}/{'a' * 40}/"
+        s3.put_object(Bucket=bucket, Key=prefix + "SHA256SUMS", Body=MODEL_SUMS)
+        copy = VerlModelSettings(id=MODEL["id"], s3_uri=f"s3://{bucket}/{prefix}", sha256=MODEL["sha256"])
+        record_model(ssm, "mtrl", RegisteredModel(copy, recorded_at="2026-12-01T00:00:00Z", source="hub"))
+        _cluster(aws, app_model, deployed, fake)
+        with CallRecorder() as reading:
+            values = registered_values(deployed, clients=AwsClients(aws.session))
+        run_id = "wordle-20261201T120000Z-0a1b2c3d"
+        settings = {**values, "run_id": run_id, "instance_count": 1, "environment": "wordle", "run_timeout_minutes": 60}
+        backend = BackendRun(run_id=run_id, settings=settings, bucket=bucket)
+        findings = backend(VerlAdapter(AwsClients(aws.session), clock=Clock()).preflight)
+    assert all(f.ok for f in findings), findings
+    calls = [*reading.calls, *backend.calls]
+    operations = {(c.service, c.operation) for c in calls}
+    assert {("ssm", "GetParameter"), ("ssm", "GetParametersByPath"), ("ecr", "DescribeImages")} <= operations
+    assert_calls_allowed(calls, BACKEND_ROLE, model=app_model)

@@ -170,18 +170,18 @@ class Sandbox:
             (self.state / name).unlink(missing_ok=True)
 
 
-def _world(app_model: AppModel) -> tuple[dict[str, Any], dict[str, Any]]:
-    environment = app_model.function_environment("mtrl-pipeline/Functions/Backend")
+def _world(nova_app_model: AppModel) -> tuple[dict[str, Any], dict[str, Any]]:
+    environment = nova_app_model.function_environment("mtrl-pipeline/Functions/Backend")
     settings = json.loads(environment["MTRL_BACKEND_SETTINGS"])["hyperpod"]
     world = {
         "account": "111122223333",
-        "caller_role_name": app_model.physical_name(RUNNER_ROLE),
+        "caller_role_name": nova_app_model.physical_name(RUNNER_ROLE),
         "rft_role_name": settings["nova_rft_role_name"],
         "data_bucket": environment["MTRL_DATA_BUCKET"],
         "ecs_cluster_arn": settings["ecs_cluster_arn"],
         "hyperpod_cluster_name": settings["hyperpod_cluster_name"],
-        "hyperpod_cluster_arn": app_model.sagemaker_cluster_arn(settings["hyperpod_cluster_name"]),
-        "eks_cluster_arn": app_model.arn_of("mtrl-cluster/Eks/Cluster"),
+        "hyperpod_cluster_arn": nova_app_model.sagemaker_cluster_arn(settings["hyperpod_cluster_name"]),
+        "eks_cluster_arn": nova_app_model.arn_of("mtrl-cluster/Eks/Cluster"),
         "gpu_group": settings["hyperpod_gpu_instance_group"],
         "instance_type": INSTANCE_TYPE,
         "instance_count": 2,
@@ -238,8 +238,8 @@ def nova_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path, app_model: AppModel, nova_server: ForkServer) -> Iterator[Sandbox]:
-    world, settings = _world(app_model)
+def sandbox(tmp_path: Path, nova_app_model: AppModel, nova_server: ForkServer) -> Iterator[Sandbox]:
+    world, settings = _world(nova_app_model)
     box = Sandbox(tmp_path, world, settings, nova_server)
     for name in ("state", "home", "work"):
         (tmp_path / name).mkdir()
@@ -279,7 +279,7 @@ def _ops(calls: list[dict[str, Any]]) -> list[str]:
     return [f"{c['service']}.{c['operation']}" for c in calls]
 
 
-def test_setup_submit_status_cancel_teardown_with_the_real_sdk(sandbox: Sandbox, app_model: AppModel) -> None:
+def test_setup_submit_status_cancel_teardown_with_the_real_sdk(sandbox: Sandbox, nova_app_model: AppModel) -> None:
     base = sdk_stack_name(parse_settings(sandbox.settings), RUN_ID)
     stack = f"{base}-NovaForgeSDK"
     all_calls: list[dict[str, Any]] = []
@@ -344,7 +344,7 @@ def test_setup_submit_status_cancel_teardown_with_the_real_sdk(sandbox: Sandbox,
     assert fnmatch.fnmatchcase(stack, run_name_pattern("mtrl"))
 
     (sandbox.state / "recorded-calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in all_calls))
-    assert_calls_allowed([AwsCall.from_record(c) for c in all_calls], RUNNER_ROLE, model=app_model)
+    assert_calls_allowed([AwsCall.from_record(c) for c in all_calls], RUNNER_ROLE, model=nova_app_model)
     _record_sdk_version(sandbox)
 
 
@@ -408,7 +408,7 @@ print(json.dumps({
 
 @pytest.mark.parametrize("env_id", ["wordle", "ask_to_code"])
 def test_the_runner_hands_the_sdk_the_runs_own_environment_package(
-    sandbox: Sandbox, app_model: AppModel, env_id: str
+    sandbox: Sandbox, nova_app_model: AppModel, env_id: str
 ) -> None:
     # Defect 7: the spec carries the package the stack deployed for the run's environment (wordle included: mtrl's
     # own, not the starter kit's VFEnvId.WORDLE), and the real SDK builds CustomEnvironment(env_id, s3_uri=…) with it.
@@ -427,13 +427,13 @@ def test_the_runner_hands_the_sdk_the_runs_own_environment_package(
         True,
     )
     # The SDK's environment task (task role = the RFT role) downloads exactly this object and installs it.
-    assert seen["task_role_arn"] == app_model.arn_of(RFT_ROLE)
+    assert seen["task_role_arn"] == nova_app_model.arn_of(RFT_ROLE)
     assert f"aws s3 cp {uri} /tmp/{env_id}.tar.gz" in seen["setup_commands"]
     assert not any("amzn-agi-verifiers" in command and "environments/" in command for command in seen["setup_commands"])
     # …which the RFT role may do (s3:GetObject on nova-envs/*, kms:Decrypt via S3 of the data key).
     key = uri.removeprefix(f"s3://{bucket}/")
     assert_calls_allowed(
-        [AwsCall("s3", "GetObject", {"Bucket": bucket, "Key": key}, "us-east-1")], RFT_ROLE, model=app_model
+        [AwsCall("s3", "GetObject", {"Bucket": bucket, "Key": key}, "us-east-1")], RFT_ROLE, model=nova_app_model
     )
 
     # The runner's submit goes through with the CustomEnvironment and never reads the package itself (only the
@@ -443,7 +443,7 @@ def test_the_runner_hands_the_sdk_the_runs_own_environment_package(
     assert submitted["ok"], submitted.get("error", submitted)
     calls = sandbox.calls()
     assert not [c for c in calls if c["service"] == "s3" and "nova-envs/" in str(c["params"].get("Key", ""))]
-    assert_calls_allowed([AwsCall.from_record(c) for c in calls], RUNNER_ROLE, model=app_model)
+    assert_calls_allowed([AwsCall.from_record(c) for c in calls], RUNNER_ROLE, model=nova_app_model)
 
 
 def test_a_spec_without_a_package_is_refused_by_the_runner(sandbox: Sandbox) -> None:

@@ -309,7 +309,12 @@ def test_the_device_check_without_a_gpu_runs_up_to_the_trainer_start_and_says_it
     before = report["before_trainer_start"]
     assert (before["train_rows"], before["eval_rows"]) == (8, 2)
     assert before["agent_loop"] == "mtrl.backends.verl.agent_loop.MtrlAgentLoop"
-    assert (before["rollout_engine"], before["batch_prompts"], before["group_size"]) == ("vllm", 2, 4)
+    # The rendered run (mtrl render's document): every one of the 8 rows a step, groups of 4.
+    assert (before["rollout_engine"], before["batch_prompts"], before["group_size"]) == ("vllm", 8, 4)
+    assert report["entrypoint"] == "python -m mtrl.backends.verl.train --run-config /etc/mtrl/run.json"
+    # .venv-verl has Ray but no vLLM: the report names it, and the exit is not a pass.
+    assert report["missing"] == ["vllm"]
+    assert "vllm not installed" in report["needs_gpu"]
     assert before["val_before_train"] is True
     # The model verl would load is the verified copy, and it runs (its logits cover the tokenizer's vocabulary).
     assert Path(before["model_path"]).is_relative_to(tmp_path)

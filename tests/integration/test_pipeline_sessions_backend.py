@@ -130,3 +130,23 @@ def test_a_sessions_run_whose_service_fails_ends_failed_with_the_service_closed_
         assert pipeline.slots() == {"holders": {}, "queue": []}
         assert pipeline.object_json(f"runs/{run_id}/summary.json")["status"] == "FAILED"
     assert _ClosedAfterFailure.closed == [True]
+
+
+def test_a_budgeted_sagemaker_sessions_run_is_refused_at_preflight_never_run_unchecked(
+    sessions_pipeline: Harness,
+) -> None:
+    # Issue 36 item 4: SageMaker training-session prices are unsourced, so its budget could never stop the run.
+    hub_model = "arn:aws:sagemaker:us-east-1:aws:hub-content/SageMakerPublicHub/Model/qwen3-4b/1.0.0"
+    options = {"service": "sagemaker", "base_model": hub_model, "tokenizer": "Qwen/Qwen3-4B"}
+    manifest = {"max_budget_usd": 20, "backend_options": options}
+    sessions_pipeline.put("training-data/sessions-budget.run.json", json.dumps(manifest).encode())
+    started = sessions_pipeline.upload_and_trigger("training-data/sessions-budget.jsonl", jsonl(wordle_rows(4)))
+    execution = sessions_pipeline.wait(started["execution_arn"], timeout=300)
+    run_id = started["run_id"]
+    assert execution["error"] == "PreflightFailed", execution
+    assert f"run {run_id}: max_budget_usd 20.0 cannot be enforced" in execution["cause"]
+    assert "per-token prices are unsourced" in execution["cause"]
+    record = sessions_pipeline.record(run_id)
+    assert record["status"] == "FAILED"
+    assert "submit" not in record["phases"]
+    assert record["resources"] == []

@@ -38,6 +38,14 @@ def test_bad_override_fails_synth_with_one_clear_message(tmp_path: Path) -> None
     assert not list(tmp_path.glob("*.template.json"))
 
 
+def test_synth_refuses_an_environment_the_deployment_does_not_serve(tmp_path: Path) -> None:
+    # Issue 38 item 10: a misspelt run_environment used to synthesize, and every run failed on the workers.
+    result = _synth({"run_environment": "wordel"}, tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "run_environment: no environment 'wordel' (did you mean 'wordle'?" in result.stderr
+    assert not list(tmp_path.glob("*.template.json"))
+
+
 def test_synth_works_offline_without_credentials_or_account(tmp_path: Path) -> None:
     context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
     result = _synth(context, tmp_path)
@@ -58,8 +66,8 @@ def test_config_show_prints_effective_settings_with_overrides(monkeypatch: objec
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
     shown = json.loads(result.stdout)
-    assert shown["az_count"] == 3
-    assert shown["prefix"] == "mtrl"
+    assert shown["az_count"] == {"value": 3, "source": "-c override"}
+    assert shown["prefix"] == {"value": "mtrl", "source": "cdk.json"}
     # Without an account nor AZ names a synth could name only 2 AZs: config show refuses rather than say 3.
     refused = runner.invoke(cli, ["config", "show", "--cdk-json", str(REPO_ROOT / "cdk.json"), "-c", "az_count=3"])
     assert refused.exit_code != 0
@@ -75,7 +83,7 @@ def test_config_show_refuses_a_custom_environment_synth_would_refuse() -> None:
     assert "Traceback" not in missing.output
     good = runner.invoke(cli, [*base, "-c", "custom_env_id=template", "--json"])
     assert good.exit_code == 0, good.output
-    assert json.loads(good.stdout)["custom_env_id"] == "template"
+    assert json.loads(good.stdout)["custom_env_id"]["value"] == "template"
 
 
 def test_config_show_table_names_the_source_of_each_value() -> None:

@@ -41,7 +41,9 @@ def extract_chart(archive: Path, workdir: Path, chart_path: str = CHART_PATH_IN_
 def prepare_chart(props: Mapping[str, Any], workdir: Path, run: Runner) -> Path:
     """The release's chart, from one of three pinned sources: Kubernetes objects rendered at synth (``Manifests``,
     nothing downloaded); a directory of a GitHub commit verified by its files' digest (``ChartPath`` + ``ChartSha256``);
-    or the HyperPod chart at a commit, its sub-charts pruned to ``Dependencies`` and fetched at the versions it pins."""
+    or the HyperPod chart at a commit, verified by its files' digest (``ChartSha256``), its sub-charts pruned to
+    ``Dependencies`` and fetched at the versions it pins from the repositories pinned in code
+    (``DependencyRepositories``)."""
     if "Manifests" in props:
         objects = json.loads(props["Manifests"])
         return manifest_chart(
@@ -57,10 +59,13 @@ def prepare_chart(props: Mapping[str, Any], workdir: Path, run: Runner) -> Path:
             chart_path=props["ChartPath"],
             sha256=props["ChartSha256"],
         )
-    chart_dir = fetch_chart(props["ChartRepository"], props["ChartRevision"], workdir)
-    # Only the sub-charts this deployment installs, at the versions the pinned Chart.yaml names; their http
-    # repositories must be known to helm first.
-    for index, url in enumerate(prune_chart(chart_dir, json.loads(props["Dependencies"]))):
+    if not props.get("ChartSha256") or not props.get("DependencyRepositories"):
+        raise ValueError("the HyperPod chart needs the ChartSha256 of its files and its DependencyRepositories")
+    chart_dir = fetch_chart(props["ChartRepository"], props["ChartRevision"], workdir, sha256=props["ChartSha256"])
+    # Only the sub-charts this deployment installs, at the versions the verified Chart.yaml names, from the
+    # repositories pinned in code (never URLs read from the download); helm must know the https ones first.
+    pinned = json.loads(props["DependencyRepositories"])
+    for index, url in enumerate(prune_chart(chart_dir, json.loads(props["Dependencies"]), pinned)):
         run([HELM, "repo", "add", f"dep{index}", url, "--force-update"])
     run([HELM, "dependency", "update", "--skip-refresh", str(chart_dir)])
     return chart_dir

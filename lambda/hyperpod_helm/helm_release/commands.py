@@ -54,6 +54,7 @@ def upgrade_install_command(
         "--install",
         "--namespace",
         namespace,
+        "--create-namespace",  # a release's own namespace (the KubeRay operator's); an existing one is left as it is
         "--history-max",
         "5",
         "--timeout",

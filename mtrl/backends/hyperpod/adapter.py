@@ -94,8 +94,14 @@ class HyperPodAdapter(RunnerTasks, RewardWorkers, Cleanup):
                     f"{gpu.group}; ask for at most {ceiling} or raise the group's run_count and redeploy",
                 )
             )
-        findings.append(_budget_check(run, str(details.get("InstanceType")), settings.region))
-        return findings
+        return findings  # a budget is checked by Preflight itself (mtrl.backends.pricing.budget_finding)
+
+    def gpu_instance_type(self, run: RunContext) -> str:
+        """The instance type of the run's GPU group, as the cluster describes it (what its hours are priced at)."""
+        settings = parse_settings(run.settings)
+        gpu = GpuCapacity(self._sm(settings), settings)
+        _, details = find_group(gpu.describe(), gpu.group)
+        return str(details.get("InstanceType"))
 
     def _check_task_definitions(self, settings: HyperPodSettings) -> Finding:
         ecs = self._ecs(settings)
@@ -289,20 +295,3 @@ def _sdk_state(state: str) -> JobState:
     if normalized in {"inprogress", "in_progress", "running"}:
         return JobState.RUNNING
     return JobState.PENDING
-
-
-def _budget_check(run: RunContext, instance_type: str, region: str) -> Finding:
-    """A run with ``max_budget_usd`` needs a price for its GPU instances, or the budget could never be enforced."""
-    budget = run.settings.get("max_budget_usd")
-    try:
-        price = load_price_book().instance_price(instance_type, region)
-    except CostError as error:
-        if budget is None:
-            return Finding("budget", True, f"no budget set; cost will not be reported: {error}")
-        return Finding(
-            "budget",
-            False,
-            f"max_budget_usd {budget} cannot be enforced: {error}; add the price to mtrl/cost/prices.json "
-            "or drop the budget from the manifest",
-        )
-    return Finding("budget", True, f"{instance_type} priced at {price.hourly} USD/instance-hour in {region}")

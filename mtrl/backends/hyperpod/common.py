@@ -93,7 +93,18 @@ class HyperPodSettings(BaseModel):
         return packages[self.environment]
 
 
+# What a deployment ships only when it configures Nova Forge (stacks/backends/hyperpod: the runner task).
+NOT_DEPLOYED = (
+    "the hyperpod backend (Amazon Nova Forge) is not deployed here: set hyperpod_restricted_instance_group, copy your "
+    "Nova Forge subscription's HyperPod CLI into docker/nova-runner/hyperpod-cli/ (its README.md) and redeploy, or "
+    "run on another backend"
+)
+
+
 def parse_settings(settings: Mapping[str, Any]) -> HyperPodSettings:
+    if "nova_runner_task_definition" not in settings:
+        run_id = settings.get("run_id")
+        raise BackendError(f"run {run_id}: {NOT_DEPLOYED}" if run_id else NOT_DEPLOYED)
     try:
         return HyperPodSettings.model_validate(dict(settings))
     except ValidationError as error:

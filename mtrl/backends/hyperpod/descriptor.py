@@ -32,8 +32,10 @@ DESCRIPTOR = BackendDescriptor(
         "with `mtrl eval ENV --policy hf:MODEL` (or openai:URL), or use the serverless or local backend"
     ),
     needs_reward_workers=True,
+    needs_cluster=True,
     cost="mtrl.backends.hyperpod.cost:estimate",
     cost_usage="mtrl.backends.hyperpod.cost:usage_from_record",
+    budget_usage="mtrl.backends.hyperpod.cost:budget_usage",
     deploy_check=restricted_group_problem,
     stack_side="stacks.backends.hyperpod:HyperPodStackSide",
 )

@@ -19,6 +19,13 @@ def estimate(usage: Mapping[str, Any], book: PriceBook) -> CostEstimate:
     return serverless_cost(book, model=model, region=region, usage=TokenUsage.from_billable(tokens))
 
 
+def budget_usage(run: Any, adapter: Any) -> dict[str, Any]:
+    """Before the job: the base model the job will train (the deployment's), with no tokens billed yet."""
+    from mtrl.backends.serverless.settings import DEFAULT_BASE_MODEL  # noqa: PLC0415
+
+    return {"model": run.settings.get("serverless_base_model") or DEFAULT_BASE_MODEL, "billable_token_usage": {}}
+
+
 def usage_from_record(record: Mapping[str, Any], now: datetime | None = None) -> dict[str, Any]:
     """What ``estimate`` reads, from a stored run record: the training job's base model and its billable tokens."""
     return {

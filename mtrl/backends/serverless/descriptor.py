@@ -15,6 +15,7 @@ DESCRIPTOR = BackendDescriptor(
     ),
     cost="mtrl.backends.serverless.cost:estimate",
     cost_usage="mtrl.backends.serverless.cost:usage_from_record",
+    budget_usage="mtrl.backends.serverless.cost:budget_usage",
     manifest_check="mtrl.backends.serverless.options:run_hyperparameter_problems",
     stack_side="stacks.backends.serverless:ServerlessStackSide",
 )

@@ -118,9 +118,7 @@ class SessionsAdapter:
         except (EnvironmentNotFoundError, InvalidEnvironmentError) as error:
             findings.append(Finding("environment", False, str(error)))
         findings.append(_where_the_loop_runs(options.service, deploy))
-        if options.service == "sagemaker" and run.settings.get("max_budget_usd") is not None:
-            findings.append(Finding("sessions-budget", False, f"max_budget_usd cannot be enforced: {cost.UNSOURCED}"))
-        return findings
+        return findings  # a budget is checked by Preflight itself (mtrl.backends.pricing.budget_finding)
 
     def provision(self, run: RunContext) -> list[CreatedResource]:
         return []  # nothing at rest: the loop opens its training service itself
@@ -252,7 +250,7 @@ class SessionsAdapter:
                     "awsvpcConfiguration": {
                         "subnets": list(deploy.sessions_subnet_ids),
                         "securityGroups": list(deploy.sessions_security_group_ids),
-                        "assignPublicIp": "DISABLED",
+                        "assignPublicIp": "ENABLED" if deploy.sessions_assign_public_ip else "DISABLED",
                     }
                 },
                 overrides={

@@ -32,6 +32,13 @@ def estimate(usage: Mapping[str, Any], book: PriceBook) -> CostEstimate:
     raise CostError(f"sessions run record needs 'service' (local or sagemaker), not {service!r}")
 
 
+def budget_usage(run: Any, adapter: Any) -> dict[str, Any]:
+    """Before the loop starts: the service the run's options choose, with no tokens billed yet."""
+    from mtrl.backends.sessions.options import run_options  # noqa: PLC0415  (pydantic models of the options)
+
+    return {"service": run_options(run.settings).service, "token_usage": {}}
+
+
 def usage_from_record(record: Mapping[str, Any], now: datetime | None = None) -> dict[str, Any]:
     """What ``estimate`` reads, from a stored run record: the service (as the run reported it, else as its options
     chose it) and the tokens billed so far."""

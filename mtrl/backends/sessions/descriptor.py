@@ -17,5 +17,6 @@ DESCRIPTOR = BackendDescriptor(
     ),
     cost="mtrl.backends.sessions.cost:estimate",
     cost_usage="mtrl.backends.sessions.cost:usage_from_record",
+    budget_usage="mtrl.backends.sessions.cost:budget_usage",
     stack_side="stacks.backends.sessions:SessionsStackSide",
 )

@@ -220,13 +220,15 @@ def run_step(
         loss, kl = outcome.loss, sampler_kl(data, outcome.trainer_logprobs)
     if settings.save_state_every and step % settings.save_state_every == 0:
         state = service.save_state(f"step-{step}")
-    scored = [[record for record in group if record.scored] for group in groups.values()]
+    # Every episode the policy is to blame for: one that errored without a result (a non-finite reward) still counts
+    # in error_share; the reward figures skip it (episode_fields reads only results).
+    blamed = [[record for record in group if not record.infrastructure_failure] for group in groups.values()]
     usage = service.usage()
     return StepReport(
         step=step,
         groups=groups,
-        fields=episode_fields(scored),
-        signal_health=compute_signal_health([[r.result for r in group if r.result is not None] for group in scored]),
+        fields=episode_fields(blamed),
+        signal_health=compute_signal_health([[r.result for r in group if r.result is not None] for group in blamed]),
         infra_failed=sum(1 for record in records if record.infrastructure_failure),
         trained_episodes=len(data),
         loss=loss,
@@ -254,7 +256,7 @@ def evaluate(
     return Evaluation(
         step=step,
         episodes=episodes,
-        fields=episode_fields([[record] for record in records if record.scored]),
+        fields=episode_fields([[record] for record in records if not record.infrastructure_failure]),
         infra_failed=sum(1 for record in records if record.infrastructure_failure),
     )
 

@@ -23,6 +23,8 @@ class SessionsSettings(BaseModel):
     sessions_container_name: str | None = None
     sessions_subnet_ids: list[str] = []
     sessions_security_group_ids: list[str] = []
+    # Public subnets without a NAT gateway (the serverless profile): the task reaches AWS through its public IP.
+    sessions_assign_public_ip: bool = False
     # The role a SageMaker training session runs with (CreateTrainingSession's RoleArn), and where it registers weights.
     sessions_role_arn: str | None = None
     sessions_model_package_group_arn: str | None = None

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 ROLE_NAME = "mtrl-pipeline"
-# The service account a run's pods run as; EKS Pod Identity gives it the trainer's IAM role (VerlTrainerIdentity).
-TRAINER_SERVICE_ACCOUNT = "mtrl-verl-trainer"
 MANAGED_BY = "mtrl"
 
 
@@ -28,12 +26,14 @@ class AccessRule:
     verbs: tuple[str, ...]
 
 
-# Exactly what mtrl.backends.verl.adapter calls: create/get/delete of the RayJob and its ConfigMap, the RayCluster
-# list at teardown (KubeRay names it after the RayJob); list/watch of RayJobs for an operator's tooling on this role.
+# Exactly what mtrl.backends.verl.adapter calls: create/get/delete of the RayJob, its ConfigMap and the run's own
+# service account (mtrl.backends.verl.run_identity), the RayCluster list at teardown (KubeRay names it after the
+# RayJob); list/watch of RayJobs for an operator's tooling on this role.
 PIPELINE_ACCESS: tuple[AccessRule, ...] = (
     AccessRule("ray.io", "rayjobs", ("create", "delete", "get", "list", "watch")),
     AccessRule("ray.io", "rayclusters", ("get", "list")),
     AccessRule("", "configmaps", ("create", "delete", "get")),
+    AccessRule("", "serviceaccounts", ("create", "delete", "get")),
 )
 
 
@@ -48,8 +48,8 @@ def pipeline_group(namespace: str) -> str:
 
 
 def namespace_manifests(namespace: str) -> list[dict[str, Any]]:
-    """The namespace of a deployment's RayJobs, the pipeline's Role in it and the binding to its group, and the
-    service account the runs' pods use (no Kubernetes permissions: its AWS role comes through EKS Pod Identity)."""
+    """The namespace of a deployment's RayJobs, the pipeline's Role in it and the binding to its group. Each run's
+    pods get a service account of their own at Provision (mtrl.backends.verl.run_identity), none is shared."""
     labels = {"app.kubernetes.io/managed-by": MANAGED_BY, "app.kubernetes.io/part-of": "mtrl-verl"}
     rules = [
         {"apiGroups": [rule.group], "resources": [rule.resource], "verbs": list(rule.verbs)} for rule in PIPELINE_ACCESS
@@ -61,11 +61,6 @@ def namespace_manifests(namespace: str) -> list[dict[str, Any]]:
             "kind": "Role",
             "metadata": {"name": ROLE_NAME, "namespace": namespace, "labels": labels},
             "rules": rules,
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": TRAINER_SERVICE_ACCOUNT, "namespace": namespace, "labels": labels},
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mtrl.backends.verl.supply import missing_steps
 from mtrl.contracts.backend import BackendError
 from mtrl.settings.verl import VerlModelSettings
 
@@ -46,6 +47,8 @@ class VerlRunConfig(BaseModel):
     verl_max_instance_count: int | None = Field(None, ge=1)
     verl_namespace: str = Field(min_length=1)
     verl_image_uri: str | None = None
+    # The trainer role each run's Pod Identity association names, scoped to the run (mtrl.backends.verl.run_identity).
+    verl_trainer_role_arn: str | None = None
     verl_models: list[VerlModelSettings] = []
     verl_hub_downloads: bool = False
     verl_kueue_queue_name: str | None = None
@@ -117,14 +120,14 @@ def plan_for(settings: Mapping[str, Any]) -> VerlPlan:
     """The run's plan; one BackendError naming every problem (and the run id) when the run cannot train."""
     config = parse_config(settings)
     problems: list[str] = []
-    if config.verl_image_uri is None:
-        problems.append("verl_image_uri is not set (the deployment names no verl trainer image)")
     models = {model.id: model for model in config.verl_models}
     chosen = config.model or (config.verl_models[0].id if config.verl_models else None)
     model = models.get(chosen) if chosen else None
-    if chosen is None:
-        problems.append("verl_models is empty (the deployment lists no model verl runs may train)")
-    elif model is None:
+    # What the deployment has not supplied yet, each with the command that supplies it (mtrl.backends.verl.catalog).
+    problems += missing_steps(
+        prefix=config.prefix, image_uri=config.verl_image_uri, models=config.verl_models if chosen else []
+    )
+    if chosen is not None and model is None:
         problems.append(f"model '{chosen}' is not one of the deployment's verl_models ({', '.join(sorted(models))})")
     lora_rank = config.verl_lora_rank if config.lora_rank is None else config.lora_rank
     _bounded(problems, "lora_rank", lora_rank, config.verl_max_lora_rank, "verl_max_lora_rank")
@@ -189,6 +192,7 @@ def verl_pipeline_values(
     hyperpod_cluster_name: str,
     eks_cluster_name: str,
     mlflow_app_arn: str | None,
+    trainer_role_arn: str | None = None,
 ) -> VerlRunConfig:
     """The deploy-time part of a deployment's verl settings, as the pipeline ships them (only these fields set; built
     without validation, since the stacks pass CDK tokens for the names and ARNs they create)."""
@@ -205,6 +209,7 @@ def verl_pipeline_values(
         verl_max_instance_count=None if settings.uses_existing_cluster else group.run_count,
         verl_namespace=verl_namespace(settings),
         verl_image_uri=settings.verl_image_uri,
+        verl_trainer_role_arn=trainer_role_arn,
         verl_models=list(settings.verl_models),
         verl_hub_downloads=settings.verl_hub_downloads,
         verl_kueue_queue_name=settings.verl_kueue_queue_name,

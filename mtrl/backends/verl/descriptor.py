@@ -1,6 +1,7 @@
 """The ``verl`` backend's descriptor: what the pipeline, the manifest checks and ``mtrl render`` ask of it.
 
-verl runs are not priced by ``mtrl.cost`` (no ``cost`` hook): the GPU group's instances are the deployment's.
+A verl run is priced like a hyperpod run: the GPU instance-hours it holds on the deployment's training group
+(the same capacity resources, ``mtrl.backends.hyperpod.cost``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from mtrl.contracts.descriptor import BackendDescriptor, BaselineSupport
 DESCRIPTOR = BackendDescriptor(
     name="verl",
     adapter="mtrl.backends.verl.adapter:VerlAdapter",
+    needs_cluster=True,
     run_options="mtrl.backends.verl.options:VerlRunOptions",
     baseline=BaselineSupport(
         phase=False,
@@ -17,7 +19,12 @@ DESCRIPTOR = BackendDescriptor(
         "through the same mtrl agent loop as training, and again after the last step",
         needs_held_out_rows=True,
     ),
+    cost="mtrl.backends.hyperpod.cost:estimate",
+    cost_usage="mtrl.backends.hyperpod.cost:usage_from_record",
+    budget_usage="mtrl.backends.verl.cost:budget_usage",
     manifest_check="mtrl.backends.verl.hyperparameters:run_hyperparameter_problems",
+    registered_values="mtrl.backends.verl.catalog:registered_values",
+    readiness="mtrl.backends.verl.readiness:readiness",
     renderer="mtrl.backends.verl.offline:render_run",
     stack_side="stacks.backends.verl:VerlStackSide",
 )

@@ -9,8 +9,12 @@ backslash or control character — checked after the mode character is taken off
 
 from __future__ import annotations
 
+import hashlib
 import re
-from pathlib import PurePosixPath
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+
+from mtrl.contracts.hub import MODEL_SUMS_FILE
 
 _LINE = re.compile(r"^(?P<digest>[0-9a-fA-F]{64}) (?P<mode>[ *])(?P<name>.+)$")
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f\\]")
@@ -26,7 +30,7 @@ def parse_sums(text: str) -> dict[str, str]:
         if matched is None:
             raise ValueError(f"line {number} is not '<sha256>  <name>' or '<sha256> *<name>': {line!r}")
         name = matched["name"]
-        problem = _name_problem(name)
+        problem = name_problem(name)
         if problem:
             raise ValueError(f"line {number}: file name {name!r} {problem}")
         if name in files:
@@ -37,7 +41,8 @@ def parse_sums(text: str) -> dict[str, str]:
     return files
 
 
-def _name_problem(name: str) -> str | None:
+def name_problem(name: str) -> str | None:
+    """Why ``name`` may not be a file of a model copy (None when it may)."""
     if _UNSAFE.search(name):
         return "has a backslash or a control character"
     if name.startswith("/"):
@@ -48,3 +53,45 @@ def _name_problem(name: str) -> str | None:
     if PurePosixPath(name).is_absolute():
         return "is absolute"
     return None
+
+
+_CHUNK = 8 * 1024 * 1024
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def format_sums(files: Mapping[str, str]) -> str:
+    """The SHA256SUMS text of ``{name: digest}``, as ``sha256sum`` writes it (text mode, sorted by name) and
+    ``parse_sums`` reads it back; ValueError for a name the trainer could not write."""
+    for name in files:
+        problem = name_problem(name)
+        if problem:
+            raise ValueError(f"file name {name!r} {problem}")
+    text = "".join(f"{files[name]}  {name}\n" for name in sorted(files))
+    parse_sums(text)  # one format: what is written is what the trainer reads
+    return text
+
+
+def tree_sums(directory: Path) -> dict[str, str]:
+    """``{relative name: digest}`` of every regular file under ``directory`` but its own SHA256SUMS; ValueError for a
+    symbolic link (a copy holds files, never links out of it) or a name the trainer could not write."""
+    files: dict[str, str] = {}
+    for path in sorted(directory.rglob("*")):
+        name = path.relative_to(directory).as_posix()
+        if path.is_symlink():
+            raise ValueError(f"{name} is a symbolic link: copy the files it points to")
+        if not path.is_file() or name == MODEL_SUMS_FILE:
+            continue
+        problem = name_problem(name)
+        if problem:
+            raise ValueError(f"file name {name!r} {problem}")
+        files[name] = file_sha256(path)
+    if not files:
+        raise ValueError(f"{directory} holds no file")
+    return files

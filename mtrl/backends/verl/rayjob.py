@@ -6,7 +6,9 @@ head with no GPU, one worker group on the run's instance group, ``preRunningDead
 for that long), no ``deletionPolicy`` (removed in 1.7.0; ``deletionStrategy`` excludes ``shutdownAfterJobFinishes``).
 
 Names: run ids are not DNS-1035 labels (uppercase ``T``/``Z``, up to 74 characters), so the RayJob is
-``mtrl-<16 hex of sha256(run id)>`` and the run id travels in the ``mtrl/run-id`` annotation.
+``mtrl-<16 hex of sha256(run id)>`` and the run id travels in the ``mtrl/run-id`` annotation. The run's pods run as
+a service account of the same name, which the adapter creates with the run's EKS Pod Identity association
+(``service_account``; ``mtrl.backends.verl.run_identity``).
 
 Progress: the trainer writes ``<run output>/progress.json`` (``{"step": n}``) after each step;
 the RayJob's ``mtrl/planned-steps`` annotation says what a complete run reaches (a job that ends Complete below it
@@ -21,10 +23,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
 from mtrl.backends.verl.config import VerlPlan
 from mtrl.backends.verl.evaluation import EVALUATION_FILE
-from mtrl.backends.verl.instances import instance_facts
+from mtrl.backends.verl.image import NCCL_ENVIRONMENT
+from mtrl.backends.verl.instances import InstanceFacts, instance_facts
+from mtrl.backends.verl.run_identity import service_account_manifest
 from mtrl.contracts.backend import BackendError, RunContext
 
 API_VERSION = "ray.io/v1"
@@ -49,12 +52,37 @@ INSTANCE_GROUP_LABEL = "sagemaker.amazonaws.com/instance-group-name"
 SUBMITTER_RESOURCES = {"cpu": "500m", "memory": "512Mi"}
 EPISODE_TIMEOUT_S = 300.0
 GPU_RESOURCE = "nvidia.com/gpu"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # KubeRay: RayCluster names ≤ 53 characters, and a RayJob's cluster is its name plus a 6-character suffix.
 MAX_RAYJOB_NAME_LENGTH = 47
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 HEAD_CPU = "2"
 HEAD_MEMORY = "8Gi"
+# What a worker pod leaves of its node (it requests the rest): the node's own daemons (kubelet, the CNI, HyperPod's
+# health and device agents; EKS reserves about 6% of a core and 255 MiB + 11 MiB per pod before allocatable) and the
+# head and submitter pods, which run on the same group and may land on any of its nodes.
+NODE_RESERVED_MILLICPU = 1000
+NODE_RESERVED_MEMORY_FRACTION = 0.10
+NODE_RESERVED_MEMORY_MIB = 2048
+
+
+def worker_resources(facts: InstanceFacts) -> dict[str, str]:
+    """The CPU and memory a Ray worker pod requests: its node's, less the node's reserve and the head and submitter
+    pods (which share the group). Without a request the scheduler would place pods as if the worker needed none."""
+    head_and_submitter_millicpu = _millicpu(HEAD_CPU) + _millicpu(SUBMITTER_RESOURCES["cpu"])
+    millicpu = facts.vcpus * 1000 - NODE_RESERVED_MILLICPU - head_and_submitter_millicpu
+    total_mib = facts.memory_gib * 1024
+    reserved_mib = max(NODE_RESERVED_MEMORY_MIB, int(total_mib * NODE_RESERVED_MEMORY_FRACTION))
+    memory_mib = total_mib - reserved_mib - _mebibytes(HEAD_MEMORY) - _mebibytes(SUBMITTER_RESOURCES["memory"])
+    return {"cpu": f"{millicpu}m", "memory": f"{memory_mib}Mi"}
+
+
+def _millicpu(quantity: str) -> int:
+    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+def _mebibytes(quantity: str) -> int:
+    units = {"Mi": 1, "Gi": 1024}
+    return int(quantity[:-2]) * units[quantity[-2:]]
 
 
 def rayjob_name(run_id: str) -> str:
@@ -62,7 +90,7 @@ def rayjob_name(run_id: str) -> str:
     return "mtrl-" + hashlib.sha256(run_id.encode()).hexdigest()[:16]
 
 
-def _tolerations(plan: VerlPlan, *, efa: bool) -> list[dict[str, Any]]:
+def _tolerations(plan: VerlPlan) -> list[dict[str, Any]]:
     tolerations: list[dict[str, Any]] = []
     for taint in plan.config.verl_instance_taints:  # the taints the operator put on the run's group
         toleration: dict[str, Any] = {"key": taint.key, "effect": taint.effect}
@@ -71,10 +99,8 @@ def _tolerations(plan: VerlPlan, *, efa: bool) -> list[dict[str, Any]]:
         else:
             toleration.update(operator="Equal", value=taint.value)
         tolerations.append(toleration)
-    # Device taints GPU and EFA nodes commonly carry; tolerating an absent taint changes nothing.
+    # The device taint GPU nodes commonly carry; tolerating an absent taint changes nothing.
     tolerations.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
-    if efa:
-        tolerations.append({"key": EFA_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     return tolerations
 
 
@@ -100,17 +126,17 @@ _MOUNTS = [
 ]
 
 
-def _environment(plan: VerlPlan, run: RunContext, *, efa: bool) -> list[dict[str, str]]:
+def _environment(plan: VerlPlan, run: RunContext) -> list[dict[str, str]]:
     env = {
         "MTRL_RUN_ID": run.run_id,
         "MTRL_RUN_CONFIG": f"{CONFIG_DIR}/{CONFIG_FILE}",
         "AWS_REGION": plan.config.region,
         # Hub downloads only when the deployment allows them (then at the model's pinned revision).
         "HF_HUB_OFFLINE": "0" if plan.config.verl_hub_downloads and plan.model.s3_uri is None else "1",
-        "NCCL_SOCKET_IFNAME": "^lo,docker,pod-id-link0",  # the pod-identity link carries no NCCL traffic
+        # NCCL over sockets, the transport the image has (mtrl.backends.verl.image: no libfabric, no aws-ofi-nccl,
+        # so no EFA even on EFA instance types).
+        **NCCL_ENVIRONMENT,
     }
-    if efa:
-        env.update(FI_PROVIDER="efa", NCCL_NET="ofi")  # without them NCCL silently falls back to TCP
     return [{"name": key, "value": value} for key, value in sorted(env.items())]
 
 
@@ -148,6 +174,16 @@ def _gpus_per_node(plan: VerlPlan) -> int:
     return facts.gpus if facts is not None else 1
 
 
+def service_account(plan: VerlPlan, run: RunContext) -> dict[str, Any]:
+    """The run's own service account, named as its RayJob (the pods' ``serviceAccountName``)."""
+    labels = {
+        "app.kubernetes.io/managed-by": "mtrl",
+        DEPLOYMENT_LABEL: plan.config.prefix,
+        RUN_LABEL: rayjob_name(run.run_id),
+    }
+    return service_account_manifest(rayjob_name(run.run_id), plan.config.verl_namespace, labels, run.run_id)
+
+
 def progress_uri(run: RunContext) -> str:
     return run.output_uri.rstrip("/") + "/progress.json"
 
@@ -170,10 +206,8 @@ def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
     namespace = plan.config.verl_namespace
     labels = {"app.kubernetes.io/managed-by": "mtrl", DEPLOYMENT_LABEL: plan.config.prefix, RUN_LABEL: name}
     annotations = {RUN_ID_ANNOTATION: run.run_id, PLANNED_STEPS_ANNOTATION: str(plan.steps)}
-    efa = facts.efa_interfaces > 0
     device_resources = {GPU_RESOURCE: str(facts.gpus)}
-    if efa:
-        device_resources[EFA_RESOURCE] = str(facts.efa_interfaces)
+    worker_requests = {**worker_resources(facts), **device_resources}
     config_map = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -189,14 +223,14 @@ def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
         "template": {
             "metadata": {"labels": labels},
             "spec": {
-                "serviceAccountName": TRAINER_SERVICE_ACCOUNT,  # its AWS role comes through EKS Pod Identity
+                "serviceAccountName": name,  # the run's own: its AWS role comes through the run's association
                 "nodeSelector": _node_selector(plan),
-                "tolerations": _tolerations(plan, efa=False),
+                "tolerations": _tolerations(plan),
                 "containers": [
                     {
                         "name": "ray-head",
                         "image": plan.image,
-                        "env": _environment(plan, run, efa=False),
+                        "env": _environment(plan, run),
                         "resources": {"requests": head_resources, "limits": head_resources},
                         "ports": [
                             {"containerPort": 6379, "name": "gcs-server"},
@@ -220,15 +254,16 @@ def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
         "template": {
             "metadata": {"labels": labels},
             "spec": {
-                "serviceAccountName": TRAINER_SERVICE_ACCOUNT,  # its AWS role comes through EKS Pod Identity
+                "serviceAccountName": name,  # the run's own: its AWS role comes through the run's association
                 "nodeSelector": _node_selector(plan),
-                "tolerations": _tolerations(plan, efa=efa),
+                "tolerations": _tolerations(plan),
                 "containers": [
                     {
                         "name": "ray-worker",
                         "image": plan.image,
-                        "env": _environment(plan, run, efa=efa),
-                        "resources": {"requests": device_resources, "limits": device_resources},
+                        "env": _environment(plan, run),
+                        # GPUs are requested whole (requests = limits); CPU and memory may burst above the request.
+                        "resources": {"requests": worker_requests, "limits": device_resources},
                         "volumeMounts": _MOUNTS,
                     }
                 ],
@@ -254,9 +289,9 @@ def render(plan: VerlPlan, run: RunContext) -> list[dict[str, Any]]:
                 "metadata": {"labels": labels},
                 "spec": {
                     "restartPolicy": "Never",
-                    "serviceAccountName": TRAINER_SERVICE_ACCOUNT,
+                    "serviceAccountName": name,
                     "nodeSelector": _node_selector(plan),
-                    "tolerations": _tolerations(plan, efa=False),
+                    "tolerations": _tolerations(plan),
                     "containers": [
                         {
                             "name": "ray-job-submitter",

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mtrl.backends.verl import image
 from mtrl.backends.verl.evaluation import (
     EVALUATION_FILE,
     evaluation_document,
@@ -46,9 +47,10 @@ from mtrl.backends.verl.hydra import hydra_value
 from mtrl.backends.verl.hyperparameters import VERL_HYPERPARAMETERS, hyperparameter_problems
 from mtrl.backends.verl.model_copy import parse_sums
 from mtrl.backends.verl.rollout_rows import ROLLOUT_DIR, read_step
+from mtrl.contracts.hub import MODEL_SUMS_FILE
 from mtrl.health.rows import merged, signal_row
 from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
-from mtrl.settings.verl import MODEL_SUMS_FILE, model_sums_object
+from mtrl.settings.verl import model_sums_object
 from mtrl.validation.rows import RowError, RowSource, iter_rows
 
 MERGED_DIR = "huggingface"  # output/huggingface/: the merged model (and lora_adapter/) a run delivers
@@ -72,7 +74,14 @@ REGISTRY_FILE = "agent_loops.yaml"
 INPUTS_DIR = "verl-inputs/"  # under the run's output prefix: what every node fetches (publish_inputs)
 CHECKPOINTS_DIR = "checkpoints/"  # under output/: every node's share of verl's checkpoints
 NODE_WAIT_S = 600.0  # how long the entrypoint waits for the run's GPU nodes to join the Ray cluster
-_STEP_LINE = re.compile(r"(?:^|\s)step:(\d+)\s+-\s+(.*)$")
+# verl's LocalLogger prints ``step:N - name:value - ...`` in the TaskRunner actor (verl 0.9: main_ppo.TaskRunnerV1,
+# main_ppo_v0.TaskRunner) and Ray forwards it as ``(TaskRunnerV1 pid=N[, ip=A]) step:...``; only those lines, or the
+# driver's own (unprefixed), count. Any other actor's output (an environment printing in an agent-loop worker) carries
+# its own prefix, so a forged ``step:`` line never matches.
+_TRAINER = re.compile(r"^\(TaskRunner(?:V1)? pid=(?P<pid>\d+)[,)]")
+_STEP_LINE = re.compile(
+    r"^(?:\(TaskRunner(?:V1)? pid=(?P<pid>\d+)(?:, ip=[0-9A-Fa-f.:]+)?\) )?step:(?P<step>\d{1,9}) - (?P<metrics>.*)$"
+)
 _NUMPY_SCALAR = re.compile(r"np\.(?:float|int|uint)\d*\((.*)\)")
 
 
@@ -212,6 +221,11 @@ def overrides(
         "actor_rollout_ref.actor.ppo_mini_batch_size": prompts,
         "actor_rollout_ref.actor.use_dynamic_bsz": True,
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": max(sequence, 16384),
+        # GRPO's KL term against the reference policy (verl's actor.yaml: use_kl_loss, kl_loss_coef 0.001,
+        # low_var_kl): keeps the policy near the base model, and is the health rows' `kl` (actor/kl_loss).
+        "actor_rollout_ref.actor.use_kl_loss": True,
+        "actor_rollout_ref.actor.kl_loss_coef": 0.001,
+        "actor_rollout_ref.actor.kl_loss_type": "low_var_kl",
         "trainer.total_epochs": math.ceil(steps / max(1, train_rows // prompts)),
         "actor_rollout_ref.rollout.prompt_length": int(document["max_prompt_length"]),
         "actor_rollout_ref.rollout.response_length": int(document["max_response_length"]),
@@ -245,6 +259,7 @@ def overrides(
     for name, value in hyper.items():
         values[VERL_HYPERPARAMETERS[name].override] = value
     found = [f"{key}={hydra_value(value)}" for key, value in values.items()]
+    found += image.model_overrides()  # the attention the trainer image has (verl's default needs flash_attn)
     # The agent loop's own settings live under a key verl does not define (added with '+').
     found.append(f"+mtrl.run_id={hydra_value(str(document['run_id']))}")
     if document.get("episode_timeout_s"):
@@ -257,18 +272,18 @@ def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
 
     verl prints each value with ``pprint.pformat``: a NumPy 2 scalar reads ``np.float64(0.25)``, a Python one ``0.25``.
     """
-    found = _STEP_LINE.search(line.strip())
+    found = _STEP_LINE.match(line.strip())
     if found is None:
         return None
     metrics: dict[str, float] = {}
-    for part in found.group(2).split(" - "):
+    for part in found.group("metrics").split(" - "):
         name, _, value = part.rpartition(":")
         scalar = _NUMPY_SCALAR.fullmatch(value.strip())
         try:
             metrics[name.strip()] = float(scalar.group(1) if scalar else value)
         except ValueError:
             continue
-    return int(found.group(1)), metrics
+    return int(found.group("step")), metrics
 
 
 def trainer_row(step: int, metrics: Mapping[str, float], *, when: float) -> SignalRow:
@@ -352,8 +367,13 @@ class Progress:
 def follow(lines: Iterable[str], progress: Progress) -> Iterator[str]:
     """Pass the trainer's output through, recording every step line and every validation in it (the one before
     training is a line of validation figures only, at step 0: no step was trained)."""
+    # The first TaskRunner to print anything (it starts long before any environment runs) is the trainer: an actor an
+    # environment names TaskRunnerV1 later is not.
+    trainer_pid: str | None = None
     for line in lines:
-        parsed = parse_step_line(line)
+        prefix, source = _TRAINER.match(line.strip()), _STEP_LINE.match(line.strip())
+        trainer_pid = trainer_pid or (prefix.group("pid") if prefix else None)
+        parsed = parse_step_line(line) if source and source.group("pid") in {None, trainer_pid} else None
         if parsed is not None:
             step, metrics = parsed
             figures = validation_figures(metrics)
@@ -693,10 +713,11 @@ def latest_actor_checkpoint(local_dir: Path) -> Path | None:
 
 
 def merger_command(actor: Path, target: Path) -> list[str]:
-    """verl's model merger: the FSDP checkpoint as a Hugging Face model, and a LoRA run's adapter in
+    """verl's model merger with memory-mapped shards and a LoRA adapter folded into the weights
+    (``mtrl.backends.verl.merge``): the FSDP checkpoint as the trained Hugging Face model, the adapter in
     ``lora_adapter/`` beside it (``MTRL_VERL_MERGER`` replaces the module, for tests)."""
     override = os.environ.get("MTRL_VERL_MERGER")
-    module = shlex.split(override) if override else [sys.executable, "-m", "verl.model_merger"]
+    module = shlex.split(override) if override else [sys.executable, "-m", "mtrl.backends.verl.merge"]
     return [*module, "merge", "--backend", "fsdp", "--local_dir", str(actor), "--target_dir", str(target)]
 
 

@@ -52,6 +52,14 @@ def demo(
             help="KEY=VALUE for the run's hyperparameters (repeatable), e.g. -H steps=1 -H max_new_tokens=16.",
         ),
     ] = None,
+    keep_emulator: Annotated[
+        bool,
+        typer.Option(
+            "--keep-emulator",
+            help="Keep the emulator running after the demo, printing how to reach it from the CLI (Ctrl-C stops "
+            "it; docs/emulator.md).",
+        ),
+    ] = False,
 ) -> None:
     """Deploy the real pipeline into an embedded AWS emulator, train on the sample dataset, reject a bad one."""
     from mtrl.cli.demo.plan import DemoError, plan_for  # noqa: PLC0415 - the demo's libraries load when it runs
@@ -64,7 +72,7 @@ def demo(
     except (DemoError, EnvironmentNotFoundError, InvalidEnvironmentError) as error:
         fail(str(error), code=EXIT_USAGE)
     try:
-        result = run_demo(work_dir=work_dir.resolve(), console=console, plan=plan)
+        result = run_demo(work_dir=work_dir.resolve(), console=console, plan=plan, keep_emulator=keep_emulator)
     except (DemoError, EmulatorError) as error:
         fail(str(error), code=EXIT_INVALID)
     if not result.ok:

@@ -19,15 +19,28 @@ from mtrl.emulator.process import REGION
 PREFIX = "mtrl"
 
 
+# What the `mtrl` command needs to reach the emulator: its fixed dummy credentials (mtrl.emulator.process) and region.
+EMULATOR_CLI_ENVIRONMENT = {
+    "AWS_ACCESS_KEY_ID": "test",
+    "AWS_SECRET_ACCESS_KEY": "test",
+    "AWS_DEFAULT_REGION": REGION,
+}
+
+
+def cli_hints(endpoint_url: str) -> list[str]:
+    """How to reach a kept emulator from another shell, as `mtrl demo --keep-emulator` prints it (docs/emulator.md)."""
+    exports = " ".join(f"{name}={value}" for name, value in EMULATOR_CLI_ENVIRONMENT.items())
+    return [
+        f"export {exports}   # the emulator's dummy credentials and region",
+        f"mtrl runs --endpoint-url {endpoint_url} --prefix {PREFIX}",
+        f"mtrl status RUN_ID --endpoint-url {endpoint_url} --prefix {PREFIX}",
+        f"aws --endpoint-url {endpoint_url} s3 ls   # the AWS CLI too",
+    ]
+
+
 def run_mtrl(args: list[str], emulator: Emulator, *, capture: bool = False) -> subprocess.CompletedProcess[str]:
     """Run the `mtrl` command as a user would, aimed at the emulator."""
-    env = {
-        **os.environ,
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",  # the emulator's fixed test credentials
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_EC2_METADATA_DISABLED": "true",
-    }
+    env = {**os.environ, **EMULATOR_CLI_ENVIRONMENT, "AWS_EC2_METADATA_DISABLED": "true"}
     command = [sys.executable, "-m", "mtrl", *args, "--endpoint-url", emulator.endpoint_url, "--prefix", PREFIX]
     return subprocess.run(command, cwd=REPO_ROOT, env=env, text=True, capture_output=capture, check=False)
 

@@ -42,6 +42,7 @@ class DemoPlan:
     train_path: Path
     eval_path: Path
     manifest: dict[str, Any]
+    eval_tasks: int = 100  # the run evaluates the first this many held-out tasks (the trainer's eval_tasks)
 
     @property
     def eval_key(self) -> str:
@@ -84,7 +85,7 @@ def plan_for(
         values["policy"] = chosen
     values.update(hyperparameters or {})
     try:
-        TrainConfig.from_mapping(env_id, values)  # refuse a bad setting here, not minutes later in the pipeline
+        config = TrainConfig.from_mapping(env_id, values)  # refuse a bad setting here, not minutes later
         if chosen == FEATURES:
             agent_for(env_id)  # says which environments have a features policy
     except (ValueError, LookupError) as error:
@@ -95,4 +96,11 @@ def plan_for(
         "hyperparameters": values,
         "eval_dataset": EVAL_KEY if env_id == "wordle" else f"eval-data/{env_id.replace('_', '-')}-demo-eval.jsonl",
     }
-    return DemoPlan(env_id=env_id, policy=chosen, train_path=train_path, eval_path=eval_path, manifest=manifest)
+    return DemoPlan(
+        env_id=env_id,
+        policy=chosen,
+        train_path=train_path,
+        eval_path=eval_path,
+        manifest=manifest,
+        eval_tasks=config.eval_tasks,
+    )

@@ -28,6 +28,7 @@ from rich.console import Console
 from mtrl.backends.local import LLM_PYTHON_ENV
 from mtrl.cli.demo.deployment import (
     PREFIX,
+    cli_hints,
     data_bucket,
     fetch_outputs,
     fetch_plot,
@@ -39,6 +40,7 @@ from mtrl.cli.demo.deployment import (
 from mtrl.cli.demo.plan import DemoError, DemoPlan, plan_for
 from mtrl.cli.demo.synth import synthesize
 from mtrl.cli.demo.tables import heuristic_evaluation, summary_tables, validation_table
+from mtrl.contracts.text import plural
 from mtrl.emulator import Emulator, deploy_app
 from mtrl.emulator.deploy import session_for
 from mtrl.local.config import FEATURES
@@ -79,7 +81,9 @@ def _step(console: Console, number: int, text: str) -> None:
     console.print(f"\n[bold cyan][{number}/5][/] {text}")
 
 
-def run_demo(*, work_dir: Path, console: Console | None = None, plan: DemoPlan | None = None) -> DemoResult:
+def run_demo(
+    *, work_dir: Path, console: Console | None = None, plan: DemoPlan | None = None, keep_emulator: bool = False
+) -> DemoResult:
     console = console or Console()
     plan = plan or plan_for("wordle")
     emulator_environ = {"SFN_WAIT_SCALE": "1"}
@@ -137,6 +141,10 @@ def run_demo(*, work_dir: Path, console: Console | None = None, plan: DemoPlan |
         runs = run_ids(session)
         result.run_id = runs[0] if runs else None
         result.run_succeeded = submitted.returncode == 0
+        if not result.run_succeeded:
+            # Nothing below can pass without the run: say why it failed and stop, rather than show an empty summary.
+            _explain_failure(console, emulator, result.run_id)
+            return _finish(console, result, started, keep_emulator=keep_emulator, emulator=emulator)
 
         _step(console, 4, "The run's summary")
         s3 = session.client("s3")
@@ -149,10 +157,52 @@ def run_demo(*, work_dir: Path, console: Console | None = None, plan: DemoPlan |
         result.rejected_run_id, result.rejected_before_provisioning = _follow_rejection(
             emulator, session, s3, bucket, known=set(runs), console=console
         )
+        return _finish(console, result, started, keep_emulator=keep_emulator, emulator=emulator)
+
+
+def _finish(
+    console: Console, result: DemoResult, started: float, *, keep_emulator: bool, emulator: Emulator
+) -> DemoResult:
+    """The verdict; with ``keep_emulator``, the emulator keeps serving until Ctrl-C (docs/emulator.md)."""
     result.timings["total"] = time.perf_counter() - started
     verdict = "[bold green]demo passed[/]" if result.ok else "[bold red]demo failed[/]"
-    console.print(f"\n{verdict} in {result.timings['total']:.0f} s; the emulator is stopped.")
+    if not keep_emulator:
+        console.print(f"\n{verdict} in {result.timings['total']:.0f} s; the emulator is stopped.")
+        return result
+    console.print(f"\n{verdict} in {result.timings['total']:.0f} s; the emulator keeps running (Ctrl-C stops it).")
+    for line in cli_hints(emulator.endpoint_url):
+        console.print(f"    {line}", highlight=False, soft_wrap=True)
+    wait_for_interrupt()
     return result
+
+
+def wait_for_interrupt() -> None:
+    """Block until Ctrl-C (the kept emulator stops when the demo's `with` block ends)."""
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+
+
+def _explain_failure(console: Console, emulator: Emulator, run_id: str | None) -> None:
+    if run_id is None:
+        console.print("\n[bold red]the run never started[/]: see the emulator log; steps 4 and 5 are skipped")
+        return
+    shown = run_mtrl(["status", run_id, "--json"], emulator, capture=True)
+    view = json.loads(shown.stdout) if shown.stdout.strip().startswith("{") else {}
+    error = view.get("error") or {}
+    cause = error.get("cause") or error.get("plain") or error.get("error") or "no cause recorded"
+    console.print(
+        f"\n[bold red]run {run_id} ended {view.get('status', 'unknown')}[/] at {error.get('step') or 'an unknown step'}"
+        f": {cause}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    console.print(
+        "    the demo stops here (steps 4 and 5 need a finished run); fix the cause above, then run it again",
+        highlight=False,
+    )
 
 
 def _show_run(s3: Any, bucket: str, run_id: str, plan: DemoPlan, *, work_dir: Path, console: Console) -> dict[str, Any]:
@@ -174,10 +224,13 @@ def _show_run(s3: Any, bucket: str, run_id: str, plan: DemoPlan, *, work_dir: Pa
 
 def _print_what_runs(console: Console, plan: DemoPlan) -> None:
     console.print(f"    {plan.policy_line}", highlight=False)
-    unit = "words" if plan.env_id == "wordle" else "tasks"
+    unit = "word" if plan.env_id == "wordle" else "task"
+    held_out = _rows(plan.eval_path)
+    # The run evaluates the first eval_tasks of them: the title says how many, so the tables below add up.
+    evaluated = "" if plan.eval_tasks >= held_out else f"; the run evaluates the first {plan.eval_tasks}"
     console.print(
-        f"    held out for evaluation: the sample's own eval.jsonl ({_rows(plan.eval_path)} {unit}, uploaded to "
-        f"{plan.eval_key}); training on train.jsonl ({_rows(plan.train_path)} {unit})",
+        f"    held out for evaluation: the sample's own eval.jsonl ({plural(held_out, unit)}, uploaded to "
+        f"{plan.eval_key}{evaluated}); training on train.jsonl ({plural(_rows(plan.train_path), unit)})",
         highlight=False,
     )
 

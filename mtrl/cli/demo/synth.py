@@ -28,17 +28,30 @@ SYNTH_CONTEXT = {
 # telemetry upload (both need the network), and aws-cdk-lib's built-in CloudFormation check, whose findings are
 # only ever warnings (~10 s of CPU to start its engine; cdk-nag, the check that fails a synth, still runs).
 SYNTH_ENVIRONMENT = {
-    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
     "CDK_DISABLE_CLI_TELEMETRY": "true",
     "CDK_VALIDATION": "false",
 }
+# The Node LTS package.json pins ("node"), which `make setup` installs; the CLI and the app's jsii engine run on it.
+PINNED_NODE = REPO_ROOT / "node_modules" / ".bin" / "node"
+
+
+def node_environment(environ: dict[str, str]) -> dict[str, str]:
+    """``environ`` with the pinned Node first on PATH and as jsii's engine (JSII_NODE); unchanged without it."""
+    if not PINNED_NODE.is_file():
+        return environ
+    return {
+        **environ,
+        "PATH": f"{PINNED_NODE.parent}{os.pathsep}{environ.get('PATH', '')}",
+        "JSII_NODE": str(PINNED_NODE),
+    }
 
 
 def cdk_command() -> list[str]:
-    """The project's CDK CLI (``node_modules/.bin/cdk``, what ``npx cdk`` resolves to, without npx's start-up)."""
+    """The project's CDK CLI (``node_modules/.bin/cdk``, what ``npx cdk`` resolves to, without npx's start-up), on the
+    pinned Node when it is installed."""
     local = REPO_ROOT / "node_modules" / ".bin" / "cdk"
     if local.is_file():
-        return [str(local)]
+        return [str(PINNED_NODE), str(local)] if PINNED_NODE.is_file() else [str(local)]
     npx = shutil.which("npx")
     if npx is None:
         raise DemoError("npx not found: install Node.js 20+ and run `make setup`")
@@ -93,7 +106,7 @@ def synthesize(out_dir: Path, console: Console) -> None:
     command = [*cdk_command(), "synth", "--quiet", "--no-notices", "-o", str(out_dir)]
     for key, value in SYNTH_CONTEXT.items():
         command += ["-c", f"{key}={value}"]
-    env = {**os.environ, **SYNTH_ENVIRONMENT}
+    env = node_environment({**os.environ, **SYNTH_ENVIRONMENT})
     env.pop("CDK_DEFAULT_ACCOUNT", None)
     shutil.rmtree(out_dir, ignore_errors=True)
     completed = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False)

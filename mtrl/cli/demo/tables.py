@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from rich.table import Table
 
+from mtrl.contracts.text import plural
 from mtrl.envs.registry import load_spec
 from mtrl.health import signal_health
 from mtrl.local.agents import agent_for
@@ -65,12 +66,12 @@ def evaluation_table(training: dict[str, Any]) -> Table:
     config = training.get("config") or {}
     env_id = str(training.get("env_id") or config.get("env_id") or "wordle")
     policy = str(config.get("policy") or FEATURES)
-    unit = "words" if env_id == "wordle" else "tasks"
+    unit = "word" if env_id == "wordle" else "task"
+    evaluated = plural(int(heldout.get("tasks") or 0), unit)
     table = Table(
-        title=f"held-out evaluation: the sample's eval.jsonl, {heldout.get('tasks')} {unit} "
-        "(the environment's own success criterion)"
+        title=f"held-out evaluation: the sample's eval.jsonl, {evaluated} (the environment's own success criterion)"
     )
-    for column in ("policy", "success rate" if unit == "tasks" else "solve rate", "mean reward"):
+    for column in ("policy", "success rate" if unit == "task" else "solve rate", "mean reward"):
         table.add_column(column)
     untrained = "untrained (all weights 0)" if policy == FEATURES else f"untrained ({policy}, no adapter)"
     table.add_row(untrained, _pct(heldout.get("success_before")), _fmt(heldout.get("reward_before")))
@@ -83,7 +84,8 @@ def evaluation_table(training: dict[str, Any]) -> Table:
             _fmt(heuristic.get("reward_mean")),
         )
     steps = training.get("steps")
-    trained = f"trained ({steps} GRPO steps)" if policy == FEATURES else f"trained ({steps} GRPO steps, LoRA)"
+    grpo = plural(int(steps or 0), "GRPO step")
+    trained = f"trained ({grpo})" if policy == FEATURES else f"trained ({grpo}, LoRA)"
     table.add_row(trained, _pct(heldout.get("success_after")), _fmt(heldout.get("reward_after")))
     return table
 

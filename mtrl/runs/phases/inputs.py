@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mtrl.contracts.descriptor import resolve
 from mtrl.contracts.errors import ConfigurationError, InternalError
+from mtrl.contracts.registry import descriptor_for
 from mtrl.runs.manifest import RunSettings, effective_run_settings
 from mtrl.runs.runtime import Runtime
 
@@ -57,6 +59,12 @@ class ResolvedInputs:
             raise InternalError(f"run {run_id}: the record's resolved inputs are unreadable: {error!r}") from None
 
 
+def validated_keys(run_id: str) -> tuple[str, str]:
+    """Where Validate copies the bytes it validated of a run's dataset and of its separate evaluation set (the run's
+    own prefix, which only the pipeline writes)."""
+    return f"runs/{run_id}/data/dataset.jsonl", f"runs/{run_id}/data/eval-dataset.jsonl"
+
+
 def data_inputs(
     runtime: Runtime,
     run_id: str,
@@ -65,25 +73,33 @@ def data_inputs(
     dataset: Mapping[str, Any],
     splits: Mapping[str, Any] | None,
 ) -> ResolvedInputs:
-    """The data URIs (Validate). ``splits``: the ``eval_split`` files Validate wrote, if any."""
+    """The data URIs (Validate): the copies of exactly what was validated, under the run's own prefix (never the
+    uploaded keys, which a later upload may overwrite). ``splits``: the ``eval_split`` files Validate wrote, if any."""
     eval_dataset_uri: str | None
     if splits:  # eval_split: train on the training split only, evaluate on the held-out rows
         dataset_uri, eval_dataset_uri = str(splits["train_uri"]), str(splits["eval_uri"])
     else:
-        dataset_uri = f"s3://{dataset['bucket']}/{dataset['key']}"
-        eval_dataset_uri = f"s3://{runtime.bucket}/{settings.eval_dataset}" if settings.eval_dataset else None
+        dataset_key, eval_key = validated_keys(run_id)
+        dataset_uri = f"s3://{runtime.bucket}/{dataset_key}"
+        eval_dataset_uri = f"s3://{runtime.bucket}/{eval_key}" if settings.eval_dataset else None
     return ResolvedInputs(
         dataset_uri=dataset_uri, eval_dataset_uri=eval_dataset_uri, output_uri=f"s3://{runtime.bucket}/runs/{run_id}/"
     )
 
 
 def adapter_settings(runtime: Runtime, record: Mapping[str, Any], settings: RunSettings) -> dict[str, Any]:
-    """The effective settings (Preflight): deploy-time backend settings, the run's own settings and its per-run backend
-    options, which can never replace a deploy-time value (mtrl.contracts.run_options)."""
+    """The effective settings (Preflight): deploy-time backend settings (completed with what the deployment registered
+    since, when the backend's descriptor reads a catalog), the run's own settings and its per-run backend options,
+    which can never replace a deploy-time value (mtrl.contracts.run_options). A catalog that cannot be read raises
+    BackendError (the caller maps it)."""
     run_id = record["run_id"]
+    deploy = runtime.backend_settings.get(settings.backend, {})  # the run's backend's section
+    hook = descriptor_for(settings.backend).registered_values
+    if hook is not None:  # what the deployment registered after deploy (an image build, a model import)
+        deploy = resolve(hook)(deploy)
     try:
         return effective_run_settings(
-            runtime.backend_settings.get(settings.backend, {}),  # the run's backend's section
+            deploy,
             settings,
             run_id=run_id,
             dataset_version_id=record["dataset"].get("version_id"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from mtrl.backends.pricing import budget_finding
 from mtrl.contracts.backend import BackendError
 from mtrl.contracts.errors import BackendFailed, InternalError, PipelineError, PreflightFailed
 from mtrl.runs.phases.context import Event, backend_call, parse_time, run_id_of
@@ -27,6 +28,9 @@ def preflight(runtime: Runtime, event: Event) -> dict[str, Any]:
     adapter = run.adapter
     run = _store_effective_settings(run)  # this function holds the deploy-time backend settings
     findings = backend_call(run_id, "preflight", lambda: adapter.preflight(run.context))
+    budget = budget_finding(run.context, adapter)  # every backend: a budget is enforced or the run is refused
+    if budget is not None:
+        findings = [*findings, budget]
     failed = [finding for finding in findings if not finding.ok]
     registry.end_phase(
         run_id,
@@ -78,6 +82,6 @@ def _store_effective_settings(run: RunView) -> RunView:
     stored); returns the view of the record as now stored."""
     if run.inputs.settings is not None:
         return run
-    effective = adapter_settings(run.runtime, run.record, run.settings)
+    effective = backend_call(run.run_id, "preflight", lambda: adapter_settings(run.runtime, run.record, run.settings))
     stored = replace(run.inputs, settings=effective).to_record()
     return run.updated(run.runtime.registry.set_fields(run.run_id, **{INPUTS_FIELD: stored}))

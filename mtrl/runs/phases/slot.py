@@ -28,7 +28,8 @@ def acquire_slot(runtime: Runtime, event: Event) -> dict[str, Any]:
     if waited > runtime.settings.slot_max_wait_minutes * 60:
         raise SlotWaitTimedOut(
             f"run {run_id}: no training slot became free in {runtime.settings.slot_max_wait_minutes} minutes "
-            f"(still {acquisition.position} run(s) ahead; max_concurrent_runs={runtime.settings.max_concurrent_runs})"
+            f"(still {acquisition.runs_ahead} run(s) ahead; max_concurrent_runs={runtime.settings.max_concurrent_runs})"
         )
-    registry.set_fields(run_id, queue_position=acquisition.position)
+    # The runs ahead include those holding the slots: "0 run(s) ahead" while another run trains read as a bug.
+    registry.set_fields(run_id, queue_position=acquisition.runs_ahead)
     return {"acquired": False, "position": acquisition.position}

@@ -20,7 +20,9 @@ def teardown(runtime: Runtime, event: Event) -> dict[str, Any]:
     if record is None:
         runtime.slots.release(run_id)
         return {"removed": 0}
-    record = registry.set_status(run_id, RunStatus.TEARING_DOWN, phase="teardown")
+    registry.set_status(run_id, RunStatus.TEARING_DOWN, phase="teardown")
+    # A cancelled or failed run's phase (train, say) ends here: `mtrl status` must not count it on after teardown.
+    record = registry.end_open_phases(run_id, "stopped", but="teardown")
     problems: list[str] = []
     removed = 0
     # A run that created nothing and started no job never reached its backend: nothing to clean up.

@@ -48,9 +48,9 @@ def check_status(runtime: Runtime, event: Event) -> dict[str, Any]:
     run = RunView(runtime, record)
     status = backend_call(run_id, "job status", lambda: run.adapter.status(run.context, job_id))
     cost = {"usd": status.metrics["cost_usd"]} if "cost_usd" in status.metrics else record.get("cost")
-    registry.set_fields(
+    registry.set_job_status(
         run_id,
-        job_state=status.state.value,
+        status.state.value,
         job_message=status.message,
         progress=dict(status.progress),
         metrics={k: v for k, v in status.metrics.items() if k != "cost_usd"} or record.get("metrics"),

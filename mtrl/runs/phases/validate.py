@@ -1,5 +1,9 @@
 """Validate: stream the dataset (and any separate evaluation set) through the validator, write
-``runs/<run id>/validation.json`` and, for ``eval_split``, the split files; fail fast if anything is invalid."""
+``runs/<run id>/validation.json`` and, for ``eval_split``, the split files; fail fast if anything is invalid.
+
+What the validator reads is copied, in the same read, under the run's own prefix (``validated_keys``), and every
+backend is given those copies (or the split files written from them), never the uploaded keys: a later upload over
+``training-data/<name>`` or the ``eval_dataset`` key cannot change what a run trains or evaluates on."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from botocore.exceptions import ClientError
 from mtrl.contracts.errors import ConfigurationError, DatasetInvalid, InternalError
 from mtrl.runs.manifest import RunSettings
 from mtrl.runs.phases.context import Event, put_json, run_id_of
-from mtrl.runs.phases.inputs import INPUTS_FIELD, data_inputs
+from mtrl.runs.phases.inputs import INPUTS_FIELD, data_inputs, validated_keys
 from mtrl.runs.phases.run_view import RunView
 from mtrl.runs.registry import RunStatus, raise_for_client_error
 from mtrl.runs.runtime import Runtime
@@ -37,10 +41,19 @@ def validate(runtime: Runtime, event: Event) -> dict[str, Any]:
     try:
         if settings.eval_dataset:
             holdout = DatasetValidator(
-                limits=limits, task_check=check, environment=settings.environment, index_tasks=True
+                limits=limits,
+                task_check=check,
+                environment=settings.environment,
+                index_tasks=True,
+                measure_prompts=True,
             )
             eval_report = validate_s3_object(
-                runtime.s3, bucket=runtime.bucket, key=settings.eval_dataset, version_id=None, validator=holdout
+                runtime.s3,
+                bucket=runtime.bucket,
+                key=settings.eval_dataset,
+                version_id=None,
+                validator=holdout,
+                copy_to=(runtime.bucket, validated_keys(run_id)[1]),
             )
         validator = DatasetValidator(
             limits=limits,
@@ -48,6 +61,7 @@ def validate(runtime: Runtime, event: Event) -> dict[str, Any]:
             environment=settings.environment,
             eval_split=settings.eval_split,
             holdout=holdout,
+            measure_prompts=True,  # the backend's Preflight compares them with the run's prompt length
         )
         report = validate_s3_object(
             runtime.s3,
@@ -55,6 +69,7 @@ def validate(runtime: Runtime, event: Event) -> dict[str, Any]:
             key=dataset["key"],
             version_id=dataset.get("version_id"),
             validator=validator,
+            copy_to=(runtime.bucket, validated_keys(run_id)[0]),
         )
     except ClientError as error:
         code = error.response.get("Error", {}).get("Code", "")
@@ -130,17 +145,17 @@ def _write_splits(
     report: ValidationReport,
     limits: Limits,
 ) -> SplitFiles | None:
-    """Materialise ``eval_split``: the backends get the training rows only and the held-out rows as their
-    evaluation set (a separate ``eval_dataset`` is used as uploaded)."""
+    """Materialise ``eval_split`` from the validated copy: the backends get the training rows only and the held-out
+    rows as their evaluation set (a separate ``eval_dataset`` is used as validated)."""
     if settings.eval_split <= 0 or settings.eval_dataset:
         return None
     train_key, eval_key = split_keys(run_id)
     try:
         splits = write_eval_split(
             runtime.s3,
-            bucket=dataset["bucket"],
-            key=dataset["key"],
-            version_id=dataset.get("version_id"),
+            bucket=runtime.bucket,
+            key=validated_keys(run_id)[0],
+            version_id=None,  # the run's own copy: written once, by this phase
             eval_split=settings.eval_split,
             out_bucket=runtime.bucket,
             train_key=train_key,
@@ -148,7 +163,9 @@ def _write_splits(
             max_line_bytes=limits.max_line_bytes,
         )
     except SplitSourceError as error:
-        raise InternalError(f"run {run_id}: splitting s3://{dataset['bucket']}/{dataset['key']}: {error}") from None
+        raise InternalError(
+            f"run {run_id}: splitting the validated copy of s3://{dataset['bucket']}/{dataset['key']}: {error}"
+        ) from None
     except ClientError as error:
         raise_for_client_error(error, f"run {run_id}: writing the eval_split files under runs/{run_id}/data/")
         raise

@@ -4,6 +4,8 @@ adapter reads (``HyperPodSettings``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
 
 from mtrl.backends.hyperpod.common import HyperPodSettings
@@ -34,6 +36,16 @@ class HyperPodStackSide:
         group = settings.run_instance_group
         workers = inputs.reward_workers
         backends = inputs.backends
+        # Without Nova Forge configured there is no runner: its values stay unset, and a hyperpod run is refused at
+        # Preflight naming what to configure (mtrl.backends.hyperpod.common.parse_settings).
+        runner: dict[str, Any] = (
+            {
+                "nova_runner_task_definition": backends.runner.family,
+                "nova_runner_container_name": backends.runner.container.container_name,
+            }
+            if backends.runner is not None
+            else {}
+        )
         return HyperPodSettings.model_construct(
             region=inputs.region,
             prefix=settings.prefix,
@@ -49,8 +61,7 @@ class HyperPodStackSide:
             reward_container_name=REWARD_CONTAINER_NAME,
             reward_worker_run_boundary_arn=workers.run_boundary.managed_policy_arn,
             reward_worker_base_policy_arn=workers.base_policy.managed_policy_arn,
-            nova_runner_task_definition=backends.runner.family,
-            nova_runner_container_name=backends.runner.container.container_name,
+            **runner,
             nova_rft_role_name=backends.roles.rft_role_name,
             nova_model=settings.nova_model,
             nova_training_method=settings.nova_training_method,

@@ -33,19 +33,16 @@ class HyperPodTargets:
     def of(cls, inputs: StackInputs) -> HyperPodTargets:
         workers = inputs.reward_workers
         runner = inputs.backends.runner
-        task_roles = [workers.task_role.role_arn, runner.task_definition.task_role.role_arn]
-        task_roles += [
-            role.role_arn
-            for role in (workers.task_definition.execution_role, runner.task_definition.execution_role)
-            if role
-        ]
+        definitions = [workers.task_definition, *([runner.task_definition] if runner is not None else [])]
+        task_roles = [workers.task_role.role_arn, *([runner.task_definition.task_role.role_arn] if runner else [])]
+        task_roles += [definition.execution_role.role_arn for definition in definitions if definition.execution_role]
         return cls(
             hyperpod_cluster_arn=inputs.cluster.hyperpod_cluster_arn,
             node_role_arn=inputs.cluster.node_role_arn,
             # The literal name RewardWorkers gives its cluster: a cross-stack token would not render in the
             # acknowledgment ids of the task-scoped statements.
             reward_cluster_name=f"{inputs.settings.prefix}-reward-workers",
-            task_families=[workers.task_definition.family, runner.family],
+            task_families=[definition.family for definition in definitions],
             task_role_arns=task_roles,
             worker_run_boundary_arn=workers.run_boundary.managed_policy_arn,
             worker_base_policy_arn=workers.base_policy.managed_policy_arn,

@@ -148,7 +148,9 @@ def nova_forge_roles(
         hyperpod_cluster_arn=hyperpod_cluster_arn,
         eks_cluster_arn=eks_cluster_arn,
     )
-    data_bucket.grant_read_write(rft_role, "runs/*")
+    # The SDK's per-run infrastructure and training job read the run's inputs and write its outputs under runs/; they
+    # delete nothing there (the run's folder is kept as its record).
+    run_objects(rft_role, data_bucket, read=("runs/",), write=("runs/",))
     data_key.grant_encrypt_decrypt(rft_role)  # includes kms:Decrypt, which S3 calls for SSE-KMS reads
     # The SDK's environment tasks run with the RFT role as task role (ECSRFTInfrastructure.get_or_create_ecs_roles)
     # and install a CustomEnvironment with `aws s3 cp <s3_uri>` (CommonInfraCommands._build_setup_commands): the
@@ -164,7 +166,7 @@ def nova_forge_roles(
         _sam_role_creation(rft_role, stack, run_scoped)
     wildcard_reasons.setdefault(
         rft_role.node.id,
-        "CDK grants for the run prefix runs/* of the data bucket (object-level s3:*Object* actions) and the "
+        "Objects under the run prefix runs/* of the data bucket (get/put, no delete) and the "
         "data key's GenerateDataKey*/ReEncrypt*; s3:GetObject of the content-addressed environment packages "
         "nova-envs/*; with allow_sam_role_creation, roles named <stem>-nf*.",
     )
@@ -240,6 +242,38 @@ def _rft_policy(
     return policy
 
 
+def run_objects(role: iam.Role, bucket: s3.IBucket, *, read: tuple[str, ...], write: tuple[str, ...]) -> None:
+    """Object reads under ``read`` and writes under ``write`` (multipart uploads included), and listing only those
+    prefixes (``s3:prefix``): never ``s3:List*`` on the whole bucket nor any delete, which CDK's ``grant_read_write``
+    gives (issue 36)."""
+    role.add_to_policy(
+        iam.PolicyStatement(
+            sid="ReadRunObjects",
+            actions=["s3:GetObject"],
+            resources=[bucket.arn_for_objects(f"{prefix}*") for prefix in read],
+        )
+    )
+    role.add_to_policy(
+        iam.PolicyStatement(
+            sid="WriteRunObjects",
+            actions=["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+            resources=[bucket.arn_for_objects(f"{prefix}*") for prefix in write],
+        )
+    )
+    # A listing must name one of those prefixes. IfExists: HeadBucket, which the Nova Forge SDK calls on the data
+    # bucket (its output location; seen in tests/contract/test_nova_runner_contract.py), is authorized as s3:ListBucket
+    # with no s3:prefix at all. IAM cannot tell it from a listing without a prefix, so that one stays possible: it shows
+    # key names, never an object outside the prefixes above.
+    role.add_to_policy(
+        iam.PolicyStatement(
+            sid="ListRunPrefixes",
+            actions=["s3:ListBucket"],
+            resources=[bucket.bucket_arn],
+            conditions={"StringLikeIfExists": {"s3:prefix": sorted({f"{p}*" for p in (*read, *write)})}},
+        )
+    )
+
+
 def _runner_permissions(
     role: iam.Role,
     *,
@@ -255,8 +289,8 @@ def _runner_permissions(
 ) -> None:
     arn = f"arn:{stack.partition}"
     where = f"{stack.region}:{stack.account}"
-    data_bucket.grant_read(role, "training-data/*")
-    data_bucket.grant_read_write(role, "runs/*")
+    # The runner reads its spec and the run's rows and writes each command's result (nova_runner.py): no delete.
+    run_objects(role, data_bucket, read=("training-data/", "runs/"), write=("runs/",))
     data_key.grant_encrypt_decrypt(role)
     role.add_to_policy(
         iam.PolicyStatement(

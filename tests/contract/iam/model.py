@@ -284,6 +284,7 @@ class AppModel:
             ("AWS::ECS::Cluster", "Arn"): self._arn("ecs", f"cluster/{name}"),
             ("AWS::ECS::Service", "Name"): name,
             ("AWS::EKS::Cluster", "Arn"): self._arn("eks", f"cluster/{name}"),
+            ("AWS::ECR::Repository", "Arn"): self._arn("ecr", f"repository/{name}"),
             ("AWS::KMS::Key", "Arn"): self._arn("kms", f"key/{self.ref_of(resource)}")
             if t == "AWS::KMS::Key"
             else None,

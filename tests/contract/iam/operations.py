@@ -158,6 +158,7 @@ IAM_PREFIX = {
     "dynamodb": "dynamodb",
     "cloudwatch": "cloudwatch",
     "sns": "sns",
+    "ssm": "ssm",
 }
 
 

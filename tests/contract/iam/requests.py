@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlparse
 
 from tests.contract.iam import requests_compute  # noqa: F401  (registers the compute services' operations)
-from tests.contract.iam.operations import OPERATIONS, AwsCall, Env, NoMapping, register, simple
+from tests.contract.iam.operations import OPERATIONS, AwsCall, Env, NoMapping, pass_role, register, simple
 from tests.contract.iam.policy import ABSENT, IamRequest
 
 
@@ -280,7 +280,46 @@ simple(
     lambda p, e, r: f"arn:{e.partition}:ecr:{r}:{p.get('registryId', e.account)}:repository/{p['repositoryName']}",
     {"repositoryName": "verl-trainer", "imageIds": [{"imageTag": "0.9.1"}]},
 )
+# Systems Manager parameters (the verl catalog, mtrl.backends.verl.catalog): GetParameter acts on the parameter,
+# GetParametersByPath on the path, both the resource type "parameter" (arn:…:ssm:<region>:<account>:parameter/<name
+# without its leading slash>; Service Authorization Reference, AWS Systems Manager).
+simple("ssm", "GetParameter", lambda p, e, r: e.arn("ssm", f"parameter{p['Name']}", r), {"Name": "/mtrl/images/verl"})
+simple(
+    "ssm",
+    "GetParametersByPath",
+    lambda p, e, r: e.arn("ssm", f"parameter{p['Path']}", r),
+    {"Path": "/mtrl/models", "Recursive": True},
+)
 simple("eks", "ListAddons", lambda p, e, r: e.arn("eks", f"cluster/{p['clusterName']}", r), {"clusterName": "c"})
+simple(
+    "eks",
+    "ListPodIdentityAssociations",
+    lambda p, e, r: e.arn("eks", f"cluster/{p['clusterName']}", r),
+    {"clusterName": "c", "namespace": "n", "serviceAccount": "s"},
+)
+simple(
+    "eks",
+    "DeletePodIdentityAssociation",  # Service Authorization Reference: podidentityassociation/<cluster>/<id>
+    lambda p, e, r: e.arn("eks", f"podidentityassociation/{p['clusterName']}/{p['associationId']}", r),
+    {"clusterName": "c", "associationId": "a-1"},
+)
+
+
+@register(
+    "eks",
+    "CreatePodIdentityAssociation",
+    {"clusterName": "c", "namespace": "n", "serviceAccount": "s", "roleArn": "arn:aws:iam::111122223333:role/r"},
+)
+def _eks_create_pod_identity_association(call: AwsCall, env: Env) -> list[IamRequest]:
+    # The caller passes the role to EKS Pod Identity (EKS User Guide, "Assign an IAM role to a Kubernetes service
+    # account": iam:PassRole).
+    cluster = env.arn("eks", f"cluster/{call.params['clusterName']}", call.region)
+    return [
+        IamRequest("eks:CreatePodIdentityAssociation", cluster, {}),
+        *pass_role([call.params["roleArn"]], "pods.eks.amazonaws.com", "the association names the role"),
+    ]
+
+
 simple(
     "logs",
     "CreateLogGroup",

@@ -123,7 +123,13 @@ class FakeAws:
         def hook(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
             body = params.get("body") or b"{}"
             decoded = json.loads(body) if model.protocol in {"json", "rest-json"} and body[:1] == b"{" else {}
-            decoded.update({"__uri__": params.get("url_path", ""), "__headers__": dict(params.get("headers", {}))})
+            decoded.update(
+                {
+                    "__uri__": params.get("url_path", ""),
+                    "__query__": dict(params.get("query_string") or {}),
+                    "__headers__": dict(params.get("headers", {})),
+                }
+            )
             self.calls.append((operation, decoded))
             try:
                 result = handler(decoded)

@@ -29,6 +29,7 @@ from mtrl.settings.pipeline import PipelineSettings
 REPO = Path(__file__).resolve().parents[3]
 HOOKS = [f.name for f in fields(BackendDescriptor) if f.name not in {"name", "baseline", "no_baseline"}]
 HOOKS.remove("needs_reward_workers")
+HOOKS.remove("needs_cluster")
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -56,10 +57,13 @@ def test_every_hook_a_built_in_descriptor_names_exists(name: str) -> None:
 
 def test_what_each_built_in_declares() -> None:
     assert {n for n in backend_names() if descriptor_for(n).needs_reward_workers} == {"hyperpod"}
+    assert {n for n in backend_names() if descriptor_for(n).needs_cluster} == {"verl", "hyperpod"}
     assert {n for n in backend_names() if descriptor_for(n).baseline is None} == {"hyperpod"}
     assert {n for n in backend_names() if (b := descriptor_for(n).baseline) and b.phase} == {"serverless"}
     assert {n for n in backend_names() if descriptor_for(n).renderer} == {"verl"}
-    assert {n for n in backend_names() if descriptor_for(n).cost is None} == {"verl"}
+    # Every built-in prices its runs, and before they start (a budgeted run is refused at Preflight otherwise).
+    assert {n for n in backend_names() if descriptor_for(n).cost is None} == set()
+    assert {n for n in backend_names() if descriptor_for(n).budget_usage is None} == set()
     assert {n for n in backend_names() if descriptor_for(n).deploy_check} == {"hyperpod"}
     assert {n for n in backend_names() if descriptor_for(n).manifest_check} == {"serverless", "verl"}
 

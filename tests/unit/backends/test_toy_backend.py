@@ -60,6 +60,17 @@ def test_a_registered_toy_backend_trains_to_completion_through_the_real_pipeline
     assert run_cost(record, region=REGION).total == Decimal("0.75")
 
 
+def test_a_budgeted_toy_run_passes_preflight_through_its_budget_usage(toy_pipeline: Harness) -> None:
+    # The descriptor's budget_usage lets Preflight price the run before it starts (without it: refused).
+    manifest = {"max_budget_usd": 1.0, "backend_options": {"steps": 3}}
+    toy_pipeline.put("training-data/toyb.run.json", json.dumps(manifest).encode())
+    started = toy_pipeline.upload_and_trigger("training-data/toyb.jsonl", DATA)
+    execution = toy_pipeline.wait(started["execution_arn"])
+    assert execution["status"] == "SUCCEEDED", execution
+    findings = toy_pipeline.record(started["run_id"])["phases"]["preflight"]["findings"]
+    assert [f["ok"] for f in findings if f["check"] == "budget"] == [True]
+
+
 @pytest.mark.parametrize(
     ("manifest", "cause"),
     [

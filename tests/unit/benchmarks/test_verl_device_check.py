@@ -35,3 +35,48 @@ def test_a_tampered_model_copy_stops_it_before_the_trainer(tmp_path: Path, monke
     # The local bucket keeps every key inside its directory.
     with pytest.raises(ValueError, match="escapes the bucket"):
         store.get_object(Bucket=check.BUCKET, Key="../../outside")
+
+
+def test_it_runs_the_entrypoint_mtrl_render_renders_with_the_rendered_run_document(tmp_path: Path) -> None:
+    # issue 35 "What to build" 4: the device check runs the RayJob's own entrypoint and the ConfigMap's document, not a
+    # hand-built trainer; only the mounted path becomes the local copy.
+    document, entrypoint = check.rendered_run("a" * 64, steps=2, lora_rank=8)
+    assert entrypoint == "python -m mtrl.backends.verl.train --run-config /etc/mtrl/run.json"
+    assert check.entrypoint_arguments(entrypoint, tmp_path / "run.json") == ["--run-config", str(tmp_path / "run.json")]
+    assert (document["run_id"], document["environment"], document["steps"], document["lora_rank"]) == (
+        check.RUN_ID,
+        "wordle",
+        2,
+        8,
+    )
+    assert document["model"]["s3_uri"] == f"s3://{check.BUCKET}/models/tiny-qwen2/"
+    assert document["gpus_per_node"] == 1  # the rendered group's node (ml.g5.2xlarge) has one GPU
+    assert document["eval_dataset_uri"] == f"s3://{check.BUCKET}/runs/{check.RUN_ID}/data/eval.jsonl"
+    with pytest.raises(RuntimeError, match=r"does not run mtrl\.backends\.verl\.train"):
+        check.entrypoint_arguments("python -m something.else --run-config /etc/mtrl/run.json", tmp_path / "r")
+
+
+@pytest.mark.parametrize(
+    ("gpu", "missing", "code", "named"),
+    [
+        (True, ["ray", "vllm"], check.EXIT_NOT_INSTALLED, "ray, vllm not installed"),
+        (True, ["vllm"], check.EXIT_NOT_INSTALLED, "vllm not installed"),
+        (False, ["vllm"], check.EXIT_NEEDS_GPU, "vllm not installed"),
+        (False, [], check.EXIT_NEEDS_GPU, "need one GPU"),
+    ],
+)
+def test_without_ray_or_vllm_it_fails_loudly_naming_them(gpu: bool, missing: list[str], code: int, named: str) -> None:
+    # A GPU machine with torch 2.11 + CUDA 13 but no Ray or vLLM cannot train: it must not pass (exit 0).
+    verdict = check.training_verdict(gpu=gpu, missing=missing)
+    assert verdict is not None
+    assert verdict[0] == code
+    assert named in verdict[1]
+    assert check.training_verdict(gpu=True, missing=[]) is None
+
+
+def test_the_modules_training_needs_are_looked_up_for_real(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "vllm" else real(name))
+    assert "vllm" in check.missing_training_modules()

@@ -86,6 +86,8 @@ CASES: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "submit --help": (["submit", "--help"], (*REMOTE_HELP, "mtrl.validation", "mtrl.envs", "mtrl.runs.manifest")),
     "cost --help": (["cost", "--help"], (*REMOTE_HELP, "botocore", "mtrl.cost", "mtrl.client")),
     "runs --help": (["runs", "--help"], (*REMOTE_HELP, "mtrl.envs", "mtrl.cost")),
+    "image build --help": (["image", "build", "--help"], (*REMOTE_HELP, "mtrl.envs", "mtrl.backends.verl.catalog")),
+    "model import --help": (["model", "import", "--help"], (*REMOTE_HELP, "mtrl.envs", "mtrl.client.builders")),
 }
 
 
@@ -114,7 +116,7 @@ def test_the_command_table_lists_each_command_with_its_own_help() -> None:
     commands = _lazy_commands(typer.main.get_command(app))
     assert [name for name, _ in commands] == [
         "cost", "eval", "health", "validate", "submit", "runs", "status", "logs", "cancel", "demo", "render", "config",
-        "env", "env try", "sandbox",
+        "image", "model", "env", "env try", "sandbox",
     ]  # fmt: skip
     for name, command in commands:
         assert command.help == _first_paragraph(command.real().help), name

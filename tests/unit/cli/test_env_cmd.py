@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from mtrl.cli import app
 from mtrl.envs.registry import project_root
+from tests.made_env import add_train_row_to_eval
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[3]
@@ -229,3 +230,14 @@ def test_play_shows_the_system_prompt_the_model_is_given() -> None:
     first_line = load_spec("sop_support").system_prompt.splitlines()[0]
     assert played.stdout.startswith("[system] ")
     assert first_line[:60] in played.stdout.replace("\n", " ")
+
+
+def test_check_refuses_sample_datasets_a_run_would_refuse(made_env_root: Path) -> None:
+    # Issue 38 item 13: env check passed a sample pair whose run the pipeline refused (a row in both files).
+    assert runner.invoke(app, ["env", "check", "my_env"]).exit_code == 0
+    add_train_row_to_eval(made_env_root)
+    result = runner.invoke(app, ["env", "check", "my_env", "--json"])
+    assert result.exit_code == 1, result.output
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert problem.startswith("sample dataset: ")
+    assert "train.jsonl:line 1: the same prompt and answer are in the evaluation dataset (line 7)" in problem

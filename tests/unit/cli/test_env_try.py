@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
+from mtrl.cli import app as cli
 from mtrl.cli import env_try
+from tests.made_env import add_train_row_to_eval
 from tests.unit.local.conftest import sample_path
 
 
@@ -111,3 +114,46 @@ def test_registered_under_mtrl_env() -> None:
     result = CliRunner().invoke(app, ["env", "try", "--help"])
     assert result.exit_code == 0
     assert "--steps" in result.output
+
+
+def test_features_on_an_environment_without_a_features_agent_is_refused(
+    made_env_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 38 item 11: it silently trained hf:tiny-random and printed "policy: features".
+    monkeypatch.setenv("MTRL_RUNS_DIR", str(tmp_path / "runs"))
+    result = CliRunner().invoke(cli, ["env", "try", "my_env", "--policy", "features"])
+    assert result.exit_code == 2, result.output
+    assert "--policy features: there is no hand-written features agent for 'my_env'" in " ".join(result.output.split())
+    assert not (tmp_path / "runs").exists()  # nothing written
+
+
+def test_without_output_a_try_writes_under_the_users_state_directory_not_the_working_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 38 item 11: runs-local/ was written in the working directory (the repository, run from its root).
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.delenv("MTRL_RUNS_DIR", raising=False)
+    result = CliRunner().invoke(cli, ["env", "try", "wordle", "--steps", "1"])
+    assert result.exit_code == 0, result.output
+    assert "1 GRPO step in" in result.stdout  # (issue 38 item 16: not "1 GRPO steps")
+    assert not (work / "runs-local").exists()
+    (made,) = (tmp_path / "state" / "mtrl" / "runs-local").iterdir()
+    assert made.name.startswith("wordle-try-")
+    assert (made / "summary.json").is_file()
+
+
+def test_a_sample_pair_a_run_would_refuse_is_refused_before_training(
+    made_env_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 38 item 13: env try trained on a train/eval pair whose run the pipeline then refused.
+    add_train_row_to_eval(made_env_root)
+    monkeypatch.setenv("MTRL_RUNS_DIR", str(tmp_path / "runs"))
+    result = CliRunner().invoke(cli, ["env", "try", "my_env"])
+    assert result.exit_code == 1, result.output
+    text = " ".join(result.output.split())
+    assert "a run would refuse these datasets:" in text
+    assert "the same prompt and answer are in the evaluation dataset (line 7)" in text
+    assert not (tmp_path / "runs").exists()

@@ -77,8 +77,8 @@ def test_without_a_run_id_one_is_made_from_the_manifest_name(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("document", "args", "message"),
     [
-        ({}, [], "verl_image_uri is not set"),
-        ({}, [], "verl_models is empty"),
+        ({}, [], "mtrl image build verl"),
+        ({}, [], "mtrl model import <hub-id>"),
         ({"backend": "local"}, CONFIGURED, "backend 'local' submits no Kubernetes objects"),
         ({"no_such_key": 1}, CONFIGURED, "no_such_key"),
         ({"backend_options": {"steps": 5000}}, CONFIGURED, "steps 5000 is above the deployment's limit"),
@@ -94,6 +94,49 @@ def test_what_cannot_be_rendered_is_refused_plainly(
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_eval_split_renders_the_split_files_validate_writes_and_their_eval_uri(tmp_path: Path) -> None:
+    # Issue 38 item 10: the run trains on the training split only and evaluates on the held-out one
+    # (mtrl.runs.phases.inputs.data_inputs), not on the whole upload with no evaluation set.
+    result = _render(tmp_path, {"eval_split": 0.2}, *CONFIGURED, "--run-id", RUN_ID, "--json")
+    assert result.exit_code == 0, result.output
+    rendered = result.stdout
+    assert f"s3://DATA-BUCKET/runs/{RUN_ID}/data/train.jsonl" in rendered
+    assert f"s3://DATA-BUCKET/runs/{RUN_ID}/data/eval.jsonl" in rendered
+    assert "training-data/wordle.jsonl" not in rendered
+
+
+@pytest.mark.parametrize(
+    ("environment", "args", "message"),
+    [
+        ("wordel", [], "key 'environment': no environment 'wordel' (did you mean 'wordle'?"),
+        ("template", [], "'template' is a custom environment, which a deployment serves only with use_custom_env"),
+        ("wordle", ["-c", "run_environment=wordel"], "no environment 'wordel'"),
+    ],
+)
+def test_an_environment_the_deployment_does_not_serve_is_refused(
+    tmp_path: Path, environment: str, args: list[str], message: str
+) -> None:
+    result = _render(tmp_path, {"environment": environment}, *CONFIGURED, *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_the_deployments_custom_environment_renders(tmp_path: Path) -> None:
+    custom = ["-c", "use_custom_env=true", "-c", "custom_env_id=template"]
+    result = _render(tmp_path, {"environment": "template"}, *CONFIGURED, *custom, "--json")
+    assert result.exit_code == 0, result.output
+
+
+def test_a_misspelt_key_gets_a_did_you_mean_and_a_quoted_value_is_quoted_once(tmp_path: Path) -> None:
+    # Issue 38 item 16: "key 'enviroment': unknown setting" without a hint, and "(got 'x.csv') (got 'x.csv')".
+    result = _render(tmp_path, {"enviroment": "wordle", "eval_dataset": "eval-data/x.csv"}, *CONFIGURED)
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "key 'enviroment': unknown setting (did you mean 'environment'?)" in text
+    assert text.count("(got 'eval-data/x.csv')") == 1
 
 
 def test_a_missing_manifest_is_named(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ Skipped (with the reason) only when ``.venv-emulator`` is absent; ``make emulato
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mtrl.cli import app as cli
+from mtrl.cli.demo.deployment import cli_hints
 from mtrl.emulator import Emulator, deploy_app, find_emulator
 from mtrl.emulator.deploy import session_for
 from tests.conftest import make_app
@@ -92,3 +94,25 @@ def test_an_invalid_dataset_is_refused_with_line_numbers(cli_env: list[str], tmp
     result = runner.invoke(cli, ["submit", str(dataset), *cli_env])
     assert result.exit_code == 1
     assert f"{dataset}:line 4" in result.stderr
+
+
+def test_the_kept_emulator_is_reached_as_the_demo_and_emulator_md_say(
+    emulator: Emulator, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Issue 38 item 14: `mtrl demo --keep-emulator` prints these lines, docs/emulator.md shows them; they must work.
+    hints = cli_hints(emulator.endpoint_url)
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "emulator.md").read_text()
+    exports = hints[0].split("#")[0].split()
+    assert " ".join(exports) in doc
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    for assignment in exports[1:]:
+        name, _, value = assignment.partition("=")
+        monkeypatch.setenv(name, value)
+    runs_command = shlex.split(hints[1])
+    assert runs_command[0] == "mtrl"
+    listed = runner.invoke(cli, [*runs_command[1:], "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert isinstance(json.loads(listed.stdout)["runs"], list)

@@ -282,6 +282,22 @@ def test_cost_of_a_local_run_is_zero_and_the_calculator_still_works(fake: Fake) 
     assert runner.invoke(app, ["cost", OLD, "--model", "m"]).exit_code == 2
 
 
+def test_cost_of_a_sagemaker_sessions_run_shows_its_tokens_and_the_break_even_against_verl(fake: Fake) -> None:
+    # Issue 37 item 5: the per-token price has no source, so no cost is invented; the tokens and the break-even are.
+    progress = {"service": "sagemaker", "token_usage": {"prefill": 600_000_000, "sample": 150_000_000, "train": 0}}
+    fake.seed_run(OLD, status=RunStatus.SUCCEEDED, backend="sessions", progress=progress)
+    document = _json(["cost", OLD], 0)
+    assert document["backend"] == "sessions"
+    assert document["sessions_cost_usd"] is None
+    assert "unsourced" in document["sessions_unpriced"]
+    assert document["tokens"]["total"] == 750_000_000
+    assert document["verl_group"]["instance_type"] == "ml.g5.8xlarge"  # the training group cdk.json describes
+    assert len(document["break_even_by_verl_hours"]) == 4
+    human = runner.invoke(app, ["cost", OLD])
+    assert human.exit_code == 0
+    assert "sessions cost: unpriced" in human.stdout
+
+
 def test_watch_reports_an_execution_that_ended_without_finalizing_the_run(
     fake: Fake, no_sleep: Sleeper, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,15 +7,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from typer.testing import CliRunner
 
+from mtrl.backends.verl.catalog import RegisteredImage, RegisteredModel, record_image, record_model
 from mtrl.cli import app
 from mtrl.client import submit as client_submit
 from mtrl.client.deployment import Aws
 from mtrl.client.runs import started_run_for_upload
 from mtrl.runs import trigger
 from mtrl.runs.registry import RunStatus
+from mtrl.settings.verl import VerlModelSettings
 from tests.unit.client.conftest import BUCKET, SAMPLE, Fake
 
 runner = CliRunner()
@@ -282,3 +285,29 @@ def test_without_a_manifest_rows_are_checked_with_the_deployments_environment(
     accepted = runner.invoke(app, ["submit", str(_dataset(tmp_path))])
     assert accepted.exit_code == 0, accepted.output
     assert "rows checked as environment 'wordle'" in accepted.output
+
+
+def test_submit_says_what_the_runs_backend_lacks_and_the_command_that_supplies_it(
+    fake: Fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 36 item 2: a default (verl) run on a deployment without a trainer image or a model is refused at
+    # Preflight; submit says so before anything runs, naming the commands, and stops saying it once they ran.
+    monkeypatch.chdir(tmp_path)  # no cdk.json: the default settings, whose default backend is verl
+    lacking = runner.invoke(app, ["submit", str(_dataset(tmp_path))])
+    assert lacking.exit_code == 0, lacking.output
+    assert "this run's backend 'verl' cannot run yet" in lacking.output
+    assert "`mtrl image build verl`" in lacking.output
+    assert "`mtrl model import <hub-id>[@revision]`" in lacking.output
+    ssm = boto3.client("ssm", region_name=fake.deployment.region)
+    record_image(
+        ssm,
+        "mtrl",
+        RegisteredImage("123456789012.dkr.ecr.us-east-1.amazonaws.com/mtrl-verl-trainer@sha256:" + "c" * 64, "t"),
+    )
+    copy = VerlModelSettings(id="Qwen/Qwen2.5-0.5B-Instruct", s3_uri=f"s3://{BUCKET}/models/q/", sha256="d" * 64)
+    record_model(ssm, "mtrl", RegisteredModel(copy, "t", "hub"))
+    ready = runner.invoke(app, ["submit", str(_dataset(tmp_path))])
+    assert ready.exit_code == 0, ready.output
+    assert "cannot run yet" not in ready.output
+    local = runner.invoke(app, ["submit", str(_dataset(tmp_path)), "--manifest", str(_manifest(tmp_path))])
+    assert "cannot run yet" not in local.output  # the local backend needs nothing of the kind

@@ -188,6 +188,46 @@ def test_batch_async_and_stepper_faces_play_the_same_episode() -> None:
     assert (stepper.finish().turns, stepper.finish().reward) == (3, 3.0)
 
 
+def test_the_async_face_keeps_the_event_loop_free_while_the_environment_works() -> None:
+    # issue 35 item 11: verl runs many agent loops in one event loop (AgentLoopWorker); an environment step that
+    # blocks it (a sandboxed program, a judge call) would stall every other episode's generation.
+    import threading
+    import time
+
+    loop_thread: list[int] = []
+    env_threads: list[int] = []
+
+    class Slow(Counter):
+        def step(self, action: Any) -> Any:
+            env_threads.append(threading.get_ident())
+            time.sleep(0.2)
+            return super().step(action)
+
+    async def policy(request: ActionRequest) -> str:
+        return "stop" if request.turn == 1 else "a"
+
+    async def main() -> tuple[Any, int]:
+        loop_thread.append(threading.get_ident())
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        running = asyncio.create_task(ticker())
+        rollout = await play_async(Slow(), {}, policy, EpisodeRules())
+        running.cancel()
+        return rollout, ticks
+
+    rollout, ticks = asyncio.run(main())
+    assert rollout.turns == 2
+    assert env_threads
+    assert loop_thread[0] not in env_threads  # the steps ran off the event loop's thread
+    assert ticks >= 10  # and the loop kept running while they slept (0.4 s of steps)
+
+
 def test_an_abandoned_episode_is_still_closed() -> None:
     env = Counter()
     stepper = Stepper(env, {}, EpisodeRules())

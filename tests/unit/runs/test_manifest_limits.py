@@ -164,7 +164,8 @@ def test_run_settings_cannot_be_set_again_inside_backend_options(key: str) -> No
     assert f"key 'backend_options.{key}': a run setting" in view
 
 
-def test_deploy_time_keys_in_a_stored_record_never_reach_the_adapter() -> None:
+def test_deploy_time_keys_in_a_stored_record_never_reach_the_adapter(mocked_aws: None) -> None:
+    # mocked_aws: a verl run's Preflight reads the deployment's catalog (empty here) before composing.
     # A record edited in the table: Preflight's composition refuses it itself.
     settings = resolve_run_settings(DEFAULTS, None).model_dump(mode="json")
     settings["backend_options"] = {"hyperpod_max_instance_count": 64}
@@ -234,7 +235,7 @@ def test_per_run_values_stay_within_the_deploy_time_ceilings(
     assert problem in view
 
 
-def test_values_below_the_ceilings_are_accepted() -> None:
+def test_values_below_the_ceilings_are_accepted(mocked_aws: None) -> None:  # the catalog, as above
     deployed = PipelineSettings.model_validate(
         {"run_max_instance_count": 4, "run_max_worker_count": 4, "run_timeout_minutes": 60, "run_max_budget_usd": 100}
     )
@@ -271,3 +272,14 @@ def test_manifest_types_are_strict(manifest: dict[str, Any]) -> None:
     assert isinstance(view, str), f"{manifest} was accepted"
     (key,) = [k for k in manifest if k != "backend"] or ["backend"]
     assert f"key '{key}" in view
+
+
+@pytest.mark.parametrize("backend", ["verl", "hyperpod"])
+def test_a_cluster_backend_is_refused_at_register_in_a_deployment_without_a_cluster(backend: str) -> None:
+    # The serverless profile (deploy_cluster=false): no EKS, no HyperPod, so verl and hyperpod runs cannot train.
+    defaults = PipelineSettings.model_validate({"deploy_cluster": False})
+    assert defaults.run_backend == "serverless"
+    with pytest.raises(ConfigurationError, match=rf"key 'backend': '{backend}' trains on the deployment's HyperPod"):
+        resolve_run_settings(defaults, {"backend": backend})
+    for fine in ("serverless", "local"):
+        assert resolve_run_settings(defaults, {"backend": fine}).backend == fine

@@ -24,7 +24,8 @@ def test_defaults_idle_the_gpu_group_at_zero() -> None:
     (group,) = settings.hyperpod_instance_groups
     assert (group.name, group.idle_count, group.run_count, group.purpose) == ("gpu", 0, 1, "training")
     assert settings.training_instance_group is group
-    assert settings.eks_endpoint_access == "public"
+    assert settings.eks_endpoint_access == "public_and_private"
+    assert settings.eks_public_access_cidrs == ["0.0.0.0/0"]
     assert not settings.uses_existing_cluster
     assert settings.hyperpod_restricted_instance_group is None
     assert settings.kubernetes_version == "1.35"
@@ -66,9 +67,18 @@ def test_groups_parse_from_a_cli_json_string() -> None:
         ({"existing_hyperpod_cluster_name": "hp"}, "existing_eks_cluster_name"),
         ({"eks_admin_role_arns": ["arn:aws:iam::123456789012:user/bob"]}, "eks_admin_role_arns"),
         ({"eks_endpoint_access": "private"}, "eks_endpoint_access"),
+        ({"eks_public_access_cidrs": []}, "eks_public_access_cidrs"),
+        ({"eks_public_access_cidrs": ["203.0.113.1/24"]}, "host bits zero"),  # not a network address
+        ({"eks_public_access_cidrs": ["10.0.0.0/8"]}, "eks_public_access_cidrs"),  # never a public source
+        ({"eks_public_access_cidrs": ["2001:db8::/32"]}, "eks_public_access_cidrs"),  # EKS takes IPv4 only
+        ({"eks_public_access_cidrs": ["203.0.113.0/24", "203.0.113.0/24"]}, "duplicates"),
+        ({"eks_endpoint_access": "public", "eks_public_access_cidrs": ["203.0.113.0/24"]}, "'public_and_private'"),
         ({"hyperpod_helm_chart_revision": "main"}, "hyperpod_helm_chart_revision"),
         ({"hyperpod_helm_chart_revision": "b01cf90"}, "hyperpod_helm_chart_revision"),  # short sha
         ({"hyperpod_helm_chart_revision": "v3.9.0"}, "hyperpod_helm_chart_revision"),  # a tag name moves
+        # Another commit with the default revision's file digest would be refused at deploy: refused here instead.
+        ({"hyperpod_helm_chart_revision": "1" * 40}, "needs the digest of its chart's files too"),
+        ({"hyperpod_helm_chart_sha256": "ABC"}, "hyperpod_helm_chart_sha256"),
         ({"kubernetes_version": "1.36"}, "not a version SageMaker HyperPod documents"),  # not in HyperPod's list
         ({"kubernetes_version": "1.33"}, "supported: 1.34, 1.35"),  # in extended support since 2026-07-29
         ({"kubernetes_version": "1.31"}, "supported: 1.34, 1.35"),  # past EKS extended support

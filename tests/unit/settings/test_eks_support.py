@@ -1,7 +1,9 @@
-"""The Kubernetes standard-support window (issue 20 item 1), with a fixed clock.
+"""The Kubernetes standard-support window (issue 20 item 1) and the refusal past it (issue 36), with a fixed clock.
 
-Dates: endoflife.date "Amazon EKS" / EKS user guide "Understand the Kubernetes version lifecycle on EKS" (1.34:
-standard support ends 2026-12-02, extended 2027-12-02; 1.35: 2027-03-27 and 2028-03-27). Meaning of the policy:
+Dates: EKS user guide "Understand the Kubernetes version lifecycle on EKS", release calendar
+(https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html#kubernetes-release-calendar), as
+endoflife.date "Amazon EKS" lists it (1.34: standard support ends 2026-12-02, extended 2027-12-02; 1.35: 2027-03-27
+and 2028-03-27). Meaning of the policy:
 AWS::EKS::Cluster UpgradePolicy ("If the cluster is set to STANDARD, it will be automatically upgraded at the end of
 standard support"; EXTENDED "will enter extended support"). Prices: $0.10 vs $0.60 per cluster-hour (EKS pricing).
 """
@@ -17,10 +19,12 @@ import pytest
 from typer.testing import CliRunner
 
 from mtrl.cli import app as cli
-from mtrl.settings import eks_support, load_settings
+from mtrl.settings import SettingsError, eks_support, load_settings
 from mtrl.settings.aws_facts import (
+    DEFAULT_KUBERNETES_VERSION,
     EKS_SUPPORT_CALENDAR,
     EKS_VERSION_CALENDAR_SOURCE,
+    EKS_VERSION_CALENDAR_URL,
     HYPERPOD_EKS_KUBERNETES_VERSIONS,
     STANDARD_SUPPORT_WARNING_DAYS,
 )
@@ -30,12 +34,20 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 runner = CliRunner()
 
 
+def _load(today: date, **context: Any) -> Any:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(eks_support, "utc_today", lambda: today)
+        return load_settings({"region": "us-east-1", **context})
+
+
 def _warning(today: date, **context: Any) -> str | None:
-    return kubernetes_support_warning(load_settings({"region": "us-east-1", **context}), today=today)
+    return kubernetes_support_warning(_load(today, **context), today=today)
 
 
 def test_the_calendar_names_its_source_and_covers_every_allowed_version() -> None:
     assert "endoflife.date" in EKS_VERSION_CALENDAR_SOURCE
+    assert EKS_VERSION_CALENDAR_URL in EKS_VERSION_CALENDAR_SOURCE
+    assert EKS_VERSION_CALENDAR_URL.startswith("https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions")
     assert "Understand the Kubernetes version lifecycle on EKS" in EKS_VERSION_CALENDAR_SOURCE
     assert set(HYPERPOD_EKS_KUBERNETES_VERSIONS) == set(EKS_SUPPORT_CALENDAR)
     assert EKS_SUPPORT_CALENDAR["1.34"] == ("2026-12-02", "2027-12-02")
@@ -74,16 +86,37 @@ def test_the_default_warns_only_inside_the_60_day_window(today: date, warns: boo
         assert "2027-03-27" in warning
 
 
-def test_a_version_already_past_its_end_says_so() -> None:
-    warning = _warning(date(2026, 12, 10), kubernetes_version="1.34")
-    assert warning is not None
-    assert "left EKS standard support on 2026-12-02" in warning
+@pytest.mark.parametrize("today", [date(2026, 12, 2), date(2026, 12, 7)])
+@pytest.mark.parametrize("support_type", ["STANDARD", "EXTENDED"])
+def test_a_version_past_its_end_of_standard_support_is_refused_naming_the_date_and_source(
+    today: date, support_type: str
+) -> None:
+    # Issue 36: `-c kubernetes_version=1.34` synthesized on 2026-12-07, five days after 1.34 left standard support.
+    with pytest.raises(SettingsError) as raised:
+        _load(today, kubernetes_version="1.34", eks_support_type=support_type)
+    message = str(raised.value)
+    assert "setting 'kubernetes_version': 1.34 is past EKS standard support (it ended on 2026-12-02)" in message
+    assert "Use 1.35" in message
+    assert EKS_VERSION_CALENDAR_URL in message
+
+
+def test_the_default_version_is_in_standard_support_today() -> None:
+    # The real clock: the default must be loadable on the day the tests run (and is warned about 60 days ahead).
+    assert eks_support.utc_today() < date.fromisoformat(EKS_SUPPORT_CALENDAR[DEFAULT_KUBERNETES_VERSION][0])
+    assert load_settings({"region": "us-east-1"}).kubernetes_version == DEFAULT_KUBERNETES_VERSION
+
+
+def test_no_warning_names_a_date_that_has_passed() -> None:
+    settings = _load(date(2026, 12, 1), kubernetes_version="1.34")
+    assert kubernetes_support_warning(settings, today=date(2026, 12, 2)) is None
+    assert kubernetes_support_warning(settings, today=date(2026, 12, 1)) is not None
 
 
 def test_an_existing_cluster_gets_no_warning() -> None:
     # mtrl creates no EKS cluster then: kubernetes_version does not apply.
     existing = {"existing_hyperpod_cluster_name": "hp", "existing_eks_cluster_name": "eks"}
     assert _warning(date(2026, 12, 1), kubernetes_version="1.34", **existing) is None
+    assert _warning(date(2026, 12, 7), kubernetes_version="1.34", **existing) is None  # and is not refused
 
 
 def test_config_show_prints_the_warning_on_stderr_and_keeps_json_clean(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,10 +124,10 @@ def test_config_show_prints_the_warning_on_stderr_and_keeps_json_clean(monkeypat
     cdk_json = str(REPO_ROOT / "cdk.json")
     result = runner.invoke(cli, ["config", "show", "--cdk-json", cdk_json, "-c", "kubernetes_version=1.34", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["kubernetes_version"] == "1.34"
+    assert json.loads(result.stdout)["kubernetes_version"]["value"] == "1.34"
     assert "warning:" in result.stderr
     assert "2026-12-02" in result.stderr
     quiet = runner.invoke(cli, ["config", "show", "--cdk-json", cdk_json, "--json"])
     assert quiet.exit_code == 0, quiet.output
-    assert json.loads(quiet.stdout)["eks_support_type"] == "STANDARD"
-    assert "warning:" not in quiet.stderr
+    assert json.loads(quiet.stdout)["eks_support_type"]["value"] == "STANDARD"
+    assert "standard support" not in quiet.stderr  # (the default backend's own warning may be there: not this one)

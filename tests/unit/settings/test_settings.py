@@ -51,7 +51,7 @@ def test_cdk_internal_context_keys_are_ignored() -> None:
         ({"account": "12345"}, "setting 'account': must be a 12-digit AWS account id"),
         ({"az_count": -1}, "setting 'az_count': Input should be greater than or equal to 2"),
         ({"az_count": "three"}, "setting 'az_count': Input should be a valid integer"),
-        ({"nat_gateways": "many"}, "setting 'nat_gateways': Input should be 'per_az' or 'single'"),
+        ({"nat_gateways": "many"}, "setting 'nat_gateways': Input should be 'per_az', 'single' or 'none'"),
         ({"prefix": "Bad_Prefix"}, "setting 'prefix': String should match pattern"),
         ({"flow_log_retention_days": 42}, "setting 'flow_log_retention_days': CloudWatch Logs accepts only"),
         ({"noncurrent_version_expiration_days": 0}, "setting 'noncurrent_version_expiration_days'"),

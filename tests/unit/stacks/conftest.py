@@ -37,6 +37,18 @@ def custom_json(custom_deployment: Deployment) -> dict[str, Any]:
     return Template.from_stack(custom_deployment.cluster).to_json()
 
 
+# The settings that configure Nova Forge (a restricted instance group with its defaults): only then does a deployment
+# build the hyperpod backend's runner image and task (stacks/backends_stack.py).
+NOVA_FORGE: dict[str, Any] = {"hyperpod_restricted_instance_group": {}}
+
+
+@pytest.fixture(scope="session")
+def nova_forge_synth() -> tuple[Deployment, Any]:
+    """A deployment with every backend's parts: the default plus Nova Forge (synthesized once, with cdk-nag)."""
+    app, deployment = make_app(NOVA_FORGE)
+    return deployment, app.synth()
+
+
 @pytest.fixture(scope="session")
 def workers_template(deployment: Deployment) -> Template:
     return Template.from_stack(deployment.reward_workers)

@@ -19,6 +19,7 @@ CUSTOM_CLUSTER: dict[str, Any] = {
     "eks_admin_role_arns": [ADMIN_ROLE],
     "eks_viewer_role_arns": [VIEWER_ROLE],
     "eks_endpoint_access": "public_and_private",
+    "eks_public_access_cidrs": ["203.0.113.0/24", "198.51.100.7/32"],
     "hyperpod_availability_zone_names": {"use1-az2": "us-east-1b"},
     "hyperpod_helm_extra_components": ["deep-health-check", "job-auto-restart"],
     "hyperpod_instance_groups": [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aws_cdk as cdk
@@ -158,3 +159,27 @@ def test_every_pass_role_has_passed_to_service(built: tuple[BackendRoles, Templa
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             if "iam:PassRole" in actions(statement):
                 assert "iam:PassedToService" in statement["Condition"]["StringEquals"]
+
+
+@pytest.mark.parametrize("role_prefix", ["BackendRolesNovaRunnerRole", "BackendRolesRftRole"])
+def test_runner_and_rft_roles_list_only_their_prefixes_and_delete_nothing(
+    built: tuple[BackendRoles, Template], role_prefix: str
+) -> None:
+    """Issue 36: CDK's grant_read_write gave both roles s3:List* on the whole data bucket and s3:DeleteObject* on all of
+    runs/*. The runner reads its spec and the run's rows and writes each command's result (nova_runner.py); the SDK's
+    per-run infrastructure reads and writes run objects; neither deletes one (a run's folder is its record)."""
+    _, template = built
+    statements = statements_of(template, role_prefix)
+    granted = [action for statement in statements for action in actions(statement)]
+    assert not [action for action in granted if action.startswith(("s3:List", "s3:Delete")) and "*" in action]
+    assert not [action for action in granted if action.startswith("s3:Delete")]
+    (listing,) = [s for s in statements if "s3:ListBucket" in actions(s)]
+    assert actions(listing) == ["s3:ListBucket"]
+    # IfExists: the SDK's HeadBucket is s3:ListBucket with no prefix (tests/contract/test_nova_runner_contract.py).
+    prefixes = listing["Condition"]["StringLikeIfExists"]["s3:prefix"]
+    assert set(prefixes) <= {"runs/*", "training-data/*"}
+    assert "runs/*" in prefixes
+    object_resources = json.dumps(
+        [s["Resource"] for s in statements if s.get("Sid") in {"ReadRunObjects", "WriteRunObjects"}]
+    )
+    assert "/runs/*" in object_resources

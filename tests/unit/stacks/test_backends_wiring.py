@@ -13,7 +13,6 @@ from aws_cdk.assertions import Match, Template
 
 from mtrl.backends.hyperpod import HyperPodSettings
 from mtrl.backends.serverless.adapter import ServerlessSettings
-from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
 from mtrl.backends.verl.config import VerlRunConfig
 from mtrl.contracts.registry import backend_names, descriptor_for
 from mtrl.envs.registry import list_environments
@@ -36,8 +35,18 @@ RUN_LEVEL = {
 # Every AWS operation the adapters call with the backend function's role (S3 object reads/writes and the data key
 # come from the function's own prefix-scoped statements; sts:GetCallerIdentity needs no permission).
 ADAPTER_ACTIONS = {
-    # verl: the EKS API's endpoint and CA (its Kubernetes calls are RBAC, not IAM)
+    # verl: the EKS API's endpoint and CA (its Kubernetes calls are RBAC, not IAM), and each run's Pod Identity
+    # association (the trainer role scoped to the run: mtrl.backends.verl.run_identity)
     "eks:DescribeCluster",
+    "eks:CreatePodIdentityAssociation",
+    "eks:ListPodIdentityAssociations",
+    "eks:DeletePodIdentityAssociation",
+    # verl Preflight: the deployment's catalog (mtrl image build / mtrl model import), the registered copy's
+    # SHA256SUMS and the built image (issue 36 item 2)
+    "ssm:GetParameter",
+    "ssm:GetParametersByPath",
+    "s3:GetObject",
+    "ecr:DescribeImages",
     # sessions: cleanup releases a training session a killed loop task left behind (the task drives them)
     "sagemaker:DescribeTrainingSession",
     "sagemaker:StopTrainingSession",
@@ -103,7 +112,9 @@ NO_RESOURCE_LEVEL = {
 }
 PER_RUN_WILDCARD = re.compile(
     r"mtrl-nf\*|task/mtrl-reward-workers/\*|job/\*/mtrl-\*|:\*\"|mapping:\*|:runtime/[^*/]+/runtime-endpoint/\*|"
-    r"/aws/bedrock-agentcore/runtimes/[^*]+-\*|training-session/mtrl-\*"
+    r"/aws/bedrock-agentcore/runtimes/[^*]+-\*|training-session/mtrl-\*|podidentityassociation/mtrl-eks/\*|"
+    # the verl catalog's model parameters and the SHA256SUMS of the copies they name (one per model id)
+    r"parameter/mtrl/models/\*|/models/\*/SHA256SUMS"
 )
 # Granted only when the deployment lists AgentCore runtimes (its own, or run_allowed_agent_runtime_arns).
 AGENTCORE_SMOKE_ACTIONS = {"bedrock-agentcore:InvokeAgentRuntime", "logs:FilterLogEvents"}
@@ -114,15 +125,18 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+# Every backend's stack side at its fullest: the default deployment plus Nova Forge (the hyperpod backend's runner
+# exists only when a restricted instance group is configured).
 @pytest.fixture(scope="module")
-def pipeline_template(deployment: Deployment) -> Template:
-    return Template.from_stack(deployment.pipeline)
+def pipeline_template(nova_forge_synth: tuple[Deployment, Any]) -> Template:
+    return Template.from_stack(nova_forge_synth[0].pipeline)
 
 
 @pytest.fixture(scope="module")
-def backends_template(deployment: Deployment) -> Template:
-    assert deployment.backends is not None
-    return Template.from_stack(deployment.backends)
+def backends_template(nova_forge_synth: tuple[Deployment, Any]) -> Template:
+    backends = nova_forge_synth[0].backends
+    assert backends is not None
+    return Template.from_stack(backends)
 
 
 # Every registered backend with a stack side (hyperpod, serverless, verl, sessions): each ships values and a policy.
@@ -160,6 +174,7 @@ def test_backend_function_wildcards_and_conditions(backend_statements: list[dict
             services = set(_as_list(statement["Condition"]["StringEquals"]["iam:PassedToService"]))
             assert services in (
                 {"ecs-tasks.amazonaws.com"},
+                {"pods.eks.amazonaws.com"},  # verl: each run's association passes the trainer role
                 {"sagemaker.amazonaws.com"},
                 {"sagemaker.amazonaws.com", "job.sagemaker.amazonaws.com"},
             ), services
@@ -179,6 +194,8 @@ def test_backend_function_wildcards_and_conditions(backend_statements: list[dict
     writes = {
         a for s in backend_statements for a in _as_list(s["Action"]) if a.startswith("iam:") and a != "iam:GetRole"
     }
+    (trainer,) = [s for s in backend_statements if s["Sid"] == "VerlPassTrainerRole"]
+    assert json.dumps(trainer["Resource"]).endswith(':role/mtrl-verl-trainer"]]}')
     assert writes == {
         "iam:CreateRole",
         "iam:PutRolePolicy",
@@ -388,11 +405,9 @@ def test_runs_scale_the_restricted_group_when_one_is_configured(app_factory: Any
 def test_verl_pods_reach_aws_only_as_the_trainer_role_through_pod_identity(backends_template: Template) -> None:
     """Issue 21: a verl run's pods read the run's rows and write its outputs; EKS Pod Identity gives their service
     account a role trusted by pods.eks.amazonaws.com for sts:AssumeRole and sts:TagSession (EKS User Guide, "EKS Pod
-    Identity" role trust policy)."""
-    backends_template.has_resource_properties(
-        "AWS::EKS::PodIdentityAssociation",
-        {"Namespace": "mtrl-verl", "ServiceAccount": TRAINER_SERVICE_ACCOUNT, "RoleArn": Match.any_value()},
-    )
+    Identity" role trust policy). Issue 36 item 5: no standing association (each run gets its own, scoped by a
+    session policy, from the adapter), and the data key only through S3 (kms:ViaService)."""
+    assert backends_template.find_resources("AWS::EKS::PodIdentityAssociation") == {}
     backends_template.has_resource_properties(
         "AWS::IAM::Role",
         {
@@ -414,6 +429,12 @@ def test_verl_pods_reach_aws_only_as_the_trainer_role_through_pod_identity(backe
         if "VerlTrainer" in json.dumps(p["Properties"]["Roles"])
     ]
     by_sid = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
-    assert set(by_sid) == {"RunObjects", "DataKey", "MlflowApp"}  # no model copy configured by default
+    # no model copy configured by default: the registered ones (mtrl model import) under models/ only
+    assert set(by_sid) == {"RunObjects", "RunInputs", "DataKey", "MlflowApp", "RegisteredModelCopies"}
+    assert by_sid["RegisteredModelCopies"]["Action"] == "s3:GetObject"
+    assert json.dumps(by_sid["RegisteredModelCopies"]["Resource"]).endswith('/models/*"]]}')
     assert json.dumps(by_sid["RunObjects"]["Resource"]).endswith('/runs/*"]]}')
+    assert by_sid["DataKey"]["Condition"] == {
+        "StringEquals": {"kms:ViaService": {"Fn::Join": ["", ["s3.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}}
+    }
     assert all(s["Resource"] != "*" for s in by_sid.values())

@@ -29,7 +29,7 @@ def test_training_group_options_reach_the_template(custom_deployment: Deployment
     gpu = _groups(custom_json)["gpu"]
     assert gpu["InstanceCount"] == 2  # its idle count, not its run count (4)
     assert gpu["ThreadsPerCore"] == 2
-    assert gpu["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 1000}}]
+    assert gpu["InstanceStorageConfigs"][1]["EbsVolumeConfig"]["VolumeSizeInGB"] == 1000
     assert sorted(gpu["OnStartDeepHealthChecks"]) == ["InstanceConnectivity", "InstanceStress"]
     assert gpu["TrainingPlanArn"] == "arn:aws:sagemaker:us-east-1:123456789012:training-plan/plan-1"
     assert gpu["CapacityRequirements"] == {"Spot": {}}
@@ -145,11 +145,22 @@ def test_operator_access_entries(custom_json: dict[str, Any]) -> None:
     ]
 
 
-def test_public_and_private_endpoint_option(custom_json: dict[str, Any]) -> None:
+def test_narrowed_public_cidrs_are_rendered_and_warn_what_they_cut_off(
+    custom_deployment: Deployment, custom_json: dict[str, Any]
+) -> None:
     _, eks = only(custom_json, "AWS::EKS::Cluster")
     vpc = eks["Properties"]["ResourcesVpcConfig"]
     assert vpc["EndpointPublicAccess"] is True
     assert vpc["EndpointPrivateAccess"] is True
+    assert vpc["PublicAccessCidrs"] == ["203.0.113.0/24", "198.51.100.7/32"]
+    assert custom_deployment.cluster is not None
+    texts = [
+        str(entry.data)
+        for construct in custom_deployment.cluster.node.find_all()
+        for entry in construct.node.metadata
+        if entry.type == "aws:cdk:warning"
+    ]
+    assert any("eks_public_access_cidrs" in text and "Helm installer" in text for text in texts), texts
 
 
 def test_customized_template_passes_cfn_lint_and_least_privilege(custom_json: dict[str, Any]) -> None:

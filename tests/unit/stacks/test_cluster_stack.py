@@ -12,7 +12,12 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from mtrl.settings.aws_facts import DEFAULT_KUBERNETES_VERSION, HYPERPOD_EKS_KUBERNETES_VERSIONS
-from mtrl.settings.cluster import HELM_CHART_COMMIT, HELM_COMPONENT_VALUE_KEYS, REQUIRED_HELM_COMPONENTS
+from mtrl.settings.cluster import (
+    HELM_CHART_COMMIT,
+    HELM_CHART_SHA256,
+    HELM_COMPONENT_VALUE_KEYS,
+    REQUIRED_HELM_COMPONENTS,
+)
 from stacks.app_builder import Deployment
 from stacks.constructs.eks_cluster import MANAGED_ADDONS
 from stacks.constructs.hyperpod_cluster import LIFECYCLE_DIR, MANAGED_INSTANCE_POLICY
@@ -56,15 +61,41 @@ def test_eks_secrets_are_encrypted_with_the_data_key(deployment: Deployment, clu
     assert data_key in json.dumps(config["Provider"]["KeyArn"])
 
 
-def test_eks_endpoint_is_public_by_default_as_hyperpod_requires(
+def test_eks_endpoint_is_private_and_public_with_the_public_cidrs_stated(
     deployment: Deployment, cluster_json: dict[str, Any]
 ) -> None:
+    # Issue 36: the endpoint was public only, open to 0.0.0.0/0 implicitly. Now in-VPC clients (HyperPod nodes, the
+    # Nova Forge runner) stay on the private endpoint, and the public one's CIDRs are stated (AWS::EKS::Cluster
+    # ResourcesVpcConfig.PublicAccessCidrs; the Helm installer and the backend function reach it from outside the VPC).
     _, eks = only(cluster_json, "AWS::EKS::Cluster")
     vpc = eks["Properties"]["ResourcesVpcConfig"]
-    assert deployment.settings.eks_endpoint_access == "public"
+    assert deployment.settings.eks_endpoint_access == "public_and_private"
     assert vpc["EndpointPublicAccess"] is True
-    assert vpc["EndpointPrivateAccess"] is False
+    assert vpc["EndpointPrivateAccess"] is True
+    assert vpc["PublicAccessCidrs"] == ["0.0.0.0/0"]
     assert eks["Properties"]["Version"] == deployment.settings.kubernetes_version
+
+
+def test_tasks_reach_the_private_endpoint_through_the_cluster_group(network_template: Any) -> None:
+    """The runner task (reward-worker group) reaches the private endpoint's interfaces (cluster group) on 443 only."""
+    groups = network_template.find_resources("AWS::EC2::SecurityGroup")
+    by_description = {r["Properties"]["GroupDescription"].split(":")[0]: lid for lid, r in groups.items()}
+    cluster, tasks = by_description["HyperPod nodes"], by_description["Reward workers"]
+    rules = [
+        r["Properties"]
+        for r in network_template.find_resources("AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"].get("SourceSecurityGroupId") == {"Fn::GetAtt": [tasks, "GroupId"]}
+    ]
+    assert rules == [
+        {
+            "Description": "Kubernetes API (private EKS endpoint) from tasks",
+            "FromPort": 443,
+            "GroupId": {"Fn::GetAtt": [cluster, "GroupId"]},
+            "IpProtocol": "tcp",
+            "SourceSecurityGroupId": {"Fn::GetAtt": [tasks, "GroupId"]},
+            "ToPort": 443,
+        }
+    ]
 
 
 def test_eks_control_plane_log_group_is_ours_encrypted_and_bounded(
@@ -211,6 +242,15 @@ def test_helm_chart_is_pinned_to_a_release_tag_not_a_pull_request_ref(cluster_js
     _, release = only(cluster_json, "Custom::HyperPodHelmRelease")
     assert release["Properties"]["ChartRevision"] == HELM_CHART_COMMIT == "b01cf90676553a711ab1a8ac51422adbb09aef6b"
     assert "1504d53b28a6de4449c0fcdf9d56b8c87f28283f" not in json.dumps(cluster_json)
+    # Issue 38 item 7: pinned by its files' digest too (computed over helm_chart/HyperPodHelmChart at that commit of
+    # aws/sagemaker-hyperpod-cli with mtrl.kube.charts.tree_sha256), and its remote sub-charts' repositories come
+    # from code, not from the downloaded Chart.yaml.
+    assert release["Properties"]["ChartSha256"] == HELM_CHART_SHA256
+    assert json.loads(release["Properties"]["DependencyRepositories"]) == {
+        "aws-efa-k8s-device-plugin": "https://aws.github.io/eks-charts",
+        "cert-manager": "oci://quay.io/jetstack/charts",
+        "nvidia-device-plugin": "https://nvidia.github.io/k8s-device-plugin",
+    }
 
 
 def test_helm_installs_only_the_dependencies_it_needs(cluster_json: dict[str, Any]) -> None:
@@ -299,8 +339,34 @@ def test_gpu_group_is_created_at_its_idle_count(deployment: Deployment, cluster_
     assert group["InstanceCount"] == training.idle_count == 0
     assert group["InstanceType"] == training.instance_type
     assert group["ThreadsPerCore"] == 1
-    assert group["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": training.ebs_volume_size_gb}}]
+    (root, secondary) = (config["EbsVolumeConfig"] for config in group["InstanceStorageConfigs"])
+    assert secondary["VolumeSizeInGB"] == training.ebs_volume_size_gb
+    assert root["RootVolume"] is True
     assert "RestrictedInstanceGroups" not in hyperpod["Properties"]
+
+
+def test_hyperpod_volumes_use_the_data_key_and_its_policy_lets_ebs_use_it(
+    deployment: Deployment, cluster_json: dict[str, Any]
+) -> None:
+    """Issue 36: HyperPod's instance volumes used an AWS owned key. The SageMaker API's ClusterEbsVolumeConfig
+    (botocore sagemaker service model: VolumeKmsKeyId, "The ID of a KMS key to encrypt the Amazon EBS volume";
+    RootVolume true: "You must specify a KMS key ID for VolumeKmsKeyId") takes the deployment's data key for both the
+    root and the /opt/sagemaker volume; the key policy lets EBS use it in this account (as aws/ebs's does)."""
+    _, hyperpod = only(cluster_json, "AWS::SageMaker::Cluster")
+    data_key = _lid(deployment.data, deployment.data.store.key)
+    for group in hyperpod["Properties"]["InstanceGroups"]:
+        configs = [config["EbsVolumeConfig"] for config in group["InstanceStorageConfigs"]]
+        assert [config.get("RootVolume", False) for config in configs] == [True, False]
+        for config in configs:
+            assert data_key in json.dumps(config["VolumeKmsKeyId"])
+    key = Template.from_stack(deployment.data).find_resources("AWS::KMS::Key")
+    (statements,) = [k["Properties"]["KeyPolicy"]["Statement"] for k in key.values()]
+    ebs = {s["Sid"]: s for s in statements if s.get("Sid", "").startswith("EbsVolume")}
+    assert set(ebs) == {"EbsVolumesOfThisAccount", "EbsVolumeGrantsOfThisAccount"}
+    for statement in ebs.values():
+        assert statement["Condition"]["StringEquals"]["kms:ViaService"] == "ec2.us-east-1.amazonaws.com"
+        assert statement["Condition"]["StringEquals"]["kms:CallerAccount"] == "123456789012"
+    assert ebs["EbsVolumeGrantsOfThisAccount"]["Condition"]["Bool"] == {"kms:GrantIsForAWSResource": "true"}
 
 
 def test_gpu_group_is_pinned_to_one_az_by_default(deployment: Deployment, cluster_json: dict[str, Any]) -> None:

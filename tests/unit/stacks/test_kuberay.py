@@ -11,7 +11,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from mtrl.backends.verl.access import ROLE_NAME, TRAINER_SERVICE_ACCOUNT, pipeline_group
+from mtrl.backends.verl.access import ROLE_NAME, pipeline_group
 from mtrl.backends.verl.adapter import REQUIRED_ACCESS
 from mtrl.settings import SettingsError, load_settings
 from stacks.app_builder import Deployment
@@ -21,6 +21,7 @@ from stacks.constructs.kuberay import (
     KUBERAY_CHART_PATH,
     KUBERAY_CHART_SHA256,
     KUBERAY_COMMIT,
+    KUBERAY_OPERATOR_DIGEST,
     KUBERAY_VERSION,
     OPERATOR_NAMESPACE,
     OPERATOR_RELEASE,
@@ -70,7 +71,7 @@ def test_the_operator_release_installs_the_verified_chart_watching_only_the_verl
         "Custom::HelmRelease",
         {
             "Release": OPERATOR_RELEASE,
-            "Namespace": "kube-system",
+            "Namespace": "kuberay-system",
             "ChartRepository": "ray-project/kuberay",
             "ChartRevision": KUBERAY_COMMIT,
             "ChartPath": KUBERAY_CHART_PATH,
@@ -86,21 +87,42 @@ def test_the_operator_gets_namespaced_rbac_only(cluster_json: dict[str, Any]) ->
     # instead of the ClusterRole/ClusterRoleBinding, and the operator's --watch-namespace from the same list.
     _, release = _release(cluster_json, OPERATOR_RELEASE)
     values = json.loads(release["Properties"]["Values"])
-    assert values == {"singleNamespaceInstall": True, "watchNamespace": [NAMESPACE], "image.tag": "v1.7.0"}
+    assert values["singleNamespaceInstall"] is True
+    assert values["watchNamespace"] == [NAMESPACE]
 
 
-def test_the_rbac_release_is_the_namespace_the_role_its_binding_and_the_runs_account_nothing_cluster_wide(
+def test_the_operator_runs_in_its_own_namespace_with_its_image_pinned_by_digest(cluster_json: dict[str, Any]) -> None:
+    """Issue 36. In kube-system the chart's leader-election Role (helm-chart/kuberay-operator/templates/
+    leader_election_role.yaml: configmaps and leases in .Release.Namespace) could rewrite CoreDNS's and kube-proxy's
+    ConfigMaps; and a tag can be re-pushed. The digest: quay.io/kuberay/operator:v1.7.0 as skyhook-io/radar
+    scripts/kuberay-demo/README.md pins it ("Exact pins"), with the same v1.7.0 source commit as KUBERAY_COMMIT."""
+    _, release = _release(cluster_json, OPERATOR_RELEASE)
+    assert release["Properties"]["Namespace"] == OPERATOR_NAMESPACE == "kuberay-system"
+    values = json.loads(release["Properties"]["Values"])
+    # The chart's templates/deployment.yaml renders "<image.repository>:<image.tag>".
+    image = f"{values['image.repository']}:{values['image.tag']}"
+    assert image == (
+        "quay.io/kuberay/operator:v1.7.0@sha256:4a779237ef1c5262a63840ccf42d0d67f0b74e911158fbcaee4478fb1560bce6"
+    )
+    assert KUBERAY_OPERATOR_DIGEST in image
+    assert KUBERAY_COMMIT == "59d663aeec13760646da3db9c1cf8cfe883e30b7"  # the source commit the digest was pinned with
+    _, access = _release(cluster_json, ACCESS_RELEASE)
+    # The access release creates nothing in kube-system (only helm's record of it is there).
+    assert {
+        o["metadata"].get("namespace", o["metadata"]["name"]) for o in json.loads(access["Properties"]["Manifests"])
+    } == {NAMESPACE}
+
+
+def test_the_rbac_release_is_the_namespace_the_role_and_its_binding_nothing_cluster_wide(
     cluster_json: dict[str, Any],
 ) -> None:
     _, release = _release(cluster_json, ACCESS_RELEASE)
     objects = json.loads(release["Properties"]["Manifests"])
-    assert [o["kind"] for o in objects] == ["Namespace", "Role", "ServiceAccount", "RoleBinding"]
-    namespace, role, account, binding = objects
+    # No shared service account: each run's pods get their own at Submit (mtrl.backends.verl.run_identity).
+    assert [o["kind"] for o in objects] == ["Namespace", "Role", "RoleBinding"]
+    namespace, role, binding = objects
     assert namespace["metadata"]["name"] == NAMESPACE
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
-    # The runs' pods' account: no Role binds it (its AWS role comes through EKS Pod Identity).
-    assert account["metadata"]["name"] == TRAINER_SERVICE_ACCOUNT
-    assert account["metadata"]["namespace"] == NAMESPACE
     for rule in role["rules"]:
         assert "*" not in rule["verbs"] + rule["resources"] + rule["apiGroups"]
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ROLE_NAME}

@@ -27,6 +27,7 @@ from mtrl.backends.hyperpod import (
     run_stack_base,
     sdk_stack_name,
 )
+from mtrl.backends.pricing import budget_finding
 from mtrl.contracts.backend import BackendError, CreatedResource, JobState
 from mtrl.cost import load_price_book
 from mtrl.worker import contract
@@ -384,12 +385,19 @@ def test_preflight(rig_world: World) -> None:
     assert "instance_count 2 is above the run_count 1" in ceiling["instance-count"].message
     within = {f.check: f for f in world.adapter.preflight(world.run(hyperpod_max_instance_count=2, instance_count=2))}
     assert "instance-count" not in within
-    priced = {f.check: f for f in world.adapter.preflight(world.run(max_budget_usd=500.0))}
-    assert priced["budget"].ok
-    assert "ml.p5.48xlarge priced at" in priced["budget"].message
-    unpriced = {f.check: f for f in world.adapter.preflight(world.run(max_budget_usd=500.0, region="ap-southeast-7"))}
-    assert not unpriced["budget"].ok
-    assert "max_budget_usd 500.0 cannot be enforced" in unpriced["budget"].message
+    # The budget is Preflight's own check (mtrl.backends.pricing.budget_finding), priced at the group's instance type
+    # as the cluster describes it.
+    assert world.adapter.gpu_instance_type(world.run()) == "ml.p5.48xlarge"
+    priced = budget_finding(world.run(max_budget_usd=500.0, backend="hyperpod"), world.adapter)
+    assert priced is not None
+    assert priced.ok, priced
+    unpriced = budget_finding(
+        world.run(max_budget_usd=500.0, backend="hyperpod", region="ap-southeast-7"), world.adapter
+    )
+    assert unpriced is not None
+    assert not unpriced.ok
+    assert "max_budget_usd 500.0 cannot be enforced" in unpriced.message
+    assert "no hourly price for 'ml.p5.48xlarge' in region 'ap-southeast-7'" in unpriced.message
     bad = world.adapter.preflight(world.run(task_subnet_ids=[]))
     assert len(bad) == 1
     assert not bad[0].ok

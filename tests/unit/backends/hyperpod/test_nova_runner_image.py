@@ -141,8 +141,8 @@ def test_tool_versions_fit_the_cluster_and_the_documented_requirements() -> None
     kubectl_minor = int(kubectl.split(".")[1])
     for cluster in HYPERPOD_EKS_KUBERNETES_VERSIONS:
         assert abs(int(cluster.split(".")[1]) - kubectl_minor) <= 1, f"kubectl {kubectl} vs cluster {cluster}"
-    # The HyperPod CLI's README and the SDK's prerequisites name Helm 3 (`get-helm-3`).
-    assert re.fullmatch(r"3\.\d+\.\d+", args["HELM_VERSION"]), args["HELM_VERSION"]
+    # Helm 4 (issue 36): Helm 3 gets no security fixes after 2026-11-11.
+    assert re.fullmatch(r"4\.\d+\.\d+", args["HELM_VERSION"]), args["HELM_VERSION"]
     assert re.fullmatch(r"2\.\d+\.\d+", args["AWS_CLI_VERSION"]), args["AWS_CLI_VERSION"]
     urls = set(downloads().values())
     assert f"https://dl.k8s.io/release/v{kubectl}/bin/linux/amd64/kubectl" in urls

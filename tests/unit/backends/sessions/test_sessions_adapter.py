@@ -15,6 +15,7 @@ from run_support import BUCKET, RUN_ID, Opener, Recorded, context, world
 from session_fakes import PACKAGE_GROUP, FakeSession
 
 from mtrl.backends._aws import AwsClients
+from mtrl.backends.pricing import budget_finding
 from mtrl.backends.sessions.adapter import MAX_TASK_ATTEMPTS, TASK_KIND, TASK_MODULE, SessionsAdapter
 from mtrl.backends.sessions.runner import RunStore
 from mtrl.contracts.backend import BackendError, JobState
@@ -83,8 +84,16 @@ def test_preflight_refuses_a_budget_on_a_sagemaker_run_it_cannot_price(
     aws: FakeAws, task_world: dict[str, Any]
 ) -> None:
     assert _failed(_adapter(aws).preflight(context(**task_world, **SAGEMAKER))) == {}
-    failed = _failed(_adapter(aws).preflight(context(**task_world, **SAGEMAKER, max_budget_usd=50.0)))
-    assert "unsourced" in failed["sessions-budget"]
+    # The budget is Preflight's own check for every backend (mtrl.backends.pricing.budget_finding).
+    budgeted = context(**task_world, **SAGEMAKER, max_budget_usd=50.0, backend="sessions")
+    finding = budget_finding(budgeted, _adapter(aws))
+    assert finding is not None
+    assert not finding.ok
+    assert "unsourced" in finding.message
+    assert budgeted.run_id in finding.message
+    local = budget_finding(context(**task_world, max_budget_usd=50.0, backend="sessions"), _adapter(aws))
+    assert local is not None
+    assert local.ok, local
     without_role = {**task_world, "sessions_role_arn": None}
     assert (
         "sessions_role_arn"
@@ -108,6 +117,18 @@ def test_submit_records_the_task_then_starts_it_with_the_run_config(aws: FakeAws
     status = adapter.status(context(recorded, **task_world), job_id)
     assert status.state is JobState.RUNNING
     assert status.progress["step"] == 0
+
+
+@pytest.mark.parametrize(("public", "expected"), [(False, "DISABLED"), (True, "ENABLED")])
+def test_the_task_gets_a_public_ip_only_where_the_deployment_has_no_nat_gateway(
+    aws: FakeAws, task_world: dict[str, Any], public: bool, expected: str
+) -> None:
+    # The serverless profile (nat_gateways=none) ships public subnets and sessions_assign_public_ip.
+    sent: list[dict[str, Any]] = []
+    aws.session.events.register("provide-client-params.ecs.RunTask", lambda params, **_: sent.append(params))
+    _adapter(aws).submit(context(**task_world, sessions_assign_public_ip=public))
+    (params,) = sent
+    assert params["networkConfiguration"]["awsvpcConfiguration"]["assignPublicIp"] == expected
 
 
 def test_a_task_that_stops_early_is_started_again_until_the_attempts_run_out(

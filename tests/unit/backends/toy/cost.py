@@ -26,3 +26,8 @@ def estimate(usage: Mapping[str, Any], book: PriceBook) -> CostEstimate:
 
 def usage_from_record(record: Mapping[str, Any], now: datetime | None = None) -> dict[str, Any]:
     return {"toy_steps": (record.get("progress") or {}).get("step", 0)}
+
+
+def budget_usage(run: Any, adapter: Any) -> dict[str, Any]:
+    """Before the job: no steps run yet (a toy run can always be priced, so its budget is enforced)."""
+    return {"toy_steps": 0}

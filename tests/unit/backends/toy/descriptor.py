@@ -11,4 +11,5 @@ DESCRIPTOR = BackendDescriptor(
     no_baseline="the toy backend plays no evaluation",
     cost="tests.unit.backends.toy.cost:estimate",
     cost_usage="tests.unit.backends.toy.cost:usage_from_record",
+    budget_usage="tests.unit.backends.toy.cost:budget_usage",
 )

@@ -7,6 +7,7 @@ resume), as the research note part B §1.3-1.4 records them.
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 from collections.abc import Iterator
@@ -21,11 +22,21 @@ from mtrl.backends.verl.access import namespace_manifests
 from mtrl.backends.verl.adapter import RAYJOB_KIND, REQUIRED_ACCESS, VerlAdapter
 from mtrl.backends.verl.config import parse_config
 from mtrl.backends.verl.rayjob import rayjob_name
-from mtrl.contracts.backend import BackendError, JobState, RunContext
+from mtrl.backends.verl.run_identity import POD_IDENTITY_KIND
+from mtrl.contracts.backend import BackendError, CreatedResource, JobState, RunContext
 from mtrl.kube.client import KubeClient
+from mtrl.validation.dataset import DatasetValidator
 from tests.unit.backends.aws_fakes import FakeAws, FakeCluster, Recorder, new_session
 from tests.unit.backends.verl.fake_kube import RAY, FakeKube, serve
-from tests.unit.backends.verl.verl_support import IMAGE, MODEL, RUN_ID, publish_model_and_image, run_settings
+from tests.unit.backends.verl.verl_support import (
+    IMAGE,
+    MODEL,
+    RUN_ID,
+    TRAINER_ROLE_ARN,
+    FakePodIdentity,
+    publish_model_and_image,
+    run_settings,
+)
 
 GROUPS = [{"name": "gpu", "instance_type": "ml.p5.48xlarge", "run_count": 2, "purpose": "training"}]
 STEPS = 3
@@ -50,6 +61,7 @@ class World:
     recorder: Recorder
     issued: list[str]
     settings: dict[str, Any]
+    pod_identity: FakePodIdentity
 
     def run(self, **changes: Any) -> RunContext:
         context = RunContext(
@@ -77,6 +89,7 @@ def world(mocked_aws: None) -> Iterator[World]:
     session = new_session()
     aws = FakeAws(session)
     cluster = FakeCluster(aws, name="mtrl-hyperpod", group="gpu")
+    pod_identity = FakePodIdentity(aws)
     session.client("s3").create_bucket(Bucket="data-bucket")
     publish_model_and_image(session)
     fake = FakeKube(valid_tokens={"token-1"})
@@ -93,7 +106,7 @@ def world(mocked_aws: None) -> Iterator[World]:
             {"hyperpod_instance_groups": GROUPS}, {"instance_count": 1, "backend_options": {"steps": STEPS}}
         )
         adapter = VerlAdapter(AwsClients(session), kube=lambda _config: client, clock=Clock())
-        yield World(adapter, fake, cluster, aws, Recorder(), issued, settings)
+        yield World(adapter, fake, cluster, aws, Recorder(), issued, settings, pod_identity)
 
 
 def test_a_run_end_to_end_scales_submits_once_succeeds_and_releases(world: World) -> None:
@@ -116,6 +129,12 @@ def test_a_run_end_to_end_scales_submits_once_succeeds_and_releases(world: World
     running = world.adapter.status(world.run(), job_id)
     assert running.state is JobState.RUNNING
     assert running.progress == {"step": 1, "total_steps": STEPS}
+    # The GPU hours held so far, priced like a hyperpod run's, so the pipeline's budget guard can stop the run.
+    clock = world.adapter._clock
+    assert isinstance(clock, Clock)
+    clock.now += 3600  # one hour of the one ml.p5.48xlarge (prices.json, us-east-1)
+    assert world.adapter.status(world.run(), job_id).metrics["cost_usd"] == 98.32
+    clock.now -= 3600
     world.kube.set_status(JOB_PATH, jobDeploymentStatus="Complete", jobStatus="SUCCEEDED")
     world.progress(STEPS)
     assert world.adapter.status(world.run(), job_id).state is JobState.SUCCEEDED
@@ -126,14 +145,26 @@ def test_a_run_end_to_end_scales_submits_once_succeeds_and_releases(world: World
     assert "step 2" in world.adapter.logs(world.run(), job_id)
     world.kube.allowed -= operator_only
     kinds = [r.kind for r in world.recorder.resources]
-    assert kinds == [CAPACITY_KIND, RAYJOB_KIND]  # recorded before they were created
+    assert kinds == [POD_IDENTITY_KIND, CAPACITY_KIND, RAYJOB_KIND]  # recorded before they were created
+    # The run's pods run as its own service account, which gets the trainer role narrowed to the run (issue 36
+    # item 5): one association, made at Provision (it takes seconds to take effect) and only ensured at Submit,
+    # with session tags off as a session policy requires.
+    assert f"/api/v1/namespaces/mtrl-verl/serviceaccounts/{NAME}" in world.kube.objects
+    (association,) = world.pod_identity.associations.values()
+    assert (association["namespace"], association["serviceAccount"]) == ("mtrl-verl", NAME)
+    assert association["roleArn"] == TRAINER_ROLE_ARN
+    assert association["disableSessionTags"] is True
+    statements = {s["Sid"]: s for s in json.loads(association["policy"])["Statement"]}
+    assert statements["RunPrefix"]["Resource"] == f"arn:aws:s3:::data-bucket/runs/{RUN_ID}/*"
     world.kube.cluster_linger_reads = 1
     with pytest.raises(BackendError, match="still being deleted") as lingering:
         world.adapter.cleanup(world.run())
     assert lingering.value.transient
     assert world.cluster.target == 1  # GPUs are not pulled from under a live Ray cluster
     removed = world.adapter.cleanup(world.run())
-    assert {r.kind for r in removed} == {CAPACITY_KIND, RAYJOB_KIND}
+    assert {r.kind for r in removed} == {CAPACITY_KIND, RAYJOB_KIND, POD_IDENTITY_KIND}
+    assert world.pod_identity.associations == {}
+    assert f"/api/v1/namespaces/mtrl-verl/serviceaccounts/{NAME}" not in world.kube.objects
     assert world.cluster.target == 0
     assert JOB_PATH not in world.kube.objects
     assert world.adapter.cleanup(world.run())  # idempotent: 404s are fine, the group is already idle
@@ -305,3 +336,128 @@ def test_the_default_client_comes_from_describe_cluster_and_a_presigned_token(mo
     # moto's CA is no certificate: the first request says so plainly instead of failing the TLS setup.
     with pytest.raises(BackendError, match="CA certificate is unusable"):
         adapter.status(RunContext(RUN_ID, settings, "s3://b/k", None, f"s3://b/runs/{RUN_ID}/"), JOB_ID)
+
+
+# -- a 409 adopts only this run's objects; DELETE goes only to this run's objects in the deployment's namespace ------
+
+
+def _plant(world: World, *, run_id: str, deployment: str, kinds: tuple[str, ...] = ("ConfigMap", "RayJob")) -> None:
+    """Objects of this run's name that someone else created (another run, another deployment, or by hand)."""
+    metadata = {
+        "name": NAME,
+        "namespace": "mtrl-verl",
+        "labels": {"mtrl/deployment": deployment},
+        "annotations": {"mtrl/run-id": run_id},
+    }
+    paths = {"ConfigMap": f"/api/v1/namespaces/mtrl-verl/configmaps/{NAME}", "RayJob": JOB_PATH}
+    for kind in kinds:
+        world.kube.objects[paths[kind]] = {"kind": kind, "metadata": metadata, "status": {}}
+
+
+@pytest.mark.parametrize(
+    ("run_id", "deployment", "kinds"),
+    [
+        ("another-run", "mtrl", ("ConfigMap", "RayJob")),
+        (RUN_ID, "another-deployment", ("ConfigMap", "RayJob")),
+        ("", "", ("RayJob",)),  # made by hand: no annotation, no label
+        ("another-run", "mtrl", ("ConfigMap",)),
+    ],
+)
+def test_a_409_on_another_runs_object_is_refused_and_never_deleted(
+    world: World, run_id: str, deployment: str, kinds: tuple[str, ...]
+) -> None:
+    _plant(world, run_id=run_id, deployment=deployment, kinds=kinds)
+    planted = dict(world.kube.objects)
+    with pytest.raises(BackendError, match=f"run {RUN_ID}: a .* named {JOB_ID} already exists and is not this run's"):
+        world.submitted()
+    # The pipeline then cancels and cleans up the run: the other objects survive both.
+    world.adapter.cancel(world.run(), JOB_ID)
+    world.adapter.cleanup(world.run())
+    assert {path: world.kube.objects.get(path) for path in planted} == planted
+    assert not [request for request in world.kube.requests if request[0] == "DELETE" and request[1] in planted]
+
+
+def test_a_409_on_this_runs_own_objects_is_adopted_and_cleaned_up(world: World) -> None:
+    job_id = world.submitted()
+    assert world.adapter.submit(world.run()) == job_id  # the retry of a submit that did create them
+    world.adapter.cleanup(world.run())
+    assert JOB_PATH not in world.kube.objects
+
+
+@pytest.mark.parametrize("namespace", ["kube-system", "default", "mtrl-verl-other"])
+def test_cancel_and_cleanup_never_delete_in_another_namespace(world: World, namespace: str) -> None:
+    foreign = f"{namespace}/{NAME}"
+    world.kube.objects[f"{RAY}/namespaces/{namespace}/rayjobs/{NAME}"] = {"kind": "RayJob", "metadata": {}}
+    with pytest.raises(BackendError, match="not in the deployment's namespace mtrl-verl; nothing was deleted"):
+        world.adapter.cancel(world.run(), foreign)
+    world.recorder(CreatedResource(RAYJOB_KIND, foreign, {"namespace": namespace, "name": NAME}))
+    with pytest.raises(BackendError, match="not in the deployment's namespace mtrl-verl; nothing was deleted"):
+        world.adapter.cleanup(world.run())
+    assert not [request for request in world.kube.requests if request[0] == "DELETE"]
+
+
+# -- rows longer than the run's prompt length fail Preflight, naming their lines (issue 38 item 5) -------------------
+
+
+def _rows(prompts: list[Any]) -> bytes:
+    return b"".join(
+        json.dumps({"id": f"r{i}", "metadata": {"prompt": prompt}}).encode() + b"\n" for i, prompt in enumerate(prompts)
+    )
+
+
+def _validated(world: World, train: bytes, held_out: bytes | None = None) -> None:
+    """validation.json as the pipeline's Validate writes it (the real validator, measuring the prompts)."""
+    reports: dict[str, Any] = {}
+    for name, body, source in (("train", train, "s3://data/training-data/t.jsonl"), ("eval", held_out, "eval.jsonl")):
+        if body is not None:
+            report = DatasetValidator(measure_prompts=True).validate(io.BytesIO(body), source=source)
+            assert report.valid, report.errors
+            reports[name] = report.to_dict()
+    world.aws.session.client("s3").put_object(
+        Bucket="data-bucket", Key=f"runs/{RUN_ID}/validation.json", Body=json.dumps({"run_id": RUN_ID, **reports})
+    )
+
+
+def _prompt_finding(world: World) -> Any:
+    (finding,) = [f for f in world.adapter.preflight(world.run()) if f.check == "prompt-length"]
+    return finding
+
+
+LIMIT = 1024  # verl_prompt_length, the run's max_prompt_length by default
+
+
+@pytest.mark.parametrize(
+    ("prompts", "lines"),
+    [
+        (["short", "w " * (LIMIT + 1), "short", "x " * 5000], [4, 2]),  # plain text, longest first
+        (["short", [{"role": "user", "content": "w " * LIMIT}]], [2]),  # a message list: its JSON text is tokenized
+        (["a\tb\nc " * 400], [1]),  # any whitespace separates words
+    ],
+)
+def test_rows_that_cannot_fit_the_prompt_length_fail_preflight_naming_their_lines(
+    world: World, prompts: list[Any], lines: list[int]
+) -> None:
+    _validated(world, _rows(prompts))
+    finding = _prompt_finding(world)
+    assert not finding.ok
+    assert f"cannot fit max_prompt_length {LIMIT} tokens" in finding.message
+    named = [int(part.split(" line ")[1].split(" ")[0]) for part in finding.message.split("; ")]
+    assert named == lines
+    assert f"run {RUN_ID}:" in finding.message
+
+
+def test_held_out_rows_are_checked_too_and_rows_that_fit_pass(world: World) -> None:
+    fits = _rows(["w " * LIMIT, "short"])  # exactly the limit: at least 1024 tokens may still fit
+    _validated(world, fits, held_out=_rows(["short", "short", "z " * 3000]))
+    finding = _prompt_finding(world)
+    assert not finding.ok
+    assert "eval.jsonl line 3 (≥ 3000 tokens)" in finding.message
+    _validated(world, fits)
+    assert _prompt_finding(world).ok
+    settings = run_settings(
+        {"hyperpod_instance_groups": GROUPS},
+        {"instance_count": 1, "backend_options": {"steps": STEPS, "max_prompt_length": 512}},
+    )
+    (lower,) = [f for f in world.adapter.preflight(world.run(settings=settings)) if f.check == "prompt-length"]
+    assert not lower.ok
+    assert "max_prompt_length 512" in lower.message

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mtrl.backends.verl.access import TRAINER_SERVICE_ACCOUNT
 from mtrl.backends.verl.config import plan_for
-from mtrl.backends.verl.rayjob import controller_problems, rayjob_name, render
+from mtrl.backends.verl.instances import INSTANCE_FACTS
+from mtrl.backends.verl.rayjob import controller_problems, rayjob_name, render, service_account
 from mtrl.contracts.backend import BackendError
 from tests.unit.backends.verl.verl_support import IMAGE, RUN_ID, run_context, run_settings
 
@@ -63,7 +63,7 @@ def test_the_job_shape_kuberay_1_7_expects() -> None:
     assert "deletionStrategy" not in spec
 
 
-def test_head_has_no_gpu_and_workers_sit_on_the_run_group_with_its_gpus_and_efa() -> None:
+def test_head_has_no_gpu_and_workers_sit_on_the_run_group_with_its_gpus() -> None:
     cluster = _rayjob(manifest={"instance_count": 1})["spec"]["rayClusterSpec"]
     head = cluster["headGroupSpec"]
     assert head["rayStartParams"]["num-gpus"] == "0"
@@ -79,17 +79,50 @@ def test_head_has_no_gpu_and_workers_sit_on_the_run_group_with_its_gpus_and_efa(
     }
     container = pod["containers"][0]
     assert container["image"] == IMAGE
-    # ml.g5.8xlarge: 1 A10G GPU and 1 EFA interface.
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": "1", "vpc.amazonaws.com/efa": "1"}
-    assert {"name": "FI_PROVIDER", "value": "efa"} in container["env"]
-
-
-def test_an_instance_without_efa_requests_none() -> None:
-    groups = [{"name": "gpu", "instance_type": "ml.g5.2xlarge", "run_count": 2, "purpose": "training"}]
-    cluster = _rayjob(context={"hyperpod_instance_groups": groups})["spec"]["rayClusterSpec"]
-    container = cluster["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    # ml.g5.8xlarge: 1 A10G GPU (and 1 EFA interface, which the image cannot use: see the NCCL test below).
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "1"}
-    assert all(e["name"] != "FI_PROVIDER" for e in container["env"])
+
+
+@pytest.mark.parametrize("instance_type", ["ml.g5.8xlarge", "ml.g5.2xlarge", "ml.p5.48xlarge"])
+def test_nccl_runs_over_sockets_because_the_image_has_no_efa_plugin(instance_type: str) -> None:
+    # issue 35 item 5: NCCL_NET=ofi with FI_PROVIDER=efa stops NCCL ("network ofi not found") in an image without
+    # aws-ofi-nccl and libfabric (mtrl.backends.verl.image; "Get started with EFA and NCCL", Amazon EC2 User Guide).
+    groups = [{"name": "gpu", "instance_type": instance_type, "run_count": 2, "purpose": "training"}]
+    cluster = _rayjob(context={"hyperpod_instance_groups": groups})["spec"]["rayClusterSpec"]
+    pods = [cluster["headGroupSpec"]["template"]["spec"], cluster["workerGroupSpecs"][0]["template"]["spec"]]
+    for pod in pods:
+        container = pod["containers"][0]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env["NCCL_NET"] == "Socket"
+        assert env["NCCL_SOCKET_IFNAME"] == "^lo,docker,pod-id-link0"
+        assert not any(name.startswith("FI_") for name in env)
+        assert not any("efa" in name for name in container["resources"]["limits"])
+        assert all(t["key"] != "vpc.amazonaws.com/efa" for t in pod["tolerations"])
+
+
+@pytest.mark.parametrize("instance_type", sorted(INSTANCE_FACTS))
+def test_workers_request_their_nodes_cpu_and_memory_less_what_the_node_and_the_head_need(instance_type: str) -> None:
+    # issue 35 item 11: without CPU and memory requests the scheduler places the worker as if it needed none.
+    facts = INSTANCE_FACTS[instance_type]
+    groups = [{"name": "gpu", "instance_type": instance_type, "run_count": 1, "purpose": "training"}]
+    job = _rayjob(context={"hyperpod_instance_groups": groups})
+    cluster = job["spec"]["rayClusterSpec"]
+    worker = cluster["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]
+    head = cluster["headGroupSpec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    submitter = job["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["resources"]["requests"]
+    requests = worker["requests"]
+    assert requests["nvidia.com/gpu"] == worker["limits"]["nvidia.com/gpu"] == str(facts.gpus)
+    cpu = int(requests["cpu"].removesuffix("m"))
+    memory = int(requests["memory"].removesuffix("Mi"))
+    assert cpu > 0
+    assert memory > 0
+    # Worker, head and submitter fit on one node of the type with a core and 2 GiB or 10% left for its daemons.
+    assert cpu + 2000 + 500 + 1000 == facts.vcpus * 1000
+    assert head == {"cpu": "2", "memory": "8Gi"}
+    assert submitter == {"cpu": "500m", "memory": "512Mi"}
+    assert memory + 8192 + 512 + max(2048, facts.memory_gib * 1024 // 10) == facts.memory_gib * 1024
+    assert "cpu" not in worker["limits"]
+    assert "memory" not in worker["limits"]
 
 
 def test_workers_tolerate_the_taints_the_operator_put_on_the_group() -> None:
@@ -104,7 +137,7 @@ def test_workers_tolerate_the_taints_the_operator_put_on_the_group() -> None:
     assert {"key": "gpu-only", "operator": "Exists", "effect": "NoSchedule"} in tolerations
     assert worker["replicas"] == 2
     limits = worker["template"]["spec"]["containers"][0]["resources"]["limits"]
-    assert limits == {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": "32"}
+    assert limits == {"nvidia.com/gpu": "8"}
 
 
 def test_the_kueue_label_only_with_task_governance() -> None:
@@ -130,8 +163,8 @@ def test_the_config_map_carries_the_plan_within_the_ceilings() -> None:
         ({}, {"lora_rank": 0}, "full fine-tuning) is not allowed"),
         ({}, {"model": "Qwen/Qwen3-8B"}, "model 'Qwen/Qwen3-8B' is not one of the deployment's verl_models"),
         ({"verl_max_group_size": 8}, {"group_size": 16}, "group_size 16 is above"),
-        ({"verl_image_uri": None}, {}, "verl_image_uri is not set"),
-        ({"verl_models": "[]"}, {}, "verl_models is empty"),
+        ({"verl_image_uri": None}, {}, "mtrl image build verl"),
+        ({"verl_models": "[]"}, {}, "mtrl model import <hub-id>"),
     ],
 )
 def test_a_run_beyond_the_deployment_is_refused_naming_the_run(
@@ -191,14 +224,22 @@ def test_each_controller_rule_catches_its_break(change: Any, message: str) -> No
     assert any(message in p for p in problems), problems
 
 
-def test_every_pod_of_a_run_runs_as_the_trainer_service_account() -> None:
-    # Its AWS role comes through EKS Pod Identity (stacks/constructs/verl_trainer_identity.py); without it the
-    # trainer on the head cannot read the run's rows, and the workers cannot write checkpoints.
-    _, rayjob = _render()
+def test_every_pod_of_a_run_runs_as_the_runs_own_service_account() -> None:
+    # Its AWS role comes through the run's own EKS Pod Identity association (mtrl.backends.verl.run_identity), the
+    # trainer role scoped to this run; a shared account would give every run's pods every run's objects (issue 36
+    # item 5).
+    settings = run_settings()
+    plan, run = plan_for(settings), run_context(settings)
+    _, rayjob = render(plan, run)
     cluster = rayjob["spec"]["rayClusterSpec"]
     pods = [cluster["headGroupSpec"]["template"], *(group["template"] for group in cluster["workerGroupSpecs"])]
     pods.append(rayjob["spec"]["submitterPodTemplate"])
-    assert [pod["spec"]["serviceAccountName"] for pod in pods] == [TRAINER_SERVICE_ACCOUNT] * len(pods)
+    account = service_account(plan, run)
+    assert account["metadata"]["name"] == rayjob_name(RUN_ID) == rayjob["metadata"]["name"]
+    assert account["metadata"]["namespace"] == rayjob["metadata"]["namespace"]
+    assert [pod["spec"]["serviceAccountName"] for pod in pods] == [rayjob_name(RUN_ID)] * len(pods)
+    other = run_settings(run_id="wordle-20261201T120000Z-99999999")
+    assert service_account(plan_for(other), run_context(other))["metadata"]["name"] != account["metadata"]["name"]
 
 
 def test_the_submitter_pod_can_schedule_on_the_runs_group() -> None:

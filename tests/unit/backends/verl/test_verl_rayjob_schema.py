@@ -57,14 +57,15 @@ def test_every_rendered_variant_is_valid(variant: str) -> None:
 
 
 def test_the_variants_differ_where_they_should() -> None:
-    # Guards the table above: the EFA, Kueue and multi-node variants really render what they are named for.
+    # Guards the table above: the Kueue and multi-node variants really render what they are named for (an EFA
+    # instance type requests no EFA device: the image runs NCCL over sockets, mtrl.backends.verl.image).
     efa = _rayjob("full-kueue-efa-2-nodes")
     (worker,) = efa["spec"]["rayClusterSpec"]["workerGroupSpecs"]
     assert worker["replicas"] == 2
-    assert "vpc.amazonaws.com/efa" in worker["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert worker["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
     assert efa["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     (plain,) = _rayjob("lora-no-efa")["spec"]["rayClusterSpec"]["workerGroupSpecs"]
-    assert "vpc.amazonaws.com/efa" not in plain["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert plain["template"]["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "1"}
 
 
 @pytest.mark.parametrize(

@@ -227,3 +227,150 @@ def test_the_image_setting_and_the_docs_name_this_image() -> None:
     cluster_doc = (ROOT / "docs" / "cluster.md").read_text()
     assert "docker build -f docker/verl-trainer/Dockerfile" in cluster_doc
     assert "verl_image_uri" in cluster_doc
+
+
+# -- the image says what it is (issue 35, "What to build" 3) ----------------------------------------------------
+
+# verl 0.9.1's METADATA: `Requires-Dist: transformers==5.9.0; extra == "vllm"` (the extra the image's engine needs).
+VERL_VLLM_TRANSFORMERS = "5.9.0"
+# Import names whose distribution is named otherwise.
+DISTRIBUTION_OF = {
+    "yaml": "pyyaml",
+    "huggingface_hub": "huggingface-hub",
+    "hydra": "hydra-core",
+    "google": "protobuf",
+    "pydantic_core": "pydantic-core",
+    "dateutil": "python-dateutil",
+}
+
+
+def _mtrl_module_file(module: str) -> Path | None:
+    base = ROOT / Path(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports_of(path: Path, package: str) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts)
+                found.add(f"{base}.{node.module}" if node.module else base)
+                found.update(f"{base}.{alias.name}" for alias in node.names)
+            elif node.module:
+                found.add(node.module)
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def entrypoint_third_party_imports(*entries: str) -> set[str]:
+    """Top-level third-party modules imported (eagerly or lazily) by these mtrl modules and every mtrl or
+    environments module they import in turn."""
+    seen: set[str] = set()
+    third_party: set[str] = set()
+    queue = list(entries)
+    while queue:
+        module = queue.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        path = _mtrl_module_file(module)
+        if path is None:
+            continue
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for name in _imports_of(path, package):
+            top = name.split(".")[0]
+            if top in {"mtrl", "environments"}:
+                queue.append(name)
+            elif top not in sys.stdlib_module_names and top != "__future__":
+                third_party.add(top)
+    return third_party
+
+
+def test_every_module_the_entrypoint_and_the_agent_loop_import_is_in_the_lock() -> None:
+    # The RayJob runs `python -m mtrl.backends.verl.train`; verl's agent-loop workers import the agent loop; the
+    # image check runs at build. Everything they reach through mtrl and the built-in environments, eager or lazy.
+    imports = entrypoint_third_party_imports(
+        rayjob.TRAINER_MODULE,
+        train.AGENT_LOOP_CLASS.rpartition(".")[0],
+        "mtrl.backends.verl.image",
+        "mtrl.backends.verl.merge",  # the export runs it as a module
+        "mtrl.envs.registry",
+    )
+    assert {"verl", "boto3", "pandas", "torch", "transformers"} <= imports  # the walk sees lazy imports too
+    missing = {name for name in imports if _normal(DISTRIBUTION_OF.get(name, name)) not in LOCK}
+    assert missing == set(), f"imported by the trainer but not in requirements/verl-trainer.txt: {sorted(missing)}"
+
+
+def test_transformers_is_verls_vllm_pin_in_both_locks() -> None:
+    assert LOCK["transformers"][0] == VERL_VLLM_TRANSFORMERS
+    assert CONTRACT["transformers"] == VERL_VLLM_TRANSFORMERS
+
+
+def test_the_attention_the_trainer_asks_for_is_in_the_image_and_checked_at_build() -> None:
+    from mtrl.backends.verl import image
+
+    # verl's HFModelConfig defaults to flash_attention_2 (verl/workers/config/model.py); the run overrides it.
+    chosen = train.overrides(
+        {
+            "run_id": "r",
+            "lora_rank": 8,
+            "steps": 2,
+            "max_prompt_length": 8,
+            "max_response_length": 8,
+            "group_size": 2,
+            "nnodes": 1,
+        },
+        model_path="m",
+        train_file=Path("t"),
+        val_file=None,
+        agent_config=Path("a"),
+        local_dir=Path("c"),
+        gpus_per_node=1,
+    )
+    assert f"+actor_rollout_ref.model.override_config.attn_implementation={image.ATTENTION_IMPLEMENTATION}" in chosen
+    if image.ATTENTION_IMPLEMENTATION.startswith("flash_attention"):
+        assert "flash-attn" in LOCK
+    else:
+        assert image.ATTENTION_IMPLEMENTATION == "sdpa"  # torch's own: every torch build has it
+        assert "actor_rollout_ref.model.use_remove_padding=false" in chosen  # packing needs flash-attention
+    assert "python -m mtrl.backends.verl.image" in " ".join(dockerfile_instructions(DOCKERFILE))
+
+
+def test_the_nccl_environment_is_one_the_image_can_run() -> None:
+    from mtrl.backends.verl import image
+
+    settings = run_settings()
+    _, job = rayjob.render(plan_for(settings), run_context(settings))
+    for group in [job["spec"]["rayClusterSpec"]["headGroupSpec"], *job["spec"]["rayClusterSpec"]["workerGroupSpecs"]]:
+        env = {e["name"]: e["value"] for e in group["template"]["spec"]["containers"][0]["env"]}
+        network = env.get("NCCL_NET")
+        assert network == image.NCCL_ENVIRONMENT["NCCL_NET"]
+        if network is None or network.lower() == "ofi":
+            # EFA needs AWS's aws-ofi-nccl plugin and libfabric, which only the EFA installer brings.
+            assert "aws-ofi-nccl" in DOCKERFILE
+            assert "libfabric" in DOCKERFILE
+        else:
+            assert network == "Socket"  # NCCL's built-in transport
+            assert not any(name.startswith("FI_") for name in env)
+
+
+def test_the_cuda_of_the_locks_torch_and_the_driver_it_needs_are_documented() -> None:
+    from mtrl.backends.verl import image
+
+    # PyPI's torch 2.11.0 for linux x86_64 is the CUDA 13.0 build: its CUDA runtime and NCCL come as cu13 wheels.
+    assert LOCK["torch"][0] == TORCH_VERSION
+    assert LOCK["nvidia-cuda-runtime"][0].startswith(image.TORCH_CUDA + ".")
+    assert "nvidia-nccl-cu13" in LOCK
+    assert image.TORCH_CUDA.startswith("13.")
+    # The base has no CUDA of its own (the wheels bring it); the driver comes from the node, documented with source.
+    assert "nvidia/cuda" not in build_args(DOCKERFILE)["BASE_IMAGE"]
+    assert f">= {image.MIN_NVIDIA_DRIVER} for CUDA {image.TORCH_CUDA}" in DOCKERFILE
+    assert "HyperPod AMI releases for Amazon EKS" in DOCKERFILE
+    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in DOCKERFILE

@@ -35,4 +35,11 @@ dependencies:
     repository: "file://charts/mlflow"
     condition: mlflow.enabled
 """
+# The repositories the deployment pins for the remote sub-charts (the installer takes them from here, never from the
+# downloaded Chart.yaml).
+PINNED_REPOSITORIES = {
+    "nvidia-device-plugin": "https://nvidia.github.io/k8s-device-plugin",
+    "aws-efa-k8s-device-plugin": "https://aws.github.io/eks-charts",
+    "cert-manager": "oci://quay.io/jetstack/charts",
+}
 REQUIRED = ["aws-efa-k8s-device-plugin", "health-monitoring-agent", "nvidia-device-plugin", "training-operators"]

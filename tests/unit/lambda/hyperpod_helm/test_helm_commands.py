@@ -11,7 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from pinned_chart import PINNED_STYLE_CHART
+from pinned_chart import PINNED_REPOSITORIES, PINNED_STYLE_CHART
 
 from mtrl.kube import charts
 
@@ -42,6 +42,7 @@ def test_install_is_upgrade_install(commands: ModuleType) -> None:
     )
     assert command[1:4] == ["upgrade", "deps", "/tmp/chart"]
     assert "--install" in command  # a retry after a partial install upgrades instead of failing
+    assert "--create-namespace" in command  # the KubeRay operator's own namespace (issue 36)
     assert command[command.index("--timeout") + 1] == "600s"
     assert command[-4:] == ["--set", "a=x", "--set", "b.enabled=false"]
 
@@ -113,7 +114,7 @@ def test_real_helm_builds_the_pruned_chart_offline(commands: ModuleType, real_he
 
     (chart / "charts" / "health-monitoring-agent-0.1.0.tgz").write_bytes(b"stale packaged copy")  # as at v3.9.0
     assert helm("dependency", "update", "--skip-refresh", str(chart)).returncode != 0  # unpruned: remote repos
-    assert charts.prune_chart(chart, ["training-operators", "health-monitoring-agent"]) == []
+    assert charts.prune_chart(chart, ["training-operators", "health-monitoring-agent"], PINNED_REPOSITORIES) == []
     assert sorted(p.name for p in (chart / "charts").iterdir()) == ["health-monitoring-agent", "training-operators"]
     listed = helm("dependency", "list", str(chart))
     assert listed.returncode == 0, listed.stderr

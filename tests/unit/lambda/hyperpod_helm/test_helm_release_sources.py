@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from mtrl.backends.verl.access import ROLE_NAME, TRAINER_SERVICE_ACCOUNT, namespace_manifests, pipeline_group
+from mtrl.backends.verl.access import ROLE_NAME, namespace_manifests, pipeline_group
 from mtrl.kube.charts import ChartDigestError, tree_sha256
-from stacks.constructs.kuberay import operator_values
+from stacks.constructs.kuberay import KUBERAY_OPERATOR_DIGEST, OPERATOR_NAMESPACE, OPERATOR_RELEASE, operator_values
 
 COMMIT = "59d663aeec13760646da3db9c1cf8cfe883e30b7"
 CHART_FILES = {
@@ -50,8 +50,8 @@ def _kuberay_event(sha256: str) -> dict[str, Any]:
         "ResourceProperties": {
             "ClusterName": "mtrl-eks",
             "Region": "us-east-1",
-            "Release": "kuberay-operator",
-            "Namespace": "kube-system",
+            "Release": OPERATOR_RELEASE,
+            "Namespace": OPERATOR_NAMESPACE,
             "ChartRepository": "ray-project/kuberay",
             "ChartRevision": COMMIT,
             "ChartPath": "helm-chart/kuberay-operator",
@@ -80,7 +80,7 @@ def test_the_operator_chart_is_verified_then_its_crds_applied_then_installed(
     fetched = _serve_archive(chart_source, monkeypatch, CHART_FILES)
     calls = helm_calls.calls
     physical_id, _ = release.apply(_kuberay_event(_digest(tmp_path, CHART_FILES)), lambda: 900.0)
-    assert physical_id == "mtrl-eks/kube-system/kuberay-operator"
+    assert physical_id == "mtrl-eks/kuberay-system/mtrl-kuberay-operator"
     assert fetched == [f"https://codeload.github.com/ray-project/kuberay/tar.gz/{COMMIT}"]
     assert [(c[0].rsplit("/", 1)[-1], c[1]) for c in calls] == [
         ("kubectl", "apply"),
@@ -92,7 +92,13 @@ def test_the_operator_chart_is_verified_then_its_crds_applied_then_installed(
     assert Path(apply[apply.index("-f") + 1]).name == "crds"
     assert "--skip-crds" in upgrade  # applied above; helm would never upgrade them
     flags = [upgrade[i + 1] for i, arg in enumerate(upgrade) if arg == "--set"]
-    assert flags == ["image.tag=v1.7.0", "singleNamespaceInstall=true", "watchNamespace[0]=mtrl-verl"]
+    assert flags == [
+        "image.repository=quay.io/kuberay/operator",
+        f"image.tag=v1.7.0@{KUBERAY_OPERATOR_DIGEST}",  # the operator image by digest (issue 36)
+        "singleNamespaceInstall=true",
+        "watchNamespace[0]=mtrl-verl",
+    ]
+    assert "--create-namespace" in upgrade  # the operator's own namespace
 
 
 @pytest.mark.usefixtures("eks_cluster")
@@ -166,9 +172,8 @@ def test_real_helm_renders_the_rbac_release_as_exactly_four_namespaced_objects(
     assert rendered.returncode == 0, rendered.stderr
     objects = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
     by_kind = {o["kind"]: o for o in objects}
-    assert sorted(o["kind"] for o in objects) == ["Namespace", "Role", "RoleBinding", "ServiceAccount"]
-    role, account, binding = by_kind["Role"], by_kind["ServiceAccount"], by_kind["RoleBinding"]
-    assert account["metadata"] == {**account["metadata"], "name": TRAINER_SERVICE_ACCOUNT, "namespace": "mtrl-verl"}
+    assert sorted(o["kind"] for o in objects) == ["Namespace", "Role", "RoleBinding"]  # no shared service account
+    role, binding = by_kind["Role"], by_kind["RoleBinding"]
     assert role["metadata"] == {**role["metadata"], "name": ROLE_NAME, "namespace": "mtrl-verl"}
     assert binding["subjects"] == [
         {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": pipeline_group("mtrl-verl")}

@@ -14,7 +14,7 @@ from typing import Any
 
 import boto3
 import pytest
-from pinned_chart import PINNED_STYLE_CHART, REQUIRED
+from pinned_chart import PINNED_REPOSITORIES, PINNED_STYLE_CHART, REQUIRED
 
 from mtrl.runs.slots import SlotPool
 from tests.run_table import create_run_table
@@ -56,6 +56,8 @@ def _event(request_type: str, **extra: Any) -> dict[str, Any]:
             "ChartRevision": "0" * 40,
             "Values": "{}",
             "Dependencies": json.dumps(REQUIRED),
+            "ChartSha256": "a" * 64,
+            "DependencyRepositories": json.dumps(PINNED_REPOSITORIES),
         },
         **extra,
     }
@@ -132,7 +134,8 @@ def test_create_runs_the_full_idempotent_sequence(
     helm_calls.release_state = release_state
     calls = helm_calls.calls
 
-    def fake_fetch(repository: str, revision: str, workdir: Path) -> Path:
+    def fake_fetch(repository: str, revision: str, workdir: Path, *, sha256: str) -> Path:
+        assert sha256 == "a" * 64  # verified against the pinned digest (fetch_chart's own check)
         chart = workdir / "chart"
         chart.mkdir()
         (chart / "Chart.yaml").write_text(PINNED_STYLE_CHART)

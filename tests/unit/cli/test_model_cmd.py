@@ -1,0 +1,138 @@
+"""`mtrl model import` (from the Hub by the in-account job, or ``--from DIR``) and `mtrl model list`, through the real
+entry point against a deployment in moto; hub ids and revisions that could reach a shell, a URL or a key are refused
+before anything is uploaded or started."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from typer.testing import CliRunner
+
+from mtrl.backends.verl.model_copy import parse_sums
+from mtrl.cli import app
+from tests.aws_fixtures import REGION
+from tests.unit.cli.builders_world import COMMIT, HUB_FILES, FakeBuilder, FakeHub, install
+from tests.unit.client.conftest import BUCKET, Fake
+
+runner = CliRunner()
+MODEL_ID = "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+@pytest.fixture
+def builder(fake: Fake, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeBuilder:
+    return install(monkeypatch, tmp_path, FakeHub(MODEL_ID, HUB_FILES))
+
+
+def _mtrl(*args: str) -> Any:
+    return runner.invoke(app, list(args))
+
+
+def _object(key: str) -> bytes:
+    body: bytes = boto3.client("s3", region_name=REGION).get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    return body
+
+
+def test_a_hub_import_copies_the_revision_in_the_account_and_records_its_checksum(builder: FakeBuilder) -> None:
+    result = _mtrl("model", "import", f"{MODEL_ID}@main", "--json")
+    assert result.exit_code == 0, result.output
+    recorded = json.loads(result.stdout)
+    prefix = f"models/{MODEL_ID}/{COMMIT}/"
+    assert recorded["s3_uri"] == f"s3://{BUCKET}/{prefix}"
+    assert recorded["revision"] == COMMIT
+    sums = _object(prefix + "SHA256SUMS")
+    assert recorded["sha256"] == hashlib.sha256(sums).hexdigest()
+    assert parse_sums(sums.decode()) == {name: hashlib.sha256(body).hexdigest() for name, body in HUB_FILES.items()}
+    (request,) = builder.requests
+    assert request["projectName"] == "mtrl-model-import"
+    variables = {item["name"]: item["value"] for item in request["environmentVariablesOverride"]}
+    assert variables == {"MODEL_ID": MODEL_ID, "MODEL_REVISION": "main"}
+    # the job downloaded by the resolved commit, never by the branch
+    assert all(f"/resolve/{COMMIT}/" in url for url in builder.hub.urls[1:])
+    listed = json.loads(_mtrl("model", "list", "--json").stdout)
+    assert [(m["id"], m["source"]) for m in listed] == [(MODEL_ID, "hub")]
+
+
+def test_a_copy_missing_a_listed_file_is_not_recorded(builder: FakeBuilder) -> None:
+    effect = builder.effects["mtrl-model-import"]
+
+    def incomplete(request: dict[str, Any]) -> dict[str, str]:
+        exported = effect(request)
+        boto3.client("s3", region_name=REGION).delete_object(
+            Bucket=BUCKET, Key=f"models/{MODEL_ID}/{COMMIT}/model.safetensors"
+        )
+        return exported
+
+    builder.effects["mtrl-model-import"] = incomplete
+    result = _mtrl("model", "import", MODEL_ID)
+    assert result.exit_code == 1
+    assert "lacks files its SHA256SUMS lists: ['model.safetensors']" in result.output
+    assert json.loads(_mtrl("model", "list", "--json").stdout) == []
+
+
+def test_a_job_that_reports_another_commit_than_asked_is_refused(builder: FakeBuilder) -> None:
+    result = _mtrl("model", "import", f"{MODEL_ID}@{'b' * 40}")
+    assert result.exit_code == 1
+    assert f"exported MODEL_COMMIT={COMMIT!r}, not the commit of {'b' * 40}" in result.output
+    assert json.loads(_mtrl("model", "list", "--json").stdout) == []
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "Qwen/Qwen2.5; rm -rf /",
+        "Qwen/$(id)",
+        "Qwen/../../etc",
+        "-Qwen/x",
+        "Qwen",
+        "Qwen/x@main; curl evil",
+        "Qwen/x@refs/pr/1",
+        "Qwen/x@..",
+        "Qwen/x@",
+        "Qwen/x y",
+    ],
+)
+def test_an_unsafe_hub_reference_is_refused_before_anything_starts(builder: FakeBuilder, ref: str) -> None:
+    result = _mtrl("model", "import", ref)
+    assert result.exit_code == 2, result.output
+    assert builder.requests == []
+    objects = boto3.client("s3", region_name=REGION).list_objects_v2(Bucket=BUCKET, Prefix="image-builds/")
+    assert objects.get("KeyCount", 0) == 0
+
+
+def test_a_local_copy_is_uploaded_with_its_sha256sums(fake: Fake, tmp_path: Path) -> None:
+    copy = tmp_path / "qwen"
+    for name, body in HUB_FILES.items():
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        (copy / name).write_bytes(body)
+    result = _mtrl("model", "import", MODEL_ID, "--from", str(copy), "--json")
+    assert result.exit_code == 0, result.output
+    recorded = json.loads(result.stdout)
+    prefix = recorded["s3_uri"].removeprefix(f"s3://{BUCKET}/")
+    assert prefix.startswith(f"models/{MODEL_ID}/local-")
+    sums = _object(prefix + "SHA256SUMS")
+    assert recorded["sha256"] == hashlib.sha256(sums).hexdigest()
+    assert sorted(parse_sums(sums.decode())) == sorted(HUB_FILES)
+    assert _object(prefix + "sub/tokenizer.json") == HUB_FILES["sub/tokenizer.json"]
+    assert not (copy / "SHA256SUMS").exists()  # the operator's directory is left as it was
+
+
+def test_a_local_copy_with_a_link_out_of_it_is_refused(fake: Fake, tmp_path: Path) -> None:
+    copy = tmp_path / "qwen"
+    copy.mkdir()
+    (copy / "config.json").write_text("{}")
+    (copy / "weights").symlink_to(tmp_path / "elsewhere")
+    result = _mtrl("model", "import", MODEL_ID, "--from", str(copy))
+    assert result.exit_code == 1
+    assert "symbolic link" in result.output
+    assert json.loads(_mtrl("model", "list", "--json").stdout) == []
+
+
+def test_no_model_registered_says_the_command(fake: Fake) -> None:
+    result = _mtrl("model", "list")
+    assert result.exit_code == 0
+    assert "mtrl model import" in result.output
