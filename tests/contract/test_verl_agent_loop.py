@@ -44,6 +44,18 @@ VERL_PRELOAD = (
 SMOKE = ("-m", "mtrl.backends.verl.smoke", "--json")
 EVERY_ENVIRONMENT = (*SMOKE, *(argument for env_id in ENVIRONMENTS for argument in ("--env", env_id)), "--tasks", "2")
 RESPONSE_LENGTH = (*SMOKE, "--env", "wordle", "--tasks", "1", "--response-length", "40")
+# sop_support's first prompt (system prompt + a ticket with the store's policy) is longer than 512 tokens.
+PROMPT_OVERFLOW = (
+    *SMOKE,
+    "--env",
+    "sop_support",
+    "--tasks",
+    "2",
+    "--prompt-length",
+    "512",
+    "--response-length",
+    "8192",
+)
 COMPOSE = ("-m", "mtrl.backends.verl.train", "--run-config", "{run_config}", "--compose-only")
 DEVICE_CHECK = ("-m", "benchmarks.device.verl_two_steps", "--json", "--work")  # + the check's working directory
 
@@ -83,6 +95,7 @@ def verl_runs(
         {
             "every_environment": Run(EVERY_ENVIRONMENT),
             "response_length": Run(RESPONSE_LENGTH),
+            "prompt_overflow": Run(PROMPT_OVERFLOW),
             "compose": Run(tuple(arg.format(run_config=run_config) for arg in COMPOSE)),
             "validation": Run(("-c", VALIDATION_SCRIPT)),
             "dump": Run(("-c", DUMP_SCRIPT)),
@@ -145,6 +158,20 @@ def test_the_response_length_stops_an_episode_and_the_rewards_still_agree(
     assert episode["turns"] < load_spec("wordle").max_turns
 
 
+def test_a_first_prompt_over_max_prompt_length_still_makes_a_batch_verl_can_concatenate(
+    verl_runs: dict[str, subprocess.CompletedProcess[str]],
+) -> None:
+    """verl pads each prompt to max_prompt_length and concatenates the batch (AgentLoopWorker._agent_loop_postprocess,
+    verl 0.9.1 verl/experimental/agent_loop/agent_loop.py): a longer prompt came out wider and broke torch.cat. The
+    overflow now rides in the response window as environment tokens (mtrl.backends.verl.bridge.TokenBridge)."""
+    code, report = smoke(verl_runs["prompt_overflow"])
+    assert (code, report["ok"]) == (0, True), report
+    for episode in report["episodes"]:
+        assert episode["prompt_width"] == 512, episode
+        assert episode["prompt_tokens"] == 512, episode
+        assert episode["loop_reward"] == pytest.approx(episode["direct_reward"])
+
+
 RUN_DOCUMENT = {
     "run_id": "wordle-v1-20261201T000000Z",
     "environment": "wordle",
@@ -172,6 +199,9 @@ def test_verls_own_trainer_config_accepts_the_runs_overrides(
     completed = verl_runs["compose"]  # the entry point with --run-config <RUN_DOCUMENT> --compose-only
     assert completed.returncode == 0, completed.stderr[-3000:]
     values = json.loads(completed.stdout)
+    # The RayPPOTrainer path, chosen: verl 0.9.1's default (trainer.use_v1: true, verl/trainer/config/ppo_trainer.yaml)
+    # runs TaskRunnerV1, whose first line is `import transfer_queue` (verl/trainer/main_ppo.py), not in the lock.
+    assert values["trainer.use_v1"] is False
     assert values["algorithm.adv_estimator"] == "grpo"
     assert values["actor_rollout_ref.rollout.agent.default_agent_loop"] == "mtrl"
     assert values["actor_rollout_ref.rollout.n"] == 8

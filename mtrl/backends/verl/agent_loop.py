@@ -41,7 +41,7 @@ from verl.experimental.agent_loop.agent_loop import (
     register,
 )
 
-from mtrl.backends.verl.bridge import NAN, TokenBridge, chat_ids, reward_extra_info
+from mtrl.backends.verl.bridge import NAN, PromptTooLong, TokenBridge, chat_ids, reward_extra_info
 from mtrl.envs.registry import load_spec
 from mtrl.envs.rollout import Rollout, play_async
 from mtrl.health.emf import EpisodeMetrics
@@ -62,6 +62,13 @@ def _task_index(extra: Mapping[str, Any]) -> float:
     """The row's ``extra_info["index"]`` (its task; a NumPy integer once verl has read the parquet), NaN without one."""
     index = extra.get("index")
     return float(index) if isinstance(index, numbers.Real) and not isinstance(index, bool) else NAN
+
+
+def _node_id() -> str:
+    """The Ray node this agent-loop worker runs on ("local" outside a Ray worker)."""
+    import ray  # noqa: PLC0415 - verl's own dependency, imported with it
+
+    return str(ray.get_runtime_context().get_node_id()) if ray.is_initialized() else "local"
 
 
 @register(AGENT_NAME)
@@ -89,20 +96,26 @@ class MtrlAgentLoop(AgentLoopBase):  # type: ignore[misc]
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra = kwargs.get("extra_info") or {}
         spec = load_spec(str(extra["env_id"]))
+        # Where the episode runs (verl spreads its agent-loop workers over the cluster's nodes): one line per episode
+        # in the worker's log, which Ray forwards to the trainer's output.
+        log.warning("mtrl agent loop: %s episode on node %s", spec.env_id, _node_id())
         task = _decoded(extra, "task")
         bridge = TokenBridge(
             tokenizer=self.tokenizer,
             server_manager=self.server_manager,
             sampling_params=dict(sampling_params),
             response_length=int(self.rollout_config.response_length),
+            prompt_length=int(self.rollout_config.prompt_length),
             chat_template_kwargs=dict(self.apply_chat_template_kwargs or {}),
         )
         env = spec.make(**_decoded(extra, "env_args"))
         rollout = await play_async(env, task, bridge.act, spec.rules(timeout_s=self.episode_timeout_s))
+        if bridge.too_long is not None:  # the run's lengths cannot hold this environment's prompt: stop, naming them
+            raise PromptTooLong(f"run {self.metric_dimensions.get('RunId', '?')}, {spec.env_id}: {bridge.too_long}")
         self._publish(spec.env_id, rollout)
         reward = rollout.reward if rollout.reward is not None else self.error_reward
         if not bridge.prompt_ids:  # the episode ended before its first action (done at reset, or an error)
-            bridge.prompt_ids = chat_ids(self.tokenizer, rollout.messages[:2], generation_prompt=True)
+            bridge._start(chat_ids(self.tokenizer, rollout.messages[:2], generation_prompt=True))
         if not bridge.response_ids:  # verl places the reward on the last response token: there must be one
             bridge._append([int(self.tokenizer.eos_token_id)], mask=0)
         return AgentLoopOutput(

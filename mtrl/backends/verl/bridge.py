@@ -23,12 +23,12 @@ NAN = float("nan")
 # text, which every task of an environment may share (each wordle game opens with the same prompt).
 TASK_INDEX = "task_index"
 
-# A placeholder conversation whose rendering is the prefix every later user turn is appended to.
-_PREFIX = [
-    {"role": "system", "content": "x"},
-    {"role": "user", "content": "x"},
-    {"role": "assistant", "content": "x"},
-]
+# The placeholder reply a turn is rendered after (characters no observation or template contains).
+_REPLY_MARK = "\u2063mtrl-reply\u2063"
+
+
+class PromptTooLong(ValueError):
+    """An episode's first prompt does not fit the run's sequence (max_prompt_length + max_response_length)."""
 
 
 def chat_ids(
@@ -45,18 +45,37 @@ def chat_ids(
     return [int(token) for token in rendered]
 
 
-def turn_tokens(tokenizer: Any, observation: str, chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
-    """The tokens a user turn adds after the model's reply, with the generation prompt of the next reply.
+def turn_tokens(
+    tokenizer: Any,
+    observation: str,
+    chat_template_kwargs: Mapping[str, Any] | None = None,
+    *,
+    after_token: int | None = None,
+) -> list[int]:
+    """The tokens a user turn adds after the model's reply: what the chat template renders after a reply — the end of
+    the reply's turn, the user turn with its role header, the generation prompt of the next reply — less the reply's
+    own last token (``after_token``, usually the end-of-turn token the model sampled, which is already in the sequence).
 
-    Rendered as the difference between a conversation with and without the turn, so the chat template decides
-    the turn's framing; a template that does not preserve the prefix falls back to the turn's text alone.
+    Rendered with the reply in the middle of the conversation, where the template puts it in its earlier-turn form:
+    templates that render the last reply differently (Qwen3 adds an empty ``<think>`` block to it) and templates that
+    put a newline after each turn's end token (Qwen2.5: ``<|im_end|>\\n``) both come out exactly as the template says.
     """
-    kwargs = dict(chat_template_kwargs or {})
-    base = chat_ids(tokenizer, _PREFIX, generation_prompt=False, **kwargs)
-    full = chat_ids(tokenizer, [*_PREFIX, {"role": "user", "content": observation}], generation_prompt=True, **kwargs)
-    if full[: len(base)] == base:
-        return full[len(base) :]
-    return list(tokenizer.encode(observation, add_special_tokens=False))
+    messages = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": _REPLY_MARK},
+        {"role": "user", "content": observation},
+    ]
+    text = str(
+        tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False, **dict(chat_template_kwargs or {})
+        )
+    )
+    tail = text[text.rindex(_REPLY_MARK) + len(_REPLY_MARK) :]
+    if after_token is not None:
+        ended = str(tokenizer.decode([after_token], skip_special_tokens=False))
+        if ended and tail.startswith(ended):  # the model closed its turn itself
+            tail = tail[len(ended) :]
+    return [int(token) for token in tokenizer.encode(tail, add_special_tokens=False)]
 
 
 @dataclass
@@ -67,6 +86,11 @@ class TokenBridge:
     server_manager: Any
     sampling_params: dict[str, Any]
     response_length: int
+    # The run's max_prompt_length (verl left-pads every prompt to it). A longer first prompt keeps its first
+    # prompt_length tokens as the prompt and carries the rest into the response window as environment tokens (mask 0,
+    # never trained): the model sees the same sequence, the response budget shrinks by the overflow. A prompt longer
+    # than both windows together raises PromptTooLong. None: no cap (tests of the token side alone).
+    prompt_length: int | None = None
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     chat_template_kwargs: Mapping[str, Any] = field(default_factory=dict)
     prompt_ids: list[int] = field(default_factory=list)
@@ -74,14 +98,16 @@ class TokenBridge:
     response_mask: list[int] = field(default_factory=list)
     response_logprobs: list[float] = field(default_factory=list)
     truncated: bool = False  # the response length ran out before the episode ended
+    too_long: PromptTooLong | None = None  # raised at the first action (the episode driver records it as an error)
 
     async def act(self, request: ActionRequest) -> str:
         if request.turn == 0:
-            self.prompt_ids = chat_ids(
-                self.tokenizer, request.messages, generation_prompt=True, **dict(self.chat_template_kwargs)
-            )
+            kwargs = dict(self.chat_template_kwargs)
+            self._start(chat_ids(self.tokenizer, request.messages, generation_prompt=True, **kwargs))
         else:
-            self._append(turn_tokens(self.tokenizer, request.observation, self.chat_template_kwargs), mask=0)
+            last = self.response_ids[-1] if self.response_ids else None
+            tokens = turn_tokens(self.tokenizer, request.observation, self.chat_template_kwargs, after_token=last)
+            self._append(tokens, mask=0)
         budget = self.response_length - len(self.response_ids)
         if budget <= 0:
             self.truncated = True
@@ -97,6 +123,22 @@ class TokenBridge:
         if len(self.response_ids) >= self.response_length:
             self.truncated = True
         return str(self.tokenizer.decode(tokens, skip_special_tokens=True)).strip()
+
+    def _start(self, prompt: list[int]) -> None:
+        """The episode's first prompt, split at prompt_length (see the field)."""
+        cap = self.prompt_length
+        if cap is None or len(prompt) <= cap:
+            self.prompt_ids = prompt
+            return
+        overflow = prompt[cap:]
+        if len(overflow) >= self.response_length:
+            self.too_long = PromptTooLong(
+                f"the first prompt is {len(prompt)} tokens: it does not fit max_prompt_length {cap} + "
+                f"max_response_length {self.response_length} with room for a reply (raise max_prompt_length)"
+            )
+            raise self.too_long
+        self.prompt_ids = prompt[:cap]
+        self._append(overflow, mask=0)
 
     def _append(self, tokens: Sequence[int], *, mask: int, logprobs: Sequence[float] | None = None) -> None:
         room = self.response_length - len(self.response_ids)

@@ -89,13 +89,13 @@ def tasks_of(spec: EnvironmentSpec, count: int) -> list[dict[str, Any]]:
     return found[:count]
 
 
-def _config(response_length: int, timeout_s: float | None) -> Any:
+def _config(response_length: int, timeout_s: float | None, prompt_length: int = 4096) -> Any:
     from omegaconf import OmegaConf
 
     return OmegaConf.create(
         {
             "actor_rollout_ref": {
-                "rollout": {"prompt_length": 4096, "response_length": response_length, "multi_turn": {}},
+                "rollout": {"prompt_length": prompt_length, "response_length": response_length, "multi_turn": {}},
                 "model": {"path": "scripted", "tokenizer_path": "scripted"},
             },
             "data": {"apply_chat_template_kwargs": {}},
@@ -128,7 +128,12 @@ class _Worker:
 
 
 async def check_environment(
-    env_id: str, *, tasks: int = 2, response_length: int = 4096, timeout_s: float | None = None
+    env_id: str,
+    *,
+    tasks: int = 2,
+    response_length: int = 4096,
+    timeout_s: float | None = None,
+    prompt_length: int = 4096,
 ) -> list[dict[str, Any]]:
     """Play ``tasks`` episodes through the real agent loop and verl's postprocessing; one report per episode."""
     import numpy as np
@@ -139,7 +144,7 @@ async def check_environment(
 
     spec = load_spec(env_id)
     tokenizer = byte_tokenizer()
-    config = _config(response_length, timeout_s)
+    config = _config(response_length, timeout_s, prompt_length)
     actions = script(spec)
     reports = []
     for index, task in enumerate(tasks_of(spec, tasks)):
@@ -190,6 +195,9 @@ async def check_environment(
                 else True,
                 "extra_fields": sorted(key for key in batch.non_tensor_batch if key in info),
                 "num_turns": int(output.num_turns),
+                # verl concatenates a batch's samples: every prompt must come out exactly prompt_length wide.
+                "prompt_width": int(batch.batch["prompts"].shape[1]),
+                "prompt_tokens": len(output.prompt_ids),
             }
         )
     return reports
@@ -226,11 +234,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--tasks", type=int, default=2, help="episodes to play (default 2)")
     parser.add_argument("--response-length", type=int, default=4096)
+    parser.add_argument("--prompt-length", type=int, default=4096, help="max_prompt_length (default 4096)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     options = parser.parse_args(argv)
     reports: list[dict[str, Any]] = []
     for env_id in options.env:
-        reports += asyncio.run(check_environment(env_id, tasks=options.tasks, response_length=options.response_length))
+        reports += asyncio.run(
+            check_environment(
+                env_id,
+                tasks=options.tasks,
+                response_length=options.response_length,
+                prompt_length=options.prompt_length,
+            )
+        )
     ok = all(report["agree"] for report in reports)
     if options.json:
         print(json.dumps({"ok": ok, "episodes": reports}, indent=2))

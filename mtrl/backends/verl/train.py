@@ -59,7 +59,7 @@ AGENT_LOOP_CLASS = "mtrl.backends.verl.agent_loop.MtrlAgentLoop"
 # Prompts per training step (each played group_size times) unless the run document says otherwise; never more than
 # the dataset holds.
 PROMPTS_PER_STEP = 16
-# The head pod's own scratch space (an emptyDir in the RayJob), not a shared /tmp.
+# Each pod's own scratch space (the same path on every node; nothing written there is seen by another pod).
 WORK_DIR = Path(os.environ.get("MTRL_VERL_WORK_DIR", "/var/lib/mtrl-verl"))
 # verl metric name → signal-row field (verl/trainer/ppo/metric_utils.py and the actor's metrics).
 TRAINER_METRICS = {
@@ -70,6 +70,10 @@ TRAINER_METRICS = {
     "actor/grad_norm": "grad_norm",
     "num_turns/mean": "mean_turns",
 }
+REGISTRY_FILE = "agent_loops.yaml"
+INPUTS_DIR = "verl-inputs/"  # under the run's output prefix: what every node fetches (publish_inputs)
+CHECKPOINTS_DIR = "checkpoints/"  # under output/: every node's share of verl's checkpoints
+NODE_WAIT_S = 600.0  # how long the entrypoint waits for the run's GPU nodes to join the Ray cluster
 # verl's LocalLogger prints ``step:N - name:value - ...`` in the TaskRunner actor (verl 0.9: main_ppo.TaskRunnerV1,
 # main_ppo_v0.TaskRunner) and Ray forwards it as ``(TaskRunnerV1 pid=N[, ip=A]) step:...``; only those lines, or the
 # driver's own (unprefixed), count. Any other actor's output (an environment printing in an agent-loop worker) carries
@@ -194,6 +198,11 @@ def overrides(
     prompts = max(1, min(int(document.get("prompts_per_step") or PROMPTS_PER_STEP), train_rows))
     sequence = int(document["max_prompt_length"]) + int(document["max_response_length"])
     values: dict[str, Any] = {
+        # verl 0.9.1 defaults to its new trainer (verl/trainer/config/ppo_trainer.yaml: trainer.use_v1: true), whose
+        # TaskRunnerV1 first imports transfer_queue (verl/trainer/main_ppo.py), a package only verl's verl-core extra
+        # brings. mtrl trains with the RayPPOTrainer path (verl/trainer/main_ppo_v0.py's TaskRunner): its agent loop
+        # manager, its console metrics and its rollout dump are what MtrlAgentLoop, follow() and rollout_rows read.
+        "trainer.use_v1": False,
         "algorithm.adv_estimator": "grpo",
         "data.train_files": str(train_file),
         # verl builds a validation dataset whatever the settings: without held-out rows it is the training file,
@@ -421,7 +430,7 @@ def prepare(document: Mapping[str, Any], s3: Any, work: Path) -> Prepared:
                 f"run {document.get('run_id')}: the held-out split {document['eval_dataset_uri']} is empty"
             )
         _write_parquet(eval_rows, val)
-    registry = work / "agent_loops.yaml"
+    registry = work / REGISTRY_FILE
     registry.write_text(agent_loop_registry(), encoding="utf-8")
     return Prepared(train, val, registry, train_rows=len(train_rows), eval_tasks=len(eval_rows))
 
@@ -435,12 +444,123 @@ class Launch:
     local_dir: Path
     overrides: list[str]
     rollout_dir: Path | None = None
+    nodes: tuple[str, ...] = ()  # the nodes that hold the run's inputs (their Ray node ids; empty off a cluster)
+
+
+def run_work_dir(document: Mapping[str, Any]) -> Path:
+    """The run's directory on every node's own disk (the same path on each: verl passes one path to all of them)."""
+    return WORK_DIR / str(document["run_id"]).replace("/", "_")
+
+
+def inputs_prefix(document: Mapping[str, Any]) -> str:
+    """Where the head publishes what every node reads: the dataset files and the agent-loop registry."""
+    return str(document["output_uri"]).rstrip("/") + "/" + INPUTS_DIR
+
+
+def input_files(document: Mapping[str, Any]) -> list[str]:
+    """What every node reads, relative to the run's work directory (``prepare`` writes them on the head)."""
+    names = [REGISTRY_FILE, "data/train.parquet"]
+    if document.get("eval_dataset_uri"):
+        names.append("data/eval.parquet")
+    return names
+
+
+def publish_inputs(s3: Any, document: Mapping[str, Any], work: Path) -> None:
+    """The converted dataset and the agent-loop registry under the run's own output prefix: no pod sees another's
+    disk, so each node fetches them from S3 (``stage_node``)."""
+    for name in input_files(document):
+        _upload_file(s3, work / name, inputs_prefix(document) + name)
+
+
+def stage_node(document: Mapping[str, Any], s3: Any = None) -> dict[str, str]:
+    """On one node: the run's inputs (``publish_inputs``) and the verified model copy under the node's own work
+    directory, fetched from S3 by the node itself. verl's TaskRunner (tokenizer, datasets), its actor and rollout
+    workers (the model) and its agent-loop workers (the registry) run on whichever node Ray places them."""
+    if s3 is None:
+        import boto3  # noqa: PLC0415 - the image's AWS SDK
+
+        s3 = boto3.client("s3")
+    work = run_work_dir(document)
+    bucket, _, prefix = inputs_prefix(document).removeprefix("s3://").partition("/")
+    for name in input_files(document):
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        s3.download_file(bucket, prefix + name, str(work / name))
+    model_path = fetch_model(document, s3, work)
+    return {"node": _node_id(), "model_path": model_path}
+
+
+def _node_id() -> str:
+    try:
+        import ray  # noqa: PLC0415 - the image's library
+
+        return str(ray.get_runtime_context().get_node_id()) if ray.is_initialized() else "local"
+    except ImportError:
+        return "local"
+
+
+def on_a_cluster() -> bool:
+    """Inside a Ray job (the RayJob's entrypoint): the job supervisor sets RAY_ADDRESS."""
+    return bool(os.environ.get("RAY_ADDRESS"))
+
+
+def cluster_nodes(*, gpu_nodes: int, timeout_s: float = NODE_WAIT_S) -> list[dict[str, Any]]:
+    """The cluster's live nodes once ``gpu_nodes`` of them hold a GPU (KubeRay may start the job before every worker
+    pod has joined); TrainError naming the count after ``timeout_s``."""
+    import ray  # noqa: PLC0415 - the image's library
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = [node for node in ray.nodes() if node.get("Alive")]
+        if sum(1 for node in alive if node.get("Resources", {}).get("GPU", 0) > 0) >= gpu_nodes:
+            return alive
+        if time.monotonic() > deadline:
+            raise TrainError(
+                f"only {len(alive)} Ray nodes joined in {timeout_s:.0f} s; the run needs {gpu_nodes} with GPUs"
+            )
+        time.sleep(2)
+
+
+def run_on_nodes(function: Any, node_ids: Sequence[str], *args: Any) -> list[Any]:
+    """``function(*args)`` once on each of these Ray nodes (pinned: NodeAffinitySchedulingStrategy, soft=False)."""
+    import ray  # noqa: PLC0415 - the image's library
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
+
+    remote = ray.remote(num_cpus=0)(function)
+    return list(
+        ray.get(
+            [
+                remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(*args)
+                for node_id in node_ids
+            ]
+        )
+    )
+
+
+def stage_every_node(document: Mapping[str, Any], s3: Any) -> tuple[str, tuple[str, ...]]:
+    """(model path, node ids): every node of the cluster staged (``stage_node``); off a cluster, this machine."""
+    if not on_a_cluster():
+        return stage_node(document, s3)["model_path"], ()
+    import ray  # noqa: PLC0415 - the image's library
+
+    ray.init()
+    try:
+        nodes = [str(node["NodeID"]) for node in cluster_nodes(gpu_nodes=int(document["nnodes"]))]
+        staged = run_on_nodes(stage_node, nodes, dict(document))
+    finally:
+        ray.shutdown()
+    for found in staged:
+        print(f"run {document.get('run_id')}: inputs and model staged from S3 on node {found['node']}", flush=True)
+    paths = {str(found["model_path"]) for found in staged}
+    if len(paths) != 1:  # verl passes one model path to every worker
+        raise TrainError(f"run {document.get('run_id')}: the nodes hold the model at different paths: {sorted(paths)}")
+    return paths.pop(), tuple(nodes)
 
 
 def prepare_launch(document: Mapping[str, Any], s3: Any, *, gpus_per_node: int) -> Launch:
-    work = WORK_DIR / str(document["run_id"]).replace("/", "_")
+    work = run_work_dir(document)
     prepared = prepare(document, s3, work)
-    model_path = fetch_model(document, s3, work)
+    publish_inputs(s3, document, work)
+    model_path, nodes = stage_every_node(document, s3)
     local_dir = work / "checkpoints"
     rollout_dir = work / ROLLOUT_DIR
     chosen = overrides(
@@ -454,7 +574,7 @@ def prepare_launch(document: Mapping[str, Any], s3: Any, *, gpus_per_node: int) 
         train_rows=prepared.train_rows,
         rollout_dir=rollout_dir,
     )
-    return Launch(prepared, model_path, local_dir, chosen, rollout_dir)
+    return Launch(prepared, model_path, local_dir, chosen, rollout_dir, nodes)
 
 
 def trainer_environment(document: Mapping[str, Any]) -> dict[str, str]:
@@ -505,7 +625,6 @@ def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
         rollout_dir=launch.rollout_dir,
     )
     progress.start()
-    local_dir = launch.local_dir
     command = trainer_command() + launch.overrides
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=trainer_environment(document)
@@ -517,10 +636,69 @@ def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
     progress.finish()
     if code != 0:
         return code
-    output = document["output_uri"].rstrip("/") + "/output/"
-    _upload_tree(s3, local_dir, output + "checkpoints/")
-    merged = launch.local_dir.parent / MERGED_DIR
-    return export_model(s3, local_dir, merged, output + MERGED_DIR + "/", run_id=document["run_id"])
+    collect_checkpoints(document, s3, launch.nodes)
+    return export_run(document, s3, launch.nodes)
+
+
+def output_prefix(document: Mapping[str, Any]) -> str:
+    return str(document["output_uri"]).rstrip("/") + "/output/"
+
+
+def upload_node_checkpoints(document: Mapping[str, Any], s3: Any = None) -> int:
+    """On one node: its share of verl's checkpoints (each rank writes its own shards where it runs) under
+    ``output/checkpoints/``; the number of files."""
+    if s3 is None:
+        import boto3  # noqa: PLC0415 - the image's AWS SDK
+
+        s3 = boto3.client("s3")
+    return _upload_tree(s3, run_work_dir(document) / "checkpoints", output_prefix(document) + CHECKPOINTS_DIR)
+
+
+def collect_checkpoints(document: Mapping[str, Any], s3: Any, nodes: Sequence[str]) -> None:
+    """Every node's checkpoint files in S3: the only place they meet."""
+    if not nodes:
+        upload_node_checkpoints(document, s3)
+        return
+    import ray  # noqa: PLC0415 - the image's library
+
+    ray.init()
+    try:
+        run_on_nodes(upload_node_checkpoints, nodes, dict(document))
+    finally:
+        ray.shutdown()
+
+
+def export_node(document: Mapping[str, Any], s3: Any = None) -> tuple[int, str | None]:
+    """On the node that exports: the run's checkpoints from S3 (``collect_checkpoints``), merged by verl's model merger
+    into ``output/huggingface/``; (exit code, the problem)."""
+    if s3 is None:
+        import boto3  # noqa: PLC0415 - the image's AWS SDK
+
+        s3 = boto3.client("s3")
+    work = run_work_dir(document) / "export"
+    checkpoints = work / "checkpoints"
+    _download_tree(s3, output_prefix(document) + CHECKPOINTS_DIR, checkpoints)
+    prefix = output_prefix(document) + MERGED_DIR + "/"
+    return export_model(s3, checkpoints, work / MERGED_DIR, prefix, run_id=document["run_id"])
+
+
+def export_run(document: Mapping[str, Any], s3: Any, nodes: Sequence[str]) -> int:
+    """The export, on a GPU worker (the head is small: mtrl.backends.verl.rayjob.HEAD_MEMORY); off a cluster, here."""
+    if nodes:
+        import ray  # noqa: PLC0415 - the image's library
+
+        ray.init()
+        try:
+            gpu = [str(node["NodeID"]) for node in cluster_nodes(gpu_nodes=1) if node["Resources"].get("GPU", 0) > 0]
+            (result,) = run_on_nodes(export_node, gpu[:1], dict(document))
+        finally:
+            ray.shutdown()
+        code, problem = result
+    else:
+        code, problem = export_node(document, s3)
+    if problem:
+        print(problem, file=sys.stderr, flush=True)
+    return int(code)
 
 
 def latest_actor_checkpoint(local_dir: Path) -> Path | None:
@@ -543,19 +721,18 @@ def merger_command(actor: Path, target: Path) -> list[str]:
     return [*module, "merge", "--backend", "fsdp", "--local_dir", str(actor), "--target_dir", str(target)]
 
 
-def export_model(s3: Any, local_dir: Path, target: Path, prefix_uri: str, *, run_id: Any) -> int:
+def export_model(s3: Any, local_dir: Path, target: Path, prefix_uri: str, *, run_id: Any) -> tuple[int, str | None]:
     """The trained model as ``output/huggingface/`` (merged weights, tokenizer and, for LoRA, ``lora_adapter/``): the
-    run's deliverable, so a run whose export fails fails."""
+    run's deliverable, so a run whose export fails fails. (exit code, the problem) — the problem travels back to the
+    entrypoint, which prints it (a Ray task's own output may not reach the job's log before the driver leaves)."""
     actor = latest_actor_checkpoint(local_dir)
     if actor is None:
-        print(f"run {run_id}: the trainer exited without a checkpoint to export ({local_dir})", file=sys.stderr)
-        return 1
+        return 1, f"run {run_id}: the trainer exited without a checkpoint to export ({local_dir})"
     merged = subprocess.run(merger_command(actor, target), check=False)
     if merged.returncode != 0:
-        print(f"run {run_id}: merging {actor} into a Hugging Face model failed", file=sys.stderr)
-        return merged.returncode
+        return merged.returncode, f"run {run_id}: merging {actor} into a Hugging Face model failed"
     _upload_tree(s3, target, prefix_uri)
-    return 0
+    return 0, None
 
 
 def composed_config(chosen: Sequence[str]) -> Any:
@@ -589,12 +766,34 @@ def compose(document: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _upload_tree(s3: Any, root: Path, prefix_uri: str) -> None:
+def _upload_tree(s3: Any, root: Path, prefix_uri: str) -> int:
     if not root.is_dir():
-        return
+        return 0
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    for path in files:
+        _upload_file(s3, path, prefix_uri + path.relative_to(root).as_posix())
+    return len(files)
+
+
+def _upload_file(s3: Any, path: Path, uri: str) -> None:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    s3.upload_file(str(path), bucket, key)
+
+
+def _download_tree(s3: Any, prefix_uri: str, into: Path) -> int:
+    """Every object under ``prefix_uri`` into ``into`` (keys that would land outside it are refused)."""
     bucket, _, prefix = prefix_uri.removeprefix("s3://").partition("/")
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        s3.upload_file(str(path), bucket, prefix + path.relative_to(root).as_posix())
+    root = into.resolve()
+    count = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            target = into / item["Key"][len(prefix) :]
+            if not target.resolve().is_relative_to(root):
+                raise TrainError(f"{prefix_uri}: object {item['Key']!r} would land outside {into}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, item["Key"], str(target))
+            count += 1
+    return count
 
 
 if __name__ == "__main__":

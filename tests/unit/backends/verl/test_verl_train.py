@@ -224,6 +224,38 @@ def test_a_run_around_a_stand_in_trainer(s3: Any, tmp_path: Path, monkeypatch: p
     assert adapter["Body"].read() == b"adapter"
 
 
+def test_another_node_gets_everything_it_reads_from_s3_and_exports_from_s3(
+    s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No pod sees another's disk (issue 35, defect 2): what the head prepares is published under the run's prefix; a
+    node with an empty disk stages the inputs and the verified model from S3 alone; the checkpoints a worker wrote
+    reach S3, and an export on yet another empty node merges them from there."""
+    run = document(s3)
+    monkeypatch.setattr(train, "WORK_DIR", tmp_path / "head")
+    train.prepare(run, s3, train.run_work_dir(run))
+    train.publish_inputs(s3, run, train.run_work_dir(run))
+    inputs = {item["Key"] for item in s3.list_objects_v2(Bucket=BUCKET, Prefix="runs/r1/verl-inputs/")["Contents"]}
+    assert inputs == {"runs/r1/verl-inputs/data/train.parquet", "runs/r1/verl-inputs/agent_loops.yaml"}
+
+    monkeypatch.setattr(train, "WORK_DIR", tmp_path / "worker")  # the GPU worker's own, empty disk
+    staged = train.stage_node(run, s3)
+    work = tmp_path / "worker" / "r1"
+    assert staged["model_path"] == str(work / "model")
+    assert (work / "model" / "model.safetensors").read_bytes() == WEIGHTS["model.safetensors"]
+    assert (work / "agent_loops.yaml").read_text() == train.agent_loop_registry()
+    assert len(pd.read_parquet(work / "data" / "train.parquet")) == 3
+    # The worker's checkpoint (its ranks' shards) leaves through S3 ...
+    actor = work / "checkpoints" / "global_step_3" / "actor"
+    actor.mkdir(parents=True)
+    (actor / "model_world_size_1_rank_0.pt").write_bytes(b"weights")
+    assert train.upload_node_checkpoints(run, s3) == 1
+
+    monkeypatch.setattr(train, "WORK_DIR", tmp_path / "exporter")  # ... and is merged on a node that never held it
+    assert train.export_node(run, s3) == (0, None)
+    merged = s3.get_object(Bucket=BUCKET, Key="runs/r1/output/huggingface/model.safetensors")["Body"].read()
+    assert merged == b"merged"
+
+
 def test_a_run_whose_model_cannot_be_exported_fails(s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "run.json"
     config.write_text(json.dumps(document(s3)))

@@ -47,7 +47,7 @@ SAME_AS_CONTRACT = (
 )
 # vLLM 0.24.0's own ranges force these below verl.txt's versions (fastapi[standard]<0.137, numpy<2.4, …); any other
 # difference fails, so a re-lock that drifts from the contract environment is seen and decided.
-KNOWN_DIFFERENCES = {"cachetools", "fastapi", "importlib-metadata", "numpy", "python-dateutil", "setuptools"}
+KNOWN_DIFFERENCES = {"cachetools", "fastapi", "importlib-metadata", "numpy", "setuptools"}
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(\S+?)(?:\s*\\)?$")
 _HASH = re.compile(r"--hash=sha256:([0-9a-f]+)")
 
