@@ -280,6 +280,7 @@ class Tee(io.TextIOBase):
 
 def train_steps(store: LocalBucket, arguments: list[str]) -> tuple[int, list[dict[str, Any]]]:
     """The trainer module's main with the rendered entrypoint's arguments (``entrypoint_arguments``)."""
+    from mtrl.backends.verl import progress as verl_progress
     from mtrl.backends.verl import train
 
     tee = Tee(sys.stdout)
@@ -287,7 +288,7 @@ def train_steps(store: LocalBucket, arguments: list[str]) -> tuple[int, list[dic
         code = train.main(arguments, s3=store)
     steps = []
     for line in tee.lines:
-        parsed = train.parse_step_line(line)
+        parsed = verl_progress.parse_step_line(line)
         if parsed is not None and parsed[0] > 0:
             step, metrics = parsed
             steps.append({"step": step, **{label: metrics.get(name) for name, label in STEP_FIGURES.items()}})

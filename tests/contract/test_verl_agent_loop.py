@@ -222,7 +222,7 @@ import numpy as np
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from verl.utils.logger.aggregate_logger import concat_dict_to_str
 from mtrl.backends.verl.evaluation import validation_figures, is_validation_only
-from mtrl.backends.verl.train import parse_step_line
+from mtrl.backends.verl.progress import parse_step_line
 
 # Four held-out episodes, one sample each, with the per-sample fields MtrlAgentLoop returns (reward_extra_info).
 infos = {

@@ -26,30 +26,32 @@ import hashlib
 import json
 import math
 import os
-import re
 import shlex
 import subprocess
 import sys
-import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mtrl.backends.verl import image
-from mtrl.backends.verl.evaluation import (
-    EVALUATION_FILE,
-    evaluation_document,
-    is_validation_only,
-    validation_figures,
-)
 from mtrl.backends.verl.hydra import hydra_value
 from mtrl.backends.verl.hyperparameters import VERL_HYPERPARAMETERS, hyperparameter_problems
 from mtrl.backends.verl.model_copy import parse_sums
-from mtrl.backends.verl.rollout_rows import ROLLOUT_DIR, read_step
+from mtrl.backends.verl.nodes import (
+    TrainError,
+    cluster_nodes,
+    download_tree,
+    export_model,
+    node_id,
+    on_a_cluster,
+    run_on_nodes,
+    upload_file,
+    upload_tree,
+)
+from mtrl.backends.verl.progress import Progress, follow
+from mtrl.backends.verl.rollout_rows import ROLLOUT_DIR
 from mtrl.contracts.hub import MODEL_SUMS_FILE
-from mtrl.health.rows import merged, signal_row
-from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
 from mtrl.settings.verl import model_sums_object
 from mtrl.validation.rows import RowError, RowSource, iter_rows
 
@@ -61,32 +63,9 @@ AGENT_LOOP_CLASS = "mtrl.backends.verl.agent_loop.MtrlAgentLoop"
 PROMPTS_PER_STEP = 16
 # Each pod's own scratch space (the same path on every node; nothing written there is seen by another pod).
 WORK_DIR = Path(os.environ.get("MTRL_VERL_WORK_DIR", "/var/lib/mtrl-verl"))
-# verl metric name → signal-row field (verl/trainer/ppo/metric_utils.py and the actor's metrics).
-TRAINER_METRICS = {
-    "critic/score/mean": "reward_mean",
-    "response_length/clip_ratio": "truncation_share",
-    "actor/entropy": "entropy",
-    "actor/kl_loss": "kl",
-    "actor/grad_norm": "grad_norm",
-    "num_turns/mean": "mean_turns",
-}
 REGISTRY_FILE = "agent_loops.yaml"
 INPUTS_DIR = "verl-inputs/"  # under the run's output prefix: what every node fetches (publish_inputs)
 CHECKPOINTS_DIR = "checkpoints/"  # under output/: every node's share of verl's checkpoints
-NODE_WAIT_S = 600.0  # how long the entrypoint waits for the run's GPU nodes to join the Ray cluster
-# verl's LocalLogger prints ``step:N - name:value - ...`` in the TaskRunner actor (verl 0.9: main_ppo.TaskRunnerV1,
-# main_ppo_v0.TaskRunner) and Ray forwards it as ``(TaskRunnerV1 pid=N[, ip=A]) step:...``; only those lines, or the
-# driver's own (unprefixed), count. Any other actor's output (an environment printing in an agent-loop worker) carries
-# its own prefix, so a forged ``step:`` line never matches.
-_TRAINER = re.compile(r"^\(TaskRunner(?:V1)? pid=(?P<pid>\d+)[,)]")
-_STEP_LINE = re.compile(
-    r"^(?:\(TaskRunner(?:V1)? pid=(?P<pid>\d+)(?:, ip=[0-9A-Fa-f.:]+)?\) )?step:(?P<step>\d{1,9}) - (?P<metrics>.*)$"
-)
-_NUMPY_SCALAR = re.compile(r"np\.(?:float|int|uint)\d*\((.*)\)")
-
-
-class TrainError(RuntimeError):
-    """The run cannot be trained (the message names the run and what to fix)."""
 
 
 def verl_rows(source: RowSource, *, env_id: str, env_args: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -267,123 +246,6 @@ def overrides(
     return found
 
 
-def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
-    """``(step, metrics)`` from one of verl's console lines (``step:N - name:value - ...``), else None.
-
-    verl prints each value with ``pprint.pformat``: a NumPy 2 scalar reads ``np.float64(0.25)``, a Python one ``0.25``.
-    """
-    found = _STEP_LINE.match(line.strip())
-    if found is None:
-        return None
-    metrics: dict[str, float] = {}
-    for part in found.group("metrics").split(" - "):
-        name, _, value = part.rpartition(":")
-        scalar = _NUMPY_SCALAR.fullmatch(value.strip())
-        try:
-            metrics[name.strip()] = float(scalar.group(1) if scalar else value)
-        except ValueError:
-            continue
-    return int(found.group("step")), metrics
-
-
-def trainer_row(step: int, metrics: Mapping[str, float], *, when: float) -> SignalRow:
-    """The trainer-side fields of one step's training-health row (the environment side comes from its rollout dump:
-    ``rollout_rows``)."""
-    figures = {field: metrics.get(name) for name, field in TRAINER_METRICS.items()}
-    return signal_row(step, figures, time=iso_time(when))
-
-
-class Progress:
-    """Writes ``progress.json`` and ``signals.jsonl`` under the run's output prefix after every step, and
-    ``evaluation.json`` after every validation of the held-out split."""
-
-    def __init__(
-        self,
-        s3: Any,
-        output_uri: str,
-        *,
-        planned_steps: int,
-        group_size: int,
-        eval_tasks: int = 0,
-        rollout_dir: Path | None = None,
-    ) -> None:
-        self.s3 = s3
-        self.rollout_dir = rollout_dir
-        self.pending: set[int] = set()  # steps whose rollout dump is not read yet
-        self.bucket, _, prefix = output_uri.removeprefix("s3://").partition("/")
-        self.prefix = prefix.rstrip("/") + "/"
-        self.header = SignalHeader(planned_steps=planned_steps, group_size=group_size)
-        self.rows: list[SignalRow] = []
-        self.eval_tasks = eval_tasks
-        self.before: dict[str, float] | None = None
-        self.after: dict[str, float] | None = None
-
-    def start(self) -> None:
-        self._put(SIGNALS_FILE, render_signals(self.header, []), "application/x-ndjson")
-
-    def step(self, step: int, metrics: Mapping[str, float], *, when: float | None = None) -> None:
-        self.rows = [row for row in self.rows if row.step != step]
-        self.rows.append(trainer_row(step, metrics, when=time.time() if when is None else when))
-        # A step's rollout dump is complete once a later step has been logged (verl writes it from a background
-        # thread) or the trainer has exited: the environment side of a row lands one step late.
-        self._fill_from_rollouts(before=step)
-        if self.rollout_dir is not None:
-            self.pending.add(step)
-        self._put(SIGNALS_FILE, render_signals(self.header, self.rows), "application/x-ndjson")
-        self._put("progress.json", json.dumps({"step": step}) + "\n", "application/json")
-
-    def finish(self) -> None:
-        """After the trainer exits (verl has drained its dumps): the last steps' environment side."""
-        if self.pending and self._fill_from_rollouts(before=None):
-            self._put(SIGNALS_FILE, render_signals(self.header, self.rows), "application/x-ndjson")
-
-    def _fill_from_rollouts(self, *, before: int | None) -> bool:
-        if self.rollout_dir is None:
-            return False
-        filled = False
-        for step in sorted(s for s in self.pending if before is None or s < before):
-            found = read_step(self.rollout_dir, step)
-            if found is None:
-                continue
-            self.pending.discard(step)
-            # The trainer's own figures win: the rollouts fill in what its metrics did not measure.
-            self.rows = [merged(row, found) if row.step == step else row for row in self.rows]
-            filled = True
-        return filled
-
-    def evaluated(self, step: int, figures: Mapping[str, float]) -> None:
-        """One validation: at step 0 the untrained policy (the baseline), later the trained one."""
-        if step == 0:
-            self.before = dict(figures)
-        else:
-            self.after = dict(figures)
-        document = evaluation_document(tasks=self.eval_tasks, before=self.before, after=self.after)
-        self._put(EVALUATION_FILE, json.dumps(document, sort_keys=True) + "\n", "application/json")
-
-    def _put(self, name: str, body: str, content_type: str) -> None:
-        self.s3.put_object(Bucket=self.bucket, Key=self.prefix + name, Body=body.encode(), ContentType=content_type)
-
-
-def follow(lines: Iterable[str], progress: Progress) -> Iterator[str]:
-    """Pass the trainer's output through, recording every step line and every validation in it (the one before
-    training is a line of validation figures only, at step 0: no step was trained)."""
-    # The first TaskRunner to print anything (it starts long before any environment runs) is the trainer: an actor an
-    # environment names TaskRunnerV1 later is not.
-    trainer_pid: str | None = None
-    for line in lines:
-        prefix, source = _TRAINER.match(line.strip()), _STEP_LINE.match(line.strip())
-        trainer_pid = trainer_pid or (prefix.group("pid") if prefix else None)
-        parsed = parse_step_line(line) if source and source.group("pid") in {None, trainer_pid} else None
-        if parsed is not None:
-            step, metrics = parsed
-            figures = validation_figures(metrics)
-            if figures is not None:
-                progress.evaluated(step, figures)
-            if not is_validation_only(metrics):
-                progress.step(step, metrics)
-        yield line
-
-
 def _dataset_rows(document: Mapping[str, Any], s3: Any, uri: str) -> list[dict[str, Any]]:
     """The verl rows of the dataset object at ``uri`` (TrainError naming the line that is not a row)."""
     bucket, _, key = uri.removeprefix("s3://").partition("/")
@@ -469,7 +331,7 @@ def publish_inputs(s3: Any, document: Mapping[str, Any], work: Path) -> None:
     """The converted dataset and the agent-loop registry under the run's own output prefix: no pod sees another's
     disk, so each node fetches them from S3 (``stage_node``)."""
     for name in input_files(document):
-        _upload_file(s3, work / name, inputs_prefix(document) + name)
+        upload_file(s3, work / name, inputs_prefix(document) + name)
 
 
 def stage_node(document: Mapping[str, Any], s3: Any = None) -> dict[str, str]:
@@ -486,54 +348,7 @@ def stage_node(document: Mapping[str, Any], s3: Any = None) -> dict[str, str]:
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         s3.download_file(bucket, prefix + name, str(work / name))
     model_path = fetch_model(document, s3, work)
-    return {"node": _node_id(), "model_path": model_path}
-
-
-def _node_id() -> str:
-    try:
-        import ray  # noqa: PLC0415 - the image's library
-
-        return str(ray.get_runtime_context().get_node_id()) if ray.is_initialized() else "local"
-    except ImportError:
-        return "local"
-
-
-def on_a_cluster() -> bool:
-    """Inside a Ray job (the RayJob's entrypoint): the job supervisor sets RAY_ADDRESS."""
-    return bool(os.environ.get("RAY_ADDRESS"))
-
-
-def cluster_nodes(*, gpu_nodes: int, timeout_s: float = NODE_WAIT_S) -> list[dict[str, Any]]:
-    """The cluster's live nodes once ``gpu_nodes`` of them hold a GPU (KubeRay may start the job before every worker
-    pod has joined); TrainError naming the count after ``timeout_s``."""
-    import ray  # noqa: PLC0415 - the image's library
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        alive = [node for node in ray.nodes() if node.get("Alive")]
-        if sum(1 for node in alive if node.get("Resources", {}).get("GPU", 0) > 0) >= gpu_nodes:
-            return alive
-        if time.monotonic() > deadline:
-            raise TrainError(
-                f"only {len(alive)} Ray nodes joined in {timeout_s:.0f} s; the run needs {gpu_nodes} with GPUs"
-            )
-        time.sleep(2)
-
-
-def run_on_nodes(function: Any, node_ids: Sequence[str], *args: Any) -> list[Any]:
-    """``function(*args)`` once on each of these Ray nodes (pinned: NodeAffinitySchedulingStrategy, soft=False)."""
-    import ray  # noqa: PLC0415 - the image's library
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
-
-    remote = ray.remote(num_cpus=0)(function)
-    return list(
-        ray.get(
-            [
-                remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False)).remote(*args)
-                for node_id in node_ids
-            ]
-        )
-    )
+    return {"node": node_id(), "model_path": model_path}
 
 
 def stage_every_node(document: Mapping[str, Any], s3: Any) -> tuple[str, tuple[str, ...]]:
@@ -651,7 +466,7 @@ def upload_node_checkpoints(document: Mapping[str, Any], s3: Any = None) -> int:
         import boto3  # noqa: PLC0415 - the image's AWS SDK
 
         s3 = boto3.client("s3")
-    return _upload_tree(s3, run_work_dir(document) / "checkpoints", output_prefix(document) + CHECKPOINTS_DIR)
+    return upload_tree(s3, run_work_dir(document) / "checkpoints", output_prefix(document) + CHECKPOINTS_DIR)
 
 
 def collect_checkpoints(document: Mapping[str, Any], s3: Any, nodes: Sequence[str]) -> None:
@@ -677,7 +492,7 @@ def export_node(document: Mapping[str, Any], s3: Any = None) -> tuple[int, str |
         s3 = boto3.client("s3")
     work = run_work_dir(document) / "export"
     checkpoints = work / "checkpoints"
-    _download_tree(s3, output_prefix(document) + CHECKPOINTS_DIR, checkpoints)
+    download_tree(s3, output_prefix(document) + CHECKPOINTS_DIR, checkpoints)
     prefix = output_prefix(document) + MERGED_DIR + "/"
     return export_model(s3, checkpoints, work / MERGED_DIR, prefix, run_id=document["run_id"])
 
@@ -699,40 +514,6 @@ def export_run(document: Mapping[str, Any], s3: Any, nodes: Sequence[str]) -> in
     if problem:
         print(problem, file=sys.stderr, flush=True)
     return int(code)
-
-
-def latest_actor_checkpoint(local_dir: Path) -> Path | None:
-    """The actor of verl's last checkpoint (``global_step_<n>/actor``), or None."""
-    steps = [
-        (int(path.name.removeprefix("global_step_")), path)
-        for path in local_dir.glob("global_step_*")
-        if path.name.removeprefix("global_step_").isdigit()
-    ]
-    actor = max(steps)[1] / "actor" if steps else None
-    return actor if actor is not None and actor.is_dir() else None
-
-
-def merger_command(actor: Path, target: Path) -> list[str]:
-    """verl's model merger with memory-mapped shards and a LoRA adapter folded into the weights
-    (``mtrl.backends.verl.merge``): the FSDP checkpoint as the trained Hugging Face model, the adapter in
-    ``lora_adapter/`` beside it (``MTRL_VERL_MERGER`` replaces the module, for tests)."""
-    override = os.environ.get("MTRL_VERL_MERGER")
-    module = shlex.split(override) if override else [sys.executable, "-m", "mtrl.backends.verl.merge"]
-    return [*module, "merge", "--backend", "fsdp", "--local_dir", str(actor), "--target_dir", str(target)]
-
-
-def export_model(s3: Any, local_dir: Path, target: Path, prefix_uri: str, *, run_id: Any) -> tuple[int, str | None]:
-    """The trained model as ``output/huggingface/`` (merged weights, tokenizer and, for LoRA, ``lora_adapter/``): the
-    run's deliverable, so a run whose export fails fails. (exit code, the problem) — the problem travels back to the
-    entrypoint, which prints it (a Ray task's own output may not reach the job's log before the driver leaves)."""
-    actor = latest_actor_checkpoint(local_dir)
-    if actor is None:
-        return 1, f"run {run_id}: the trainer exited without a checkpoint to export ({local_dir})"
-    merged = subprocess.run(merger_command(actor, target), check=False)
-    if merged.returncode != 0:
-        return merged.returncode, f"run {run_id}: merging {actor} into a Hugging Face model failed"
-    _upload_tree(s3, target, prefix_uri)
-    return 0, None
 
 
 def composed_config(chosen: Sequence[str]) -> Any:
@@ -764,36 +545,6 @@ def compose(document: Mapping[str, Any]) -> dict[str, Any]:
     return {
         key: OmegaConf.to_container(value) if OmegaConf.is_config(value) else value for key, value in values.items()
     }
-
-
-def _upload_tree(s3: Any, root: Path, prefix_uri: str) -> int:
-    if not root.is_dir():
-        return 0
-    files = sorted(p for p in root.rglob("*") if p.is_file())
-    for path in files:
-        _upload_file(s3, path, prefix_uri + path.relative_to(root).as_posix())
-    return len(files)
-
-
-def _upload_file(s3: Any, path: Path, uri: str) -> None:
-    bucket, _, key = uri.removeprefix("s3://").partition("/")
-    s3.upload_file(str(path), bucket, key)
-
-
-def _download_tree(s3: Any, prefix_uri: str, into: Path) -> int:
-    """Every object under ``prefix_uri`` into ``into`` (keys that would land outside it are refused)."""
-    bucket, _, prefix = prefix_uri.removeprefix("s3://").partition("/")
-    root = into.resolve()
-    count = 0
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for item in page.get("Contents", []):
-            target = into / item["Key"][len(prefix) :]
-            if not target.resolve().is_relative_to(root):
-                raise TrainError(f"{prefix_uri}: object {item['Key']!r} would land outside {into}")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            s3.download_file(bucket, item["Key"], str(target))
-            count += 1
-    return count
 
 
 if __name__ == "__main__":

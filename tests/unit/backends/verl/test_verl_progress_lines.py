@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 import pytest
 
-from mtrl.backends.verl import train
+from mtrl.backends.verl import progress as verl_progress
 from mtrl.health.signals import parse_signals
 
 BUCKET = "mtrl-data"
@@ -44,9 +44,9 @@ def s3(mocked_aws: None) -> Any:
 
 
 def recorded(s3: Any, lines: list[str]) -> tuple[dict[str, Any], list[tuple[int, float | None]]]:
-    progress = train.Progress(s3, f"s3://{BUCKET}/runs/r1/", planned_steps=3, group_size=4)
+    progress = verl_progress.Progress(s3, f"s3://{BUCKET}/runs/r1/", planned_steps=3, group_size=4)
     progress.start()
-    assert list(train.follow(lines, progress)) == lines  # every line still goes to the job log
+    assert list(verl_progress.follow(lines, progress)) == lines  # every line still goes to the job log
     body = s3.get_object(Bucket=BUCKET, Key="runs/r1/signals.jsonl")["Body"].read().decode()
     rows = [(row.step, row.reward_mean) for row in parse_signals(body).rows]
     try:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from mtrl.backends.verl import progress as verl_progress
 from mtrl.backends.verl import train
 from mtrl.backends.verl.bridge import TASK_INDEX
 from mtrl.backends.verl.rollout_rows import read_step, step_row
@@ -109,7 +110,7 @@ def test_nan_evaluations_and_hostile_values_do_not_break_a_row() -> None:
 def test_rows_are_filled_one_step_late_and_at_the_end(s3: Any, tmp_path: Path) -> None:  # noqa: F811
     dumps = tmp_path / "rollouts"
     dumps.mkdir()
-    progress = train.Progress(s3, f"s3://{BUCKET}/runs/r1/", planned_steps=2, group_size=2, rollout_dir=dumps)
+    progress = verl_progress.Progress(s3, f"s3://{BUCKET}/runs/r1/", planned_steps=2, group_size=2, rollout_dir=dumps)
     progress.start()
     (dumps / "1.jsonl").write_text("\n".join([sample(0, 1.0), sample(0, 0.0, malformed_actions=1.0)]) + "\n")
     progress.step(1, {"critic/score/mean": 0.5})

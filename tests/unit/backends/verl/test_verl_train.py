@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from mtrl.backends._aws import AwsClients
+from mtrl.backends.verl import progress as verl_progress
 from mtrl.backends.verl import train
 from mtrl.backends.verl.adapter import VerlAdapter
 from mtrl.backends.verl.config import plan_for
@@ -175,21 +176,21 @@ def test_the_models_copy_is_verified_file_by_file(s3: Any, tmp_path: Path) -> No
 
 
 def test_step_lines_become_progress_and_training_health_rows(s3: Any) -> None:
-    progress = train.Progress(s3, f"s3://{BUCKET}/runs/r1/", planned_steps=3, group_size=4)
+    progress = verl_progress.Progress(s3, f"s3://{BUCKET}/runs/r1/", planned_steps=3, group_size=4)
     progress.start()
     lines = [
         "(TaskRunner pid=1) step:1 - critic/score/mean:0.25 - actor/entropy:1.5 - response_length/clip_ratio:0.0\n",
         "unrelated output\n",
         "step:2 - critic/score/mean:0.5 - actor/grad_norm:3.0 - actor/kl_loss:0.01 - num_turns/mean:4.0\n",
     ]
-    assert list(train.follow(lines, progress)) == lines
+    assert list(verl_progress.follow(lines, progress)) == lines
     body = s3.get_object(Bucket=BUCKET, Key="runs/r1/signals.jsonl")["Body"].read().decode()
     signals = parse_signals(body)
     assert signals.header.planned_steps == 3
     assert [(row.step, row.reward_mean) for row in signals.rows] == [(1, 0.25), (2, 0.5)]
     assert (signals.rows[0].entropy, signals.rows[1].grad_norm, signals.rows[1].mean_turns) == (1.5, 3.0, 4.0)
     assert json.loads(s3.get_object(Bucket=BUCKET, Key="runs/r1/progress.json")["Body"].read()) == {"step": 2}
-    assert train.parse_step_line("no step here") is None
+    assert verl_progress.parse_step_line("no step here") is None
 
 
 def test_a_run_around_a_stand_in_trainer(s3: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -287,7 +288,7 @@ AFTER_LINE = (
 
 
 def test_numpy_scalars_in_verls_lines_are_read() -> None:
-    parsed = train.parse_step_line(
+    parsed = verl_progress.parse_step_line(
         "step:2 - critic/score/mean:np.float64(0.25) - a:np.int64(3) - b:np.float32(nan) - c:np.str_('x') - d:1e-3"
     )
     assert parsed is not None
@@ -327,9 +328,9 @@ def test_with_held_out_rows_verl_validates_them_before_and_after_training(s3: An
 
 
 def test_validation_lines_become_the_evaluation_and_the_baseline_is_no_training_step(s3: Any) -> None:
-    progress = train.Progress(s3, f"s3://{BUCKET}/runs/r1/", planned_steps=3, group_size=4, eval_tasks=2)
+    progress = verl_progress.Progress(s3, f"s3://{BUCKET}/runs/r1/", planned_steps=3, group_size=4, eval_tasks=2)
     progress.start()
-    list(train.follow([BASELINE_LINE], progress))
+    list(verl_progress.follow([BASELINE_LINE], progress))
     # The baseline trained nothing: no progress, no signal row.
     with pytest.raises(s3.exceptions.NoSuchKey):
         s3.get_object(Bucket=BUCKET, Key="runs/r1/progress.json")
@@ -341,7 +342,7 @@ def test_validation_lines_become_the_evaluation_and_the_baseline_is_no_training_
         "before": {"reward": -0.5, "success": 0.0, "evaluation": 0.0},
         "after": None,
     }
-    list(train.follow(["step:1 - critic/score/mean:0.1\n", AFTER_LINE], progress))
+    list(verl_progress.follow(["step:1 - critic/score/mean:0.1\n", AFTER_LINE], progress))
     evaluation = json.loads(s3.get_object(Bucket=BUCKET, Key="runs/r1/evaluation.json")["Body"].read())
     assert evaluation["after"] == {"reward": 0.75, "success": 0.5, "evaluation": 0.5}
     assert evaluation["before"]["reward"] == -0.5
