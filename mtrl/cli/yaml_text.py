@@ -30,7 +30,7 @@ def _quoted(text: str) -> str:
 
 
 def _key(key: str) -> str:
-    return key if _PLAIN_KEY.match(key) and key.lower() not in _WORDS else _quoted(key)
+    return key if _PLAIN_KEY.fullmatch(key) and key.lower() not in _WORDS else _quoted(key)
 
 
 def _scalar(value: Any) -> str:
@@ -73,7 +73,7 @@ def _is_block(item: Any) -> bool:
         isinstance(item, str)
         and "\n" in item.rstrip("\n")
         and not item.endswith("\n\n")
-        and _BLOCK_TEXT.match(item) is not None
+        and _BLOCK_TEXT.fullmatch(item) is not None
         and not any(line.endswith(" ") for line in item.split("\n"))
     )
 

@@ -49,14 +49,17 @@ def run(uri: str, *, s3: Any = None, open: OpenService = open_service, max_secon
     config = read_run_config(client, uri)
     runner = SessionsRunner(config, client, open=open)
     started = time.monotonic()
+    left = max_seconds
     while True:
-        left = None if max_seconds is None else max_seconds - (time.monotonic() - started)
-        if left is not None and left <= 0:
-            return 0
+        # Every call advances at least once (a step under way finishes), however little time it was given: a limit
+        # spent before the first step would otherwise leave the run where it was, poll after poll.
         progress = runner.advance(max_seconds=left)
         logger.info("run %s: %s at step %d (%s)", config.run_id, progress.phase, progress.step, progress.message)
         if progress.finished:
             return 0 if progress.phase == "done" else 1
+        left = None if max_seconds is None else max_seconds - (time.monotonic() - started)
+        if left is not None and left <= 0:
+            return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,8 +3,10 @@ its end; a SIGTERM while a step runs closes the service and leaves the run to re
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -71,12 +73,17 @@ def test_sigterm_closes_the_service_and_the_run_resumes_later() -> None:
     assert task.run(uri, s3=s3, open=Opener()) == 0  # a new task resumes and finishes the run
 
 
-def test_a_time_limited_task_ends_after_the_step_that_spent_its_time_and_the_next_resumes() -> None:
+def test_a_time_limited_task_ends_after_the_step_that_spent_its_time_and_the_next_resumes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # How a status poll runs the loop in another interpreter (mtrl.backends.sessions.adapter, DELEGATED_SECONDS): the
-    # step under way finishes, its state and progress are written, and the next call resumes after it.
+    # step under way finishes, its state and progress are written, and the next call resumes after it. The task's
+    # clock moves a second per reading, so its limit is spent before the first step: it still makes one.
     s3 = world()
     uri = _submitted(s3, steps=2)
     limited = Opener()
+    readings = itertools.count()
+    monkeypatch.setattr(task, "time", SimpleNamespace(monotonic=lambda: float(next(readings))))
     assert task.run(uri, s3=s3, open=limited, max_seconds=1e-6) == 0
     progress = RunStore(s3, config().output_uri).progress()
     assert progress is not None
