@@ -20,6 +20,7 @@ from mtrl.cli.remote import (
 )
 
 if TYPE_CHECKING:
+    from mtrl.backends.verl.catalog import Catalog
     from mtrl.client.builders import Build
 
 app = typer.Typer(help="The trainer image: build it in the account, list what is registered.", no_args_is_help=True)
@@ -73,15 +74,7 @@ def list_images(
     as_json: JsonOption = False,
 ) -> None:
     """List the images registered in the deployment (mtrl image build)."""
-    from mtrl.backends.verl.catalog import read_catalog  # noqa: PLC0415
-    from mtrl.contracts.backend import BackendError  # noqa: PLC0415
-
-    connection = connect(prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url, as_json=as_json)
-    with remote_errors(connection.aws, as_json=as_json):
-        try:
-            catalog = read_catalog(connection.client("ssm"), prefix)
-        except BackendError as error:
-            fail(str(error), code=EXIT_INVALID, as_json=as_json)
+    catalog = deployment_catalog(prefix, region, profile, endpoint_url, as_json=as_json)
     images = [{"image": "verl", **catalog.image.to_dict()}] if catalog.image else []
     if as_json:
         print_json(images)
@@ -90,3 +83,18 @@ def list_images(
         console.print("no image registered: `mtrl image build verl` builds one", highlight=False)
     for entry in images:
         console.print(f"{entry['image']}  {entry['uri']}  (recorded {entry['recorded_at']})", highlight=False)
+
+
+def deployment_catalog(
+    prefix: str, region: str | None, profile: str | None, endpoint_url: str | None, *, as_json: bool
+) -> Catalog:
+    """The deployment's registered images and models (``mtrl image list``, ``mtrl model list``)."""
+    from mtrl.backends.verl.catalog import read_catalog  # noqa: PLC0415
+    from mtrl.contracts.backend import BackendError  # noqa: PLC0415
+
+    connection = connect(prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url, as_json=as_json)
+    with remote_errors(connection.aws, as_json=as_json):
+        try:
+            return read_catalog(connection.client("ssm"), prefix)
+        except BackendError as error:
+            fail(str(error), code=EXIT_INVALID, as_json=as_json)

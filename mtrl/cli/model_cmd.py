@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from mtrl.cli.image_cmd import show_phase
+from mtrl.cli.image_cmd import deployment_catalog, show_phase
 from mtrl.cli.output import EXIT_INVALID, console, error_console, fail, print_json
 from mtrl.cli.remote import (
     EndpointOption,
@@ -94,15 +94,7 @@ def list_models(
 ) -> None:
     """List the models registered in the deployment (mtrl model import), oldest first (the first is the default
     when the settings list none)."""
-    from mtrl.backends.verl.catalog import read_catalog  # noqa: PLC0415
-    from mtrl.contracts.backend import BackendError  # noqa: PLC0415
-
-    connection = connect(prefix=prefix, region=region, profile=profile, endpoint_url=endpoint_url, as_json=as_json)
-    with remote_errors(connection.aws, as_json=as_json):
-        try:
-            catalog = read_catalog(connection.client("ssm"), prefix)
-        except BackendError as error:
-            fail(str(error), code=EXIT_INVALID, as_json=as_json)
+    catalog = deployment_catalog(prefix, region, profile, endpoint_url, as_json=as_json)
     models = [registered.to_dict() for registered in catalog.models]
     if as_json:
         print_json(models)
