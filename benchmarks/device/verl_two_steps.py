@@ -96,6 +96,17 @@ class LocalBucket:
     def upload_file(self, filename: str, bucket: str, key: str) -> None:
         self.put_object(Bucket=bucket, Key=key, Body=Path(filename).read_bytes())
 
+    def get_paginator(self, operation: str) -> LocalBucket:
+        if operation != "list_objects_v2":
+            raise ValueError(f"LocalBucket pages only list_objects_v2, not {operation}")
+        return self
+
+    def paginate(self, *, Bucket: str, Prefix: str = "") -> list[dict[str, Any]]:
+        """One page of every key under ``Prefix`` (the export lists the run's checkpoints: mtrl.backends.verl.nodes)."""
+        root = self.root / Bucket
+        keys = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+        return [{"Contents": [{"Key": key} for key in keys if key.startswith(Prefix)]}]
+
 
 def build_model(into: Path) -> int:
     """A tiny Qwen2 with random weights and the byte-level tokenizer, saved as a Hugging Face model; its size."""

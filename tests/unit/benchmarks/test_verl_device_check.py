@@ -80,3 +80,18 @@ def test_the_modules_training_needs_are_looked_up_for_real(monkeypatch: pytest.M
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "vllm" else real(name))
     assert "vllm" in check.missing_training_modules()
+
+
+def test_the_local_bucket_serves_the_exports_listing(tmp_path: Path) -> None:
+    """The export downloads the run's checkpoints by listing them (mtrl.backends.verl.nodes.download_tree): the
+    device check's bucket pages the keys under a prefix, and only those."""
+    from mtrl.backends.verl.nodes import download_tree
+
+    store = check.LocalBucket(tmp_path / "bucket")
+    for key in ("runs/r1/output/checkpoints/global_step_2/actor/a.pt", "runs/r1/output/other.json", "runs/r2/x"):
+        store.put_object(Bucket="b", Key=key, Body=key.encode())
+    into = tmp_path / "into"
+    assert download_tree(store, "s3://b/runs/r1/output/checkpoints/", into) == 1
+    assert (into / "global_step_2" / "actor" / "a.pt").read_bytes().endswith(b"a.pt")
+    with pytest.raises(ValueError, match="list_objects_v2"):
+        store.get_paginator("list_objects")
