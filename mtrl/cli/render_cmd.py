@@ -83,7 +83,7 @@ def render(
             raise ConfigurationError(
                 f"{manifest}: backend '{run_settings.backend}' submits no Kubernetes objects (nothing to render)"
             )
-        dataset_uri, eval_dataset_uri = _data_uris(data_bucket, dataset_key, run_id, run_settings)
+        dataset_uri, eval_dataset_uri = _data_uris(data_bucket, run_id, run_settings)
         run = RunContext(
             run_id=run_id,
             settings={},  # the renderer computes them from the deployment's settings
@@ -102,14 +102,16 @@ def render(
     typer.echo(dump_documents(objects), nl=False)
 
 
-def _data_uris(data_bucket: str, dataset_key: str, run_id: str, run_settings: RunSettings) -> tuple[str, str | None]:
+def _data_uris(data_bucket: str, run_id: str, run_settings: RunSettings) -> tuple[str, str | None]:
     """The data a run trains and evaluates on, as Validate resolves it (mtrl.runs.phases.inputs.data_inputs): with
-    eval_split, the training and held-out files it writes under the run's prefix; else the upload, and the
-    eval_dataset if one is named."""
+    eval_split, the training and held-out files it writes under the run's prefix; else its copies of the upload and of
+    the eval_dataset if one is named (the bytes it validated, never the uploaded keys)."""
+    from mtrl.runs.phases.inputs import validated_keys  # noqa: PLC0415
     from mtrl.runs.pipeline import split_keys  # noqa: PLC0415
 
     if run_settings.eval_split > 0 and not run_settings.eval_dataset:
         train_key, eval_key = split_keys(run_id)
         return f"s3://{data_bucket}/{train_key}", f"s3://{data_bucket}/{eval_key}"
-    eval_uri = f"s3://{data_bucket}/{run_settings.eval_dataset}" if run_settings.eval_dataset else None
-    return f"s3://{data_bucket}/{dataset_key}", eval_uri
+    copied, eval_copied = validated_keys(run_id)
+    eval_uri = f"s3://{data_bucket}/{eval_copied}" if run_settings.eval_dataset else None
+    return f"s3://{data_bucket}/{copied}", eval_uri

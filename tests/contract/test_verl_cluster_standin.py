@@ -41,6 +41,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mtrl.cli import app as cli
+from mtrl.runs.phases.inputs import validated_keys
 from tests.contract.verl_cluster import ROOT, VERL_BIN, Cluster, can_isolate, running_cluster
 
 BUCKET = "mtrl-standin-data"
@@ -198,7 +199,9 @@ def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             for env_id, (config_map, rayjob) in rendered.items():
                 run_id = rayjob["metadata"]["annotations"]["mtrl/run-id"]
                 dataset = (ROOT / "environments" / env_id / "sample" / "train.jsonl").read_bytes()
-                s3.put_object(Bucket=BUCKET, Key=f"training-data/{env_id}.jsonl", Body=dataset)
+                # Where Validate copies the bytes it checked (mtrl.runs.phases.inputs.validated_keys): what the
+                # rendered run reads.
+                s3.put_object(Bucket=BUCKET, Key=validated_keys(run_id)[0], Body=dataset)
                 (config_dir / "run.json").write_text(config_map["data"]["run.json"])
                 job = cluster.submit(
                     rayjob["spec"]["entrypoint"], timeout_s=JOB_TIMEOUT_S, env_vars={"MTRL_VERL_TRAINER": CPU_TRAINER}

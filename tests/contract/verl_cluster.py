@@ -32,6 +32,13 @@ VERL_BIN = ROOT / ".venv-verl" / "bin"
 WORK_DIR = "/var/lib/mtrl-verl"  # mtrl.backends.verl.train.WORK_DIR: the pod's own disk
 CONFIG_DIR = "/etc/mtrl"  # the ConfigMap's mount (mtrl.backends.verl.rayjob.CONFIG_DIR), on the head
 PRIVATE_DIRS = ("/tmp", WORK_DIR, "/dev/shm")
+# Where a node keeps the image while its tmpfs mounts go up, when the checkout lies under one of them (a clone in
+# /tmp, as CI's may be): outside every private directory, and only a mount point (mounts stay in the namespace).
+IMAGE_HOLDER = Path("/var/tmp/mtrl-standin-image")
+
+
+def _hidden_by_private_dirs(path: Path) -> bool:
+    return any(path.is_relative_to(directory) for directory in PRIVATE_DIRS)
 
 
 def free_port() -> int:
@@ -52,11 +59,18 @@ def _node_script(ray_start: list[str], *, config_dir: Path | None) -> str:
     """The shell a node runs inside its namespace: tmpfs over its private directories, the ConfigMap's mount (a
     read-only bind of a folder the test writes, as the kubelet projects a ConfigMap from outside the pod), then Ray."""
     lines = ["set -eu"]
+    image, holder = shlex.quote(str(ROOT)), shlex.quote(str(IMAGE_HOLDER))
+    hidden = _hidden_by_private_dirs(ROOT)
+    if hidden:  # the image (this checkout, .venv-verl) is the same on every pod: held aside, put back after the tmpfs
+        IMAGE_HOLDER.mkdir(parents=True, exist_ok=True)
+        lines.append(f"mount --bind {image} {holder}")
     if config_dir is not None:  # first: the folder may lie under /tmp, which the node's own tmpfs hides next
         lines.append(f"mkdir -p {CONFIG_DIR} && mount --bind {shlex.quote(str(config_dir))} {CONFIG_DIR}")
         lines.append(f"mount -o remount,bind,ro {CONFIG_DIR}")
     for directory in PRIVATE_DIRS:
         lines.append(f"mkdir -p {directory} && mount -t tmpfs -o mode=1777 tmpfs {directory}")
+    if hidden:
+        lines.append(f"mkdir -p {image} && mount --bind {holder} {image}")
     lines.append("mkdir -p /tmp/home")
     lines.append("exec " + shlex.join(ray_start))
     return "\n".join(lines)

@@ -107,6 +107,18 @@ def test_eval_split_renders_the_split_files_validate_writes_and_their_eval_uri(t
     assert "training-data/wordle.jsonl" not in rendered
 
 
+def test_without_a_split_the_run_reads_the_copies_validate_made(tmp_path: Path) -> None:
+    # Issue 38 item 2: every backend reads the bytes Validate checked, copied under the run's own prefix
+    # (mtrl.runs.phases.inputs.validated_keys), never the uploaded key a later upload may overwrite.
+    result = _render(tmp_path, {"eval_dataset": "eval-data/held-out.jsonl"}, *CONFIGURED, "--run-id", RUN_ID, "--json")
+    assert result.exit_code == 0, result.output
+    rendered = result.stdout
+    assert f"s3://DATA-BUCKET/runs/{RUN_ID}/data/dataset.jsonl" in rendered
+    assert f"s3://DATA-BUCKET/runs/{RUN_ID}/data/eval-dataset.jsonl" in rendered
+    assert "training-data/" not in rendered
+    assert "eval-data/" not in rendered
+
+
 @pytest.mark.parametrize(
     ("environment", "args", "message"),
     [
