@@ -33,23 +33,29 @@ CHAT_TEMPLATE = (
 )
 
 
-def byte_tokenizer() -> Any:
-    """A real ``PreTrainedTokenizerFast`` that round-trips any text (byte-level, no merges), built in code."""
+def byte_tokenizer(
+    *,
+    specials: Sequence[str] = SPECIALS,
+    eos_token: str = "<|end|>",
+    chat_template: str = CHAT_TEMPLATE,  # noqa: S107
+) -> Any:
+    """A real ``PreTrainedTokenizerFast`` that round-trips any text (byte-level, no merges), built in code.
+    ``specials``: ``<pad>``, ``eos_token`` and the template's other special tokens (the first ids, in this order)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
-    vocab = {token: index for index, token in enumerate([*SPECIALS, *sorted(alphabet)])}
+    vocab = {token: index for index, token in enumerate([*specials, *sorted(alphabet)])}
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     core.decoder = decoders.ByteLevel()
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core,
         pad_token="<pad>",
-        eos_token="<|end|>",
-        additional_special_tokens=["<|system|>", "<|user|>", "<|assistant|>"],
+        eos_token=eos_token,
+        additional_special_tokens=[token for token in specials if token not in {"<pad>", eos_token}],
     )
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = chat_template
     return tokenizer
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import boto3
 import pytest
 from aws_fakes import REGION, FakeAws, new_session
+from session_fakes import FAST as FAKE_PACING
 from session_fakes import FakeSession, RuntimeServer, package_arn, runtime_server
 
 from mtrl.backends.sessions import sagemaker_wire as wire
@@ -35,16 +36,7 @@ CONFIG = SageMakerSessionConfig(
     lora_rank=16,
     lora_alpha=32,
 )
-FAST = Pacing(
-    session_poll_s=0.001,
-    session_ready_timeout_s=5,
-    operation_poll_s=0.001,
-    operation_timeout_s=5,
-    teardown_timeout_s=5,
-    retry_attempts=4,
-    backoff_base_s=0.001,
-    backoff_max_s=0.004,
-)
+FAST = replace(FAKE_PACING, retry_attempts=4, backoff_max_s=0.004)  # the retry tests need room for four tries
 DATUM = Datum(
     tokens=(11, 12, 13, 14, 15),
     mask=(0.0, 0.0, 1.0, 1.0),

@@ -19,10 +19,9 @@ import asyncio
 from typing import Any
 
 import pytest
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
 
 from mtrl.backends.verl.bridge import PromptTooLong, TokenBridge, chat_ids, turn_tokens
+from mtrl.backends.verl.smoke import byte_tokenizer
 from mtrl.envs.rollout import ActionRequest
 
 SPECIALS = ("<pad>", "<|im_start|>", "<|im_end|>", "<think>", "</think>")
@@ -53,19 +52,7 @@ FIRST = {"role": "user", "content": "Guess a word."}
 
 def tokenizer_with(template: str) -> Any:
     """A real fast tokenizer (byte level, no merges: any text round-trips) with Qwen's special tokens."""
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    vocab = {token: index for index, token in enumerate([*SPECIALS, *sorted(alphabet)])}
-    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    core.decoder = decoders.ByteLevel()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core,
-        pad_token="<pad>",
-        eos_token="<|im_end|>",
-        additional_special_tokens=["<|im_start|>", "<think>", "</think>"],
-    )
-    tokenizer.chat_template = template
-    return tokenizer
+    return byte_tokenizer(specials=SPECIALS, eos_token="<|im_end|>", chat_template=template)
 
 
 def sampled(tokenizer: Any, text: str) -> list[int]:
