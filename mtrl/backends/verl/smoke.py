@@ -36,8 +36,8 @@ CHAT_TEMPLATE = (
 def byte_tokenizer(
     *,
     specials: Sequence[str] = SPECIALS,
-    eos_token: str = "<|end|>",
-    chat_template: str = CHAT_TEMPLATE,  # noqa: S107
+    eos_token: str = "<|end|>",  # noqa: S107 - a token of the vocabulary, not a password
+    chat_template: str = CHAT_TEMPLATE,
 ) -> Any:
     """A real ``PreTrainedTokenizerFast`` that round-trips any text (byte-level, no merges), built in code.
     ``specials``: ``<pad>``, ``eos_token`` and the template's other special tokens (the first ids, in this order)."""
