@@ -79,6 +79,7 @@ class _Pricer:
         self.hours = Decimal(at_rest.hours_per_month)
         self.lines: list[CostLine] = []
         self.assumptions: list[str] = []
+        self.unconfirmed: list[str] = []
         self.not_included: list[str] = []
 
     def price(self, key: str) -> Decimal:
@@ -87,6 +88,8 @@ class _Pricer:
             raise CostError(f"no at-rest price '{key}' for region '{self.region}' in mtrl/cost/prices.json")
         if entry.assumption:
             self.assumptions.append(f"{key} in {self.region}: {entry.source}")
+        elif not entry.confirmed:
+            self.unconfirmed.append(key)
         return Decimal(str(entry.price))
 
     def usage(self, key: str) -> Decimal:
@@ -105,7 +108,14 @@ class _Pricer:
 
     def estimate(self) -> CostEstimate:
         notes = (*self.not_included, *((self.at_rest.not_included,) if self.at_rest.not_included else ()))
-        return CostEstimate(self.book.currency, tuple(self.lines), unique(tuple(self.assumptions)), unique(notes))
+        assumptions = list(self.assumptions)
+        if self.unconfirmed:
+            keys = ", ".join(sorted(set(self.unconfirmed)))
+            assumptions.append(
+                f"{keys} in {self.region}: list prices checked against third-party copies of their AWS pricing page "
+                "only, not the page itself (re-check them; each names its page in mtrl/cost/prices.json)"
+            )
+        return CostEstimate(self.book.currency, tuple(self.lines), unique(tuple(assumptions)), unique(notes))
 
 
 def at_rest_cost(templates: Mapping[str, Mapping[str, Any]], *, region: str, book: PriceBook) -> CostEstimate:

@@ -69,9 +69,14 @@ class _HyperPodBook(_Strict):
 
 
 class AtRestPrice(_Strict):
+    """One at-rest list price. ``confirmed`` is true only where the figure was read on the AWS pricing page itself
+    (its source quotes that page and the date it was read); false where only third-party copies of the page agree,
+    and then the source says "re-check it"."""
+
     price: NonNegativeFloat
     unit: str
     assumption: bool
+    confirmed: bool
     source: str = Field(min_length=1)
 
 

@@ -37,10 +37,18 @@ KUBERAY_CHART_PATH = "helm-chart/kuberay-operator"
 # mtrl.kube.charts.tree_sha256 of helm-chart/kuberay-operator at KUBERAY_COMMIT (36 files, CRDs included), computed
 # from the repository at that commit; a different download fails the deploy before helm runs.
 KUBERAY_CHART_SHA256 = "23d81bf08b7d16457cb8e6c9397198c24a05164318ce229aeabc94c5d84ce444"
-# The operator image of that version, pinned by digest: quay.io/kuberay/operator:v1.7.0 is
-# sha256:4a779237…bce6 as pinned, with the same v1.7.0 source commit, by skyhook-io/radar
-# scripts/kuberay-demo/README.md ("Exact pins", commit 7f65f74a) and scripts/kuberay-demo.sh. Not re-read from quay.io
-# here (no registry access at synth); `crane digest quay.io/kuberay/operator:v1.7.0` shows it. The chart renders
+# The operator image of that version, pinned by digest. Sources for quay.io/kuberay/operator:v1.7.0 being
+# sha256:4a779237…bce6 (all searched 2026-12-08):
+# - one: skyhook-io/radar pins exactly this reference, with the same v1.7.0 source commit 59d663ae, in
+#   scripts/kuberay-demo/README.md ("Exact pins", commit 7f65f74a) and scripts/kuberay-demo.sh (one repository, so
+#   one source).
+# - no independent second one: in the indexed public repositories the digest and "kuberay/operator:v1.7.0" occur in
+#   those two radar files only (the "kuberay/operator@sha256:" pins found are test fixtures of other digests);
+#   ray-project/kuberay at tag v1.7.0 (commit 59d663ae, as above) names the image by tag only
+#   (helm-chart/kuberay-operator/values.yaml `tag: v1.7.0`, ray-operator/config/default/kustomization.yaml
+#   `newTag: v1.7.0`) and its image-release workflow records no digest.
+# No source disagrees. Not re-read from quay.io (no registry access here or at synth):
+# `crane digest quay.io/kuberay/operator:v1.7.0` shows it; check it before a deploy that matters. The chart renders
 # "<image.repository>:<image.tag>" (templates/deployment.yaml), so a tag of "v1.7.0@sha256:…" pulls exactly that
 # digest (a reference with both is resolved by its digest).
 KUBERAY_OPERATOR_IMAGE = "quay.io/kuberay/operator"

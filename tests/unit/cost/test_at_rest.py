@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -93,7 +94,53 @@ def test_every_price_names_its_aws_pricing_page() -> None:
     for region, prices in BOOK.at_rest.regions.items():
         for key, price in prices.items():
             assert "https://aws.amazon.com/" in price.source, (region, key)
-            assert "2026-12-07" in price.source, (region, key)
+
+
+# The prices read on the AWS pricing page itself (stored copies read 2026-12-08), with the words that page states:
+# https://aws.amazon.com/kms/pricing/ ("$1/month (prorated hourly)", no region qualifier) and
+# https://aws.amazon.com/jp/privatelink/pricing/ (interface endpoints, first 1 PB processed in a Region: USD 0.01/GB).
+# Every other at-rest price was checked against third-party copies of its page only.
+CONFIRMED = {"kms_key_month": "costs $1/month (prorated hourly)", "interface_endpoint_gb": "USD 0.01 per GB"}
+
+
+def test_only_the_prices_read_on_the_aws_page_itself_are_marked_confirmed_and_they_quote_it() -> None:
+    assert BOOK.at_rest is not None
+    for region, prices in BOOK.at_rest.regions.items():
+        assert {key for key, price in prices.items() if price.confirmed} == set(CONFIRMED), region
+        for key, quote in CONFIRMED.items():
+            source = prices[key].source
+            assert quote in source, (region, key)
+            assert "confirmed on the AWS page itself, read 2026-12-08" in source, (region, key)
+            assert "re-check" not in source, (region, key)
+
+
+def test_a_price_checked_against_third_party_copies_only_says_re_check_it() -> None:
+    assert BOOK.at_rest is not None
+    for region, prices in BOOK.at_rest.regions.items():
+        for key, price in prices.items():
+            if not price.confirmed:
+                assert "against third-party copies of the page only" in price.source, (region, key)
+                assert price.source.endswith("re-check it"), (region, key)
+
+
+def test_the_operations_guide_names_what_was_confirmed_where() -> None:
+    guide = (Path(__file__).parents[3] / "docs" / "operations.md").read_text(encoding="utf-8")
+    prices = guide.split("- **Prices.**", 1)[1].split("\n- **", 1)[0]
+    assert len(CONFIRMED) == 2
+    assert "Two were read on the AWS page itself" in prices
+    for page in ("https://aws.amazon.com/kms/pricing/", "https://aws.amazon.com/privatelink/pricing/"):
+        assert page in prices
+    assert 're-check it"' in prices
+
+
+def test_the_estimate_names_the_prices_still_to_re_check() -> None:
+    estimate = at_rest_cost({"net": NETWORK, "cluster": CLUSTER}, region="us-east-1", book=BOOK)
+    [line] = [note for note in estimate.assumptions if "third-party copies" in note]
+    assert "re-check" in line
+    for key in ("eks_cluster_hour", "nat_gateway_hour", "public_ipv4_hour", "interface_endpoint_az_hour"):
+        assert key in line
+    for key in CONFIRMED:
+        assert key not in line
 
 
 def test_a_region_without_prices_is_refused_by_name() -> None:
