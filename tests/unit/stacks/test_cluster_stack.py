@@ -22,6 +22,7 @@ from stacks.app_builder import Deployment
 from stacks.constructs.eks_cluster import MANAGED_ADDONS
 from stacks.constructs.hyperpod_cluster import LIFECYCLE_DIR, MANAGED_INSTANCE_POLICY
 from stacks.constructs.hyperpod_helm import KUBECTL_LAYER_VERSION, check_kubectl_skew
+from stacks.constructs.kubernetes_access import NETWORK_INTERFACE_ACTIONS
 from tests.conftest import make_app
 from tests.unit.stacks.template_tools import as_list, cfn_lint, least_privilege_violations, of_type, only
 
@@ -281,7 +282,7 @@ def test_helm_function_has_helm_layer_and_narrow_role(deployment: Deployment, cl
     assert len(function["Layers"]) == 1
     assert function["Architectures"] == ["x86_64"]  # the layer's helm binary is amd64
     assert function["Timeout"] == 900
-    assert "VpcConfig" not in function  # reaches the public EKS endpoint
+    assert "SubnetIds" in function["VpcConfig"]  # reaches the private EKS endpoint (test_eks_endpoint_access.py)
     role_id = _lid(stack, stack.helm.function.role)
     actions = {
         action for _, statement in _statements_of_role(cluster_json, role_id) for action in as_list(statement["Action"])
@@ -292,6 +293,7 @@ def test_helm_function_has_helm_layer_and_narrow_role(deployment: Deployment, cl
         "logs:PutLogEvents",
         "dynamodb:Query",  # the deploy-during-a-run guard: slot items only
         "kms:Decrypt",  # the run table's key, through DynamoDB only
+        *NETWORK_INTERFACE_ACTIONS,  # Lambda places the function in the VPC with its role
     }
     statements = {as_list(s["Action"])[0]: s for _, s in _statements_of_role(cluster_json, role_id)}
     assert statements["dynamodb:Query"]["Condition"] == {
