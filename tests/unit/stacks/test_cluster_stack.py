@@ -62,18 +62,16 @@ def test_eks_secrets_are_encrypted_with_the_data_key(deployment: Deployment, clu
     assert data_key in json.dumps(config["Provider"]["KeyArn"])
 
 
-def test_eks_endpoint_is_private_and_public_with_the_public_cidrs_stated(
-    deployment: Deployment, cluster_json: dict[str, Any]
-) -> None:
-    # Issue 36: the endpoint was public only, open to 0.0.0.0/0 implicitly. Now in-VPC clients (HyperPod nodes, the
-    # Nova Forge runner) stay on the private endpoint, and the public one's CIDRs are stated (AWS::EKS::Cluster
-    # ResourcesVpcConfig.PublicAccessCidrs; the Helm installer and the backend function reach it from outside the VPC).
+def test_eks_endpoint_is_private_only_by_default(deployment: Deployment, cluster_json: dict[str, Any]) -> None:
+    # Issue 36 item 5: the public endpoint was open to 0.0.0.0/0 because the Helm installer and the backend function
+    # ran outside the VPC. They now run in it (tests/unit/stacks/test_eks_endpoint_access.py), so nothing is public:
+    # AWS::EKS::Cluster ResourcesVpcConfig with EndpointPublicAccess false and no PublicAccessCidrs.
     _, eks = only(cluster_json, "AWS::EKS::Cluster")
     vpc = eks["Properties"]["ResourcesVpcConfig"]
-    assert deployment.settings.eks_endpoint_access == "public_and_private"
-    assert vpc["EndpointPublicAccess"] is True
+    assert deployment.settings.eks_endpoint_access == "private"
+    assert vpc["EndpointPublicAccess"] is False
     assert vpc["EndpointPrivateAccess"] is True
-    assert vpc["PublicAccessCidrs"] == ["0.0.0.0/0"]
+    assert "PublicAccessCidrs" not in vpc
     assert eks["Properties"]["Version"] == deployment.settings.kubernetes_version
 
 
