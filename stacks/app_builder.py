@@ -15,6 +15,7 @@ from stacks.backends.contract import BackendResources, ClusterRefs, StackInputs,
 from stacks.backends_stack import BackendsStack
 from stacks.cluster_stack import ClusterStack
 from stacks.constructs.encrypted_log_group import give_every_function_a_log_group
+from stacks.constructs.kubernetes_access import KubernetesApiAccess
 from stacks.data_stack import DataStack
 from stacks.nag import enable_checks
 from stacks.network_stack import NetworkStack
@@ -59,19 +60,10 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
     prefix = settings.prefix
     description = "mtrl multi-turn RL training platform"
     data = DataStack(app, f"{prefix}-data", settings=settings, env=env, description=f"{description}: data")
-    pipeline = PipelineStack(
-        app,
-        f"{prefix}-pipeline",
-        settings=settings,
-        key=data.store.key,
-        bucket=data.store.data_bucket,
-        table=data.store.run_table,
-        env=env,
-        description=f"{description}: run pipeline",
-    )
     if settings.emulator:
         # The offline demo's reduced variant: what the `local` backend needs and the emulator can deploy
         # (no VPC/NAT, no EKS/HyperPod, no container image assets; docs/emulator.md).
+        pipeline = _pipeline_stack(app, settings, data, env=env, description=description, kubernetes_access=None)
         _finish(app, settings, data, pipeline)
         return Deployment(settings=settings, data=data, pipeline=pipeline)
     network = NetworkStack(
@@ -81,6 +73,24 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
         encryption_key=data.store.key,
         env=env,
         description=f"{description}: network",
+    )
+    # With a cluster this deployment creates, the backend function (verl's Kubernetes calls) runs in the private
+    # subnets and reaches the cluster's private endpoint, which the cluster's group admits it to (eks_endpoint_access).
+    # An existing cluster's endpoint and groups are not this deployment's: the function stays outside the VPC there.
+    creates_cluster = settings.deploy_cluster and not settings.uses_existing_cluster
+    pipeline = _pipeline_stack(
+        app,
+        settings,
+        data,
+        env=env,
+        description=description,
+        kubernetes_access=KubernetesApiAccess(
+            vpc=network.network.vpc,
+            subnets=network.network.private_subnets,
+            control_plane_security_group=network.network.hyperpod_security_group,
+        )
+        if creates_cluster
+        else None,
     )
     cluster = (
         ClusterStack(
@@ -139,6 +149,28 @@ def build_deployment(app: cdk.App, settings: DeploySettings) -> Deployment:
         reward_workers=reward_workers,
         backends=backends,
         pipeline=pipeline,
+    )
+
+
+def _pipeline_stack(
+    app: cdk.App,
+    settings: DeploySettings,
+    data: DataStack,
+    *,
+    env: cdk.Environment,
+    description: str,
+    kubernetes_access: KubernetesApiAccess | None,
+) -> PipelineStack:
+    return PipelineStack(
+        app,
+        f"{settings.prefix}-pipeline",
+        settings=settings,
+        key=data.store.key,
+        bucket=data.store.data_bucket,
+        table=data.store.run_table,
+        kubernetes_access=kubernetes_access,
+        env=env,
+        description=f"{description}: run pipeline",
     )
 
 

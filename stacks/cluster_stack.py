@@ -24,6 +24,7 @@ from stacks.constructs.encrypted_log_group import EncryptedLogGroup
 from stacks.constructs.hyperpod_cluster import HyperPodCluster
 from stacks.constructs.hyperpod_helm import RELEASE_NAME, RELEASE_NAMESPACE, HyperPodHelmRelease
 from stacks.constructs.kuberay import KUBERAY_VERSION, OPERATOR_NAMESPACE, OPERATOR_RELEASE, KubeRayOperator
+from stacks.constructs.kubernetes_access import KubernetesApiAccess
 
 
 class ClusterStack(cdk.Stack):
@@ -123,6 +124,10 @@ class ClusterStack(cdk.Stack):
             encryption_key=encryption_key,
             log_retention_days=settings.log_retention_days,
             run_table=run_table,
+            # In the private subnets, admitted by the cluster's group: it reaches the private endpoint.
+            kubernetes_access=KubernetesApiAccess(
+                vpc=vpc, subnets=private, control_plane_security_group=security_group
+            ),
         )
         # The verl backend's operator and the namespace its RayJobs run in, by the same installer.
         self.kuberay = KubeRayOperator(self, "KubeRay", installer=self.helm, namespace=verl_namespace(settings))

@@ -26,6 +26,7 @@ from mtrl.runs.runtime import (
 )
 from mtrl.settings import DeploySettings
 from stacks.constructs.data_store import RUN_TABLE_LISTING_INDEX
+from stacks.constructs.kubernetes_access import KubernetesApiAccess
 from stacks.constructs.pipeline_alerts import PipelineAlarms, PipelineTopic
 from stacks.constructs.pipeline_events import PipelineEvents
 from stacks.constructs.pipeline_functions import PipelineFunction, PipelineFunctions
@@ -60,8 +61,11 @@ class PipelineStack(cdk.Stack):
         key: kms.IKey,
         bucket: s3.IBucket,
         table: dynamodb.ITable,
+        kubernetes_access: KubernetesApiAccess | None = None,
         **kwargs: Any,
     ) -> None:
+        """``kubernetes_access``: the VPC place of the backend function when the deployment creates the EKS
+        cluster (stacks/constructs/kubernetes_access.py); None leaves every function outside the VPC."""
         super().__init__(scope, id_, **kwargs)
         prefix = settings.prefix
         self._prefix = prefix
@@ -80,6 +84,7 @@ class PipelineStack(cdk.Stack):
             settings=settings,
             log_retention_days=settings.log_retention_days,
             with_dependency_layer=not settings.emulator,
+            kubernetes_access=kubernetes_access,
         )
         fns = self.functions
         self.topic = PipelineTopic(

@@ -60,8 +60,10 @@ def show(
     warning = (
         None if settings.emulator else eks_support.kubernetes_support_warning(settings, today=eks_support.utc_today())
     )
+    # A public EKS endpoint open to every address (eks_endpoint_access), as synth warns.
+    endpoint = None if settings.emulator or not settings.deploy_cluster else settings.public_endpoint_warning()
     # What the default backend still lacks (an image, a model), naming the command that supplies it.
-    for text in (warning, settings.default_backend_warning()):
+    for text in (warning, endpoint, settings.default_backend_warning()):
         if text:
             error_console.print(f"[bold yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
     values = settings.model_dump(mode="json")

@@ -223,23 +223,23 @@ class ClusterSettings(SettingsGroup):
         "types cost less and lose that audit trail (cdk-nag AwsSolutions-EKS2 is then acknowledged with this "
         "setting as the reason); [] sends none.",
     )
-    eks_endpoint_access: Literal["public", "public_and_private"] = Field(
-        "public_and_private",
-        description="EKS API endpoint access. 'public_and_private' (default): clients in the VPC (HyperPod nodes, "
-        "the Nova Forge runner) use the private endpoint and their traffic stays in the VPC; the public one serves "
-        "only eks_public_access_cidrs. Not private-only: HyperPod's health checks, the deploy-time Helm installer "
-        "and the pipeline's backend function (verl runs) reach the public endpoint. Access still needs an access "
-        "entry (IAM); there is no anonymous access.",
+    eks_endpoint_access: Literal["private", "public_and_private", "public"] = Field(
+        "private",
+        description="EKS API endpoint access of a cluster this deployment creates. 'private' (default): no public "
+        "endpoint; every client mtrl deploys reaches the private one from inside the VPC (HyperPod nodes, the Nova "
+        "Forge runner, and the deploy-time Helm installer and the pipeline's backend function, which run in the "
+        "private subnets). mtrl's CLI makes no Kubernetes calls, so operators need no public endpoint; for kubectl "
+        "from outside the VPC set 'public_and_private' with eks_public_access_cidrs (your operators' egress ranges). "
+        "'public' turns the private endpoint off (nodes then reach the public one through the NAT gateway). Access "
+        "always needs an access entry (IAM); there is no anonymous access. Ignored with existing_eks_cluster_name.",
     )
     eks_public_access_cidrs: list[str] = Field(
-        default_factory=lambda: [ANYWHERE],
+        default_factory=list,
         max_length=40,
-        description="IPv4 CIDR blocks that may reach the public EKS endpoint (EKS allows up to 40). The default, "
-        "0.0.0.0/0, is stated in the template rather than left implicit: the deploy-time Helm installer and the "
-        "pipeline's backend function run outside the VPC and reach the endpoint from AWS Lambda's public "
-        "addresses, which no short list covers. A narrower list (your operators' egress ranges) cuts them off: "
-        "synth warns, and deploys and verl runs fail until they can reach the endpoint another way "
-        "(docs/operations.md).",
+        description="IPv4 CIDR blocks that may reach the public EKS endpoint (EKS allows up to 40): required with "
+        "eks_endpoint_access 'public_and_private' or 'public', refused with 'private' (the default, where it is "
+        "empty). 0.0.0.0/0 opens the public endpoint to every address (synth warns); 'public' takes nothing "
+        "narrower, since EKS restricts the public endpoint only while the private one is on.",
     )
     eks_admin_role_arns: list[str] = Field(
         default_factory=list,
@@ -319,11 +319,6 @@ class ClusterSettings(SettingsGroup):
     @field_validator("eks_public_access_cidrs")
     @classmethod
     def _public_access_cidrs_shape(cls, value: list[str]) -> list[str]:
-        if not value:
-            raise ValueError(
-                "is empty: the public endpoint would serve nobody, and the Helm installer and HyperPod need it "
-                "(list the CIDRs that may reach it, 0.0.0.0/0 by default)"
-            )
         bad = []
         for cidr in value:
             try:
@@ -340,9 +335,23 @@ class ClusterSettings(SettingsGroup):
         return value
 
     @model_validator(mode="after")
-    def _narrowed_public_endpoint_keeps_private_access(self) -> Self:
+    def _public_access_cidrs_match_the_endpoint(self) -> Self:
+        if self.eks_endpoint_access == "private":
+            if self.eks_public_access_cidrs:
+                raise ValueError(
+                    f"eks_public_access_cidrs: {self.eks_public_access_cidrs} is for a public EKS endpoint, but "
+                    "eks_endpoint_access is 'private' (the default: no public endpoint); for kubectl from those "
+                    "ranges set eks_endpoint_access to 'public_and_private' too, or drop eks_public_access_cidrs"
+                )
+            return self
+        if not self.eks_public_access_cidrs:
+            raise ValueError(
+                f"eks_public_access_cidrs is empty, but eks_endpoint_access '{self.eks_endpoint_access}' turns the "
+                "public endpoint on: list the public IPv4 ranges that may reach it (e.g. your operators' egress "
+                "ranges: -c eks_public_access_cidrs='[\"203.0.113.0/24\"]'), or keep eks_endpoint_access 'private'"
+            )
         # EKS refuses to restrict the public endpoint while private access is off: the nodes would be cut off.
-        if self.public_endpoint_narrowed and self.eks_endpoint_access == "public":
+        if self.eks_endpoint_access == "public" and ANYWHERE not in self.eks_public_access_cidrs:
             raise ValueError(
                 f"eks_public_access_cidrs: {self.eks_public_access_cidrs} restricts the public endpoint, which EKS "
                 "allows only with private access on (the nodes reach it privately): set eks_endpoint_access to "
@@ -351,9 +360,24 @@ class ClusterSettings(SettingsGroup):
         return self
 
     @property
-    def public_endpoint_narrowed(self) -> bool:
-        """The public EKS endpoint serves less than every address (eks_public_access_cidrs is not 0.0.0.0/0)."""
-        return ANYWHERE not in self.eks_public_access_cidrs
+    def public_endpoint_open_to_all(self) -> bool:
+        """The created cluster's public EKS endpoint is on and serves every address (0.0.0.0/0)."""
+        return (
+            self.existing_eks_cluster_name is None
+            and self.eks_endpoint_access != "private"
+            and ANYWHERE in self.eks_public_access_cidrs
+        )
+
+    def public_endpoint_warning(self) -> str | None:
+        """What synth and `mtrl config show` warn when the public endpoint serves every address."""
+        if not self.public_endpoint_open_to_all:
+            return None
+        return (
+            f"eks_endpoint_access '{self.eks_endpoint_access}' with eks_public_access_cidrs {ANYWHERE}: the EKS API "
+            "endpoint answers every address on the internet (calls still need an access entry). mtrl needs no public "
+            "endpoint; list only your operators' egress ranges, or keep the default 'private' (docs/operations.md, "
+            "EKS API endpoint)"
+        )
 
     @field_validator("hyperpod_availability_zone_names")
     @classmethod

@@ -53,11 +53,6 @@ class EksCluster(Construct):
         secrets_key: kms.IKey,
     ) -> None:
         super().__init__(scope, id_)
-        endpoint = (
-            eks.EndpointAccess.PUBLIC
-            if settings.eks_endpoint_access == "public"
-            else eks.EndpointAccess.PUBLIC_AND_PRIVATE
-        ).only_from(*settings.eks_public_access_cidrs)
         self.cluster = eks.Cluster(
             self,
             "Cluster",
@@ -72,7 +67,7 @@ class EksCluster(Construct):
             bootstrap_self_managed_addons=False,
             # Nobody is admin by virtue of having run the deployment; every principal has an access entry.
             bootstrap_cluster_creator_admin_permissions=False,
-            endpoint_access=endpoint,
+            endpoint_access=endpoint_access(settings),
             cluster_logging=[LOG_TYPES[name] for name in settings.eks_control_plane_logs] or None,
             secrets_encryption_key=secrets_key,
             security_group=security_group,
@@ -82,14 +77,9 @@ class EksCluster(Construct):
         cfn_cluster = self.cluster.node.default_child
         assert isinstance(cfn_cluster, eks.CfnCluster)
         cfn_cluster.upgrade_policy = eks.CfnCluster.UpgradePolicyProperty(support_type=settings.eks_support_type)
-        if settings.public_endpoint_narrowed:
-            cdk.Annotations.of(self).add_warning_v2(
-                "mtrl:eks-public-access-cidrs",
-                f"eks_public_access_cidrs {settings.eks_public_access_cidrs} leaves out the deploy-time Helm "
-                "installer and the pipeline's backend function, which reach the EKS endpoint from AWS Lambda's public "
-                "addresses: the deploy's Helm releases and verl runs fail unless those addresses can reach it "
-                "(docs/operations.md, EKS API endpoint)",
-            )
+        endpoint_warning = settings.public_endpoint_warning()
+        if endpoint_warning:
+            cdk.Annotations.of(self).add_warning_v2("mtrl:eks-public-endpoint-open", endpoint_warning)
         warning = eks_support.kubernetes_support_warning(settings, today=eks_support.utc_today())
         if warning:
             cdk.Annotations.of(self).add_warning_v2("mtrl:kubernetes-standard-support", warning)
@@ -142,6 +132,17 @@ class EksCluster(Construct):
 
     def _entry(self, id_: str, principal_arn: str, policies: list[eks.IAccessPolicy]) -> eks.AccessEntry:
         return eks.AccessEntry(self, id_, cluster=self._icluster, principal=principal_arn, access_policies=policies)
+
+
+def endpoint_access(settings: ClusterSettings) -> eks.EndpointAccess:
+    """The endpoint access of eks_endpoint_access: private only (the default), or with a public endpoint that serves
+    eks_public_access_cidrs (Amazon EKS User Guide, "Cluster API server endpoint")."""
+    if settings.eks_endpoint_access == "private":
+        return eks.EndpointAccess.PRIVATE
+    public = (
+        eks.EndpointAccess.PUBLIC if settings.eks_endpoint_access == "public" else eks.EndpointAccess.PUBLIC_AND_PRIVATE
+    )
+    return public.only_from(*settings.eks_public_access_cidrs)
 
 
 def _cluster_policy(name: str) -> eks.IAccessPolicy:

@@ -3,12 +3,13 @@ other pinned releases the cluster needs (``add_release``: the KubeRay operator, 
 
 A Lambda-backed custom resource runs ``helm upgrade --install`` of a pinned commit of the chart (see
 ``lambda/hyperpod_helm/``: its handler and ``helm_release`` package), so re-running it, or retrying after a partial
-install, converges. The function runs outside the VPC and reaches the cluster's public endpoint with its own access
-entry.
+install, converges. The function runs in the VPC's private subnets (stacks/constructs/kubernetes_access.py) and
+reaches the cluster's private endpoint with its own access entry: the cluster needs no public endpoint for it.
 
 Hosts the function reaches at deploy time (documented in docs/cluster.md): codeload.github.com (the pinned
 charts), the http(s) repositories of the installed remote sub-charts only (REMOTE_CHART_REPOSITORIES), the EKS API
-and the cluster endpoint, and CloudFormation's response URL.
+and the cluster endpoint, DynamoDB (the run guard), and CloudFormation's response URL: all HTTPS, through the NAT
+gateway (S3, where the response URL points, through the VPC's S3 gateway endpoint).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from constructs import Construct
 from mtrl.settings.cluster import HELM_COMPONENT_CHARTS, HELM_COMPONENT_VALUE_KEYS, ClusterSettings
 from stacks.constructs.eks_cluster import EksCluster
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
+from stacks.constructs.kubernetes_access import KubernetesApiAccess, KubernetesClientPlacement
 from stacks.constructs.python_function import function_code
 
 HANDLER_DIR = Path(__file__).resolve().parents[2] / "lambda" / "hyperpod_helm"
@@ -85,6 +87,7 @@ class HyperPodHelmRelease(Construct):
         encryption_key: kms.IKey,
         log_retention_days: int,
         run_table: dynamodb.ITable,
+        kubernetes_access: KubernetesApiAccess,
     ) -> None:
         super().__init__(scope, id_)
         stack = cdk.Stack.of(self)
@@ -120,6 +123,9 @@ class HyperPodHelmRelease(Construct):
                 )
             )
         logs.log_group.grant_write(role)
+        self.placement = KubernetesClientPlacement(
+            self, "KubernetesApi", access=kubernetes_access, client=f"{stack.stack_name} Helm installer"
+        )
         self.function = lambda_.Function(
             self,
             "Function",
@@ -138,7 +144,11 @@ class HyperPodHelmRelease(Construct):
             memory_size=1024,
             ephemeral_storage_size=cdk.Size.mebibytes(2048),
             description="CloudFormation custom resource: helm upgrade --install of the HyperPod dependencies chart",
+            vpc=self.placement.vpc,
+            vpc_subnets=self.placement.subnets,
+            security_groups=[self.placement.security_group],
         )
+        self.placement.attach(self.function, role)
         # Helm creates CRDs, cluster roles and namespaces, which needs cluster-admin; this role is used only here.
         self.access_entry = eks_cluster.grant_cluster_admin("HelmInstallerAccess", role.role_arn)
 

@@ -19,6 +19,7 @@ from mtrl.runs.manifest import EVAL_DATA_PREFIX
 from mtrl.runs.runtime import ENV_BUCKET, ENV_TABLE
 from mtrl.settings.pipeline import PIPELINE_SETTINGS_ENV, PipelineSettings, pipeline_settings_json
 from stacks.constructs.data_store import RUNS_PREFIX, TRAINING_DATA_PREFIX
+from stacks.constructs.kubernetes_access import KubernetesApiAccess, KubernetesClientPlacement
 from stacks.constructs.python_function import PythonFunction
 from stacks.nag import acknowledge
 
@@ -61,13 +62,23 @@ class PipelineFunction(Construct):
         table_actions: Sequence[str] = TABLE_ACTIONS,
         table_resources: Sequence[str] | None = None,
         environment: Mapping[str, str] | None = None,
+        kubernetes_access: KubernetesApiAccess | None = None,
     ) -> None:
+        """``kubernetes_access``: the function calls the Kubernetes API of the cluster this deployment creates, so
+        it runs in the VPC's private subnets and reaches the cluster's private endpoint (kubernetes_access.py)."""
         super().__init__(scope, id_)
         self.role = iam.Role(
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"{prefix} pipeline function {handler_dir}",
+        )
+        self.placement = (
+            KubernetesClientPlacement(
+                self, "KubernetesApi", access=kubernetes_access, client=f"{prefix} pipeline function {handler_dir}"
+            )
+            if kubernetes_access is not None
+            else None
         )
         self.wrapped = PythonFunction(
             self,
@@ -87,8 +98,11 @@ class PipelineFunction(Construct):
             memory_size=memory_size,
             role=self.role,
             with_dependency_layer=with_dependency_layer,
+            placement=self.placement,
         )
         self.function: lambda_.Function = self.wrapped.function
+        if self.placement is not None:
+            self.placement.attach(self.function, self.role)
         log_group = self.wrapped.log_group
         self.policy = iam.Policy(
             self,
@@ -200,9 +214,12 @@ class PipelineFunctions(Construct):
         settings: PipelineSettings,
         log_retention_days: int,
         with_dependency_layer: bool = True,
+        kubernetes_access: KubernetesApiAccess | None = None,
     ) -> None:
         """``bucket_arn`` must render to a stable value (e.g. an explicit import) so the acknowledgments of
-        the prefix-scoped object grants can name it."""
+        the prefix-scoped object grants can name it. ``kubernetes_access``: where the backend function runs when
+        this deployment creates the EKS cluster (the verl adapter calls its API; kubernetes_access.py); the other
+        functions never call Kubernetes and stay outside the VPC."""
         super().__init__(scope, id_)
         self._common: dict[str, Any] = {
             "prefix": prefix,
@@ -221,7 +238,14 @@ class PipelineFunctions(Construct):
         self.register = make("Register", "register", "Register a run", minute)
         self.acquire_slot = make("AcquireSlot", "acquire_slot", "Take a concurrency slot", minute)
         self.validate = make("Validate", "validate", "Validate a dataset (streamed)", quarter, VALIDATE_MEMORY_MB)
-        self.backend = make("Backend", "backend", "Backend phases via the run's adapter", quarter, 1024)
+        self.backend = make(
+            "Backend",
+            "backend",
+            "Backend phases via the run's adapter",
+            quarter,
+            1024,
+            kubernetes_access=kubernetes_access,
+        )
         self.report = make("Report", "report", "Run summary and notification", minute)
         self.reaper = make("Reaper", "reaper", "Teardown + report for aborted/timed-out executions", quarter)
         self.trigger.allow_read(TRAINING_DATA_PREFIX)

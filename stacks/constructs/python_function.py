@@ -30,6 +30,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct, IConstruct
 
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
+from stacks.constructs.kubernetes_access import KubernetesClientPlacement
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_DIR = REPO_ROOT / ".build"
@@ -199,7 +200,10 @@ class PythonFunction(Construct):
         function_name: str | None = None,
         role: iam.IRole | None = None,
         with_dependency_layer: bool = True,
+        placement: KubernetesClientPlacement | None = None,
     ) -> None:
+        """``placement``: run in the VPC's private subnets with that placement's security group (a function that
+        calls the Kubernetes API of the cluster this deployment creates: stacks/constructs/kubernetes_access.py)."""
         super().__init__(scope, id_)
         self.log_group = EncryptedLogGroup(
             self,
@@ -232,4 +236,7 @@ class PythonFunction(Construct):
             log_group=self.log_group,
             reserved_concurrent_executions=reserved_concurrent_executions,
             role=role,
+            vpc=placement.vpc if placement else None,
+            vpc_subnets=placement.subnets if placement else None,
+            security_groups=[placement.security_group] if placement else None,
         )

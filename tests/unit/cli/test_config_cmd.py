@@ -24,6 +24,8 @@ def _show(*args: str) -> object:
     [
         (["run_environment=wordel"], "run_environment: no environment 'wordel' (did you mean 'wordle'?"),
         (["run_environment=template"], "'template' is a custom environment, which a deployment serves only with"),
+        # The endpoint is private by default: public ranges alone name the lever (issue 36 item 5).
+        (['eks_public_access_cidrs=["203.0.113.0/24"]'], "set eks_endpoint_access to 'public_and_private' too"),
         (
             ["max_concurrent_runs=2"],
             "'max_concurrent_runs': 2 runs at once would share the one training instance group",
@@ -62,3 +64,12 @@ def test_a_pattern_that_matches_nothing_is_refused_with_a_hint() -> None:
     result = _show("slot_lease_minute_count")
     assert result.exit_code == 2
     assert "no setting matches 'slot_lease_minute_count' (did you mean 'slot_lease_minutes'" in result.output
+
+
+def test_a_public_endpoint_open_to_every_address_is_shown_with_the_synth_warning() -> None:
+    show = ["config", "show", "--cdk-json", CDK_JSON, "eks_"]
+    opened = ["-c", "eks_endpoint_access=public_and_private", "-c", 'eks_public_access_cidrs=["0.0.0.0/0"]']
+    result = runner.invoke(cli, [*show, *opened])
+    assert result.exit_code == 0, result.output
+    assert "the EKS API endpoint answers every address on the internet" in " ".join(result.output.split())
+    assert "answers every address" not in runner.invoke(cli, show).output  # the private default

@@ -24,8 +24,8 @@ def test_defaults_idle_the_gpu_group_at_zero() -> None:
     (group,) = settings.hyperpod_instance_groups
     assert (group.name, group.idle_count, group.run_count, group.purpose) == ("gpu", 0, 1, "training")
     assert settings.training_instance_group is group
-    assert settings.eks_endpoint_access == "public_and_private"
-    assert settings.eks_public_access_cidrs == ["0.0.0.0/0"]
+    assert settings.eks_endpoint_access == "private"
+    assert settings.eks_public_access_cidrs == []
     assert not settings.uses_existing_cluster
     assert settings.hyperpod_restricted_instance_group is None
     assert settings.kubernetes_version == "1.35"
@@ -33,6 +33,52 @@ def test_defaults_idle_the_gpu_group_at_zero() -> None:
     assert settings.hyperpod_node_access_entry is False  # HyperPod creates its own entries (defect 8)
     assert settings.hyperpod_deploy_interrupts_runs == []
     assert group.spread_across_zones is False  # one AZ per group (defect 6)
+
+
+def test_the_default_endpoint_is_private_with_nothing_public() -> None:
+    """Issue 36 item 5: no public EKS endpoint unless the operator asks for one. Every Kubernetes client mtrl deploys
+    runs in the VPC (stacks/constructs/kubernetes_access.py), and Amazon EKS User Guide, "Deploy private clusters
+    with limited internet access": nodes register through the private endpoint; public access is optional."""
+    settings = load_settings({"region": "us-east-1"})
+    assert (settings.eks_endpoint_access, settings.eks_public_access_cidrs) == ("private", [])
+    assert settings.public_endpoint_warning() is None
+
+
+def test_public_and_private_serves_the_operator_ranges_without_a_warning() -> None:
+    settings = load_settings(
+        {
+            "region": "us-east-1",
+            "eks_endpoint_access": "public_and_private",
+            "eks_public_access_cidrs": ["203.0.113.0/24", "198.51.100.7/32"],
+        }
+    )
+    assert settings.eks_public_access_cidrs == ["203.0.113.0/24", "198.51.100.7/32"]
+    assert settings.public_endpoint_warning() is None
+
+
+@pytest.mark.parametrize("access", ["public_and_private", "public"])
+def test_a_public_endpoint_open_to_every_address_is_allowed_with_a_warning(access: str) -> None:
+    settings = load_settings(
+        {"region": "us-east-1", "eks_endpoint_access": access, "eks_public_access_cidrs": ["0.0.0.0/0"]}
+    )
+    warning = settings.public_endpoint_warning()
+    assert warning is not None
+    assert "every address" in warning
+    assert "eks_public_access_cidrs" in warning
+
+
+def test_an_existing_cluster_gets_no_endpoint_warning() -> None:
+    """The endpoint settings apply only to a cluster the deployment creates."""
+    settings = load_settings(
+        {
+            "region": "us-east-1",
+            "existing_hyperpod_cluster_name": "hp",
+            "existing_eks_cluster_name": "eks",
+            "eks_endpoint_access": "public",
+            "eks_public_access_cidrs": ["0.0.0.0/0"],
+        }
+    )
+    assert settings.public_endpoint_warning() is None
 
 
 def test_a_run_id_override_is_accepted() -> None:
@@ -66,8 +112,11 @@ def test_groups_parse_from_a_cli_json_string() -> None:
         ({"hyperpod_instance_groups": [_group(training_plan_arn="plan-1")]}, "training_plan_arn"),
         ({"existing_hyperpod_cluster_name": "hp"}, "existing_eks_cluster_name"),
         ({"eks_admin_role_arns": ["arn:aws:iam::123456789012:user/bob"]}, "eks_admin_role_arns"),
-        ({"eks_endpoint_access": "private"}, "eks_endpoint_access"),
-        ({"eks_public_access_cidrs": []}, "eks_public_access_cidrs"),
+        ({"eks_endpoint_access": "internal"}, "eks_endpoint_access"),
+        # A public endpoint needs its ranges; the private default takes none (issue 36 item 5).
+        ({"eks_endpoint_access": "public_and_private"}, "eks_public_access_cidrs is empty"),
+        ({"eks_endpoint_access": "public"}, "eks_public_access_cidrs is empty"),
+        ({"eks_public_access_cidrs": ["203.0.113.0/24"]}, "eks_endpoint_access is 'private'"),
         ({"eks_public_access_cidrs": ["203.0.113.1/24"]}, "host bits zero"),  # not a network address
         ({"eks_public_access_cidrs": ["10.0.0.0/8"]}, "eks_public_access_cidrs"),  # never a public source
         ({"eks_public_access_cidrs": ["2001:db8::/32"]}, "eks_public_access_cidrs"),  # EKS takes IPv4 only

@@ -145,9 +145,12 @@ def test_operator_access_entries(custom_json: dict[str, Any]) -> None:
     ]
 
 
-def test_narrowed_public_cidrs_are_rendered_and_warn_what_they_cut_off(
+def test_the_public_endpoint_lever_renders_the_operator_ranges_without_a_warning(
     custom_deployment: Deployment, custom_json: dict[str, Any]
 ) -> None:
+    # eks_endpoint_access=public_and_private with the operators' ranges (kubectl from outside the VPC): the public
+    # endpoint serves those ranges only. No function of the deployment needs it any more, so nothing is cut off and
+    # synth no longer warns about narrowed ranges.
     _, eks = only(custom_json, "AWS::EKS::Cluster")
     vpc = eks["Properties"]["ResourcesVpcConfig"]
     assert vpc["EndpointPublicAccess"] is True
@@ -160,7 +163,7 @@ def test_narrowed_public_cidrs_are_rendered_and_warn_what_they_cut_off(
         for entry in construct.node.metadata
         if entry.type == "aws:cdk:warning"
     ]
-    assert any("eks_public_access_cidrs" in text and "Helm installer" in text for text in texts), texts
+    assert not any("eks_public_access_cidrs" in text for text in texts), texts
 
 
 def test_customized_template_passes_cfn_lint_and_least_privilege(custom_json: dict[str, Any]) -> None:
@@ -193,6 +196,16 @@ def test_existing_cluster_mode_grants_the_pipeline_no_kubernetes_access(existing
     # (docs/cluster.md, KubeRay); an access entry there could collide with one the operator already made.
     assert existing_deployment.cluster.kuberay is None
     Template.from_stack(existing_deployment.pipeline).resource_count_is("AWS::EKS::AccessEntry", 0)
+
+
+def test_existing_cluster_mode_keeps_the_backend_function_outside_the_vpc(existing_deployment: Deployment) -> None:
+    # A decision (docs/cluster.md, "EKS API endpoint"): an existing cluster's endpoint access and its control plane's
+    # security groups are the operator's, so the function reaches that cluster as before, from outside the VPC; no
+    # rule is added to a group this deployment does not own.
+    pipeline = Template.from_stack(existing_deployment.pipeline)
+    functions = pipeline.find_resources("AWS::Lambda::Function")
+    assert [lid for lid, r in functions.items() if "VpcConfig" in r["Properties"]] == []
+    pipeline.resource_count_is("AWS::EC2::SecurityGroupIngress", 0)
 
 
 def test_existing_cluster_mode_creates_no_cluster_resources(existing_json: dict[str, Any]) -> None:

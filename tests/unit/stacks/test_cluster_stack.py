@@ -22,6 +22,7 @@ from stacks.app_builder import Deployment
 from stacks.constructs.eks_cluster import MANAGED_ADDONS
 from stacks.constructs.hyperpod_cluster import LIFECYCLE_DIR, MANAGED_INSTANCE_POLICY
 from stacks.constructs.hyperpod_helm import KUBECTL_LAYER_VERSION, check_kubectl_skew
+from stacks.constructs.kubernetes_access import NETWORK_INTERFACE_ACTIONS
 from tests.conftest import make_app
 from tests.unit.stacks.template_tools import as_list, cfn_lint, least_privilege_violations, of_type, only
 
@@ -61,18 +62,16 @@ def test_eks_secrets_are_encrypted_with_the_data_key(deployment: Deployment, clu
     assert data_key in json.dumps(config["Provider"]["KeyArn"])
 
 
-def test_eks_endpoint_is_private_and_public_with_the_public_cidrs_stated(
-    deployment: Deployment, cluster_json: dict[str, Any]
-) -> None:
-    # Issue 36: the endpoint was public only, open to 0.0.0.0/0 implicitly. Now in-VPC clients (HyperPod nodes, the
-    # Nova Forge runner) stay on the private endpoint, and the public one's CIDRs are stated (AWS::EKS::Cluster
-    # ResourcesVpcConfig.PublicAccessCidrs; the Helm installer and the backend function reach it from outside the VPC).
+def test_eks_endpoint_is_private_only_by_default(deployment: Deployment, cluster_json: dict[str, Any]) -> None:
+    # Issue 36 item 5: the public endpoint was open to 0.0.0.0/0 because the Helm installer and the backend function
+    # ran outside the VPC. They now run in it (tests/unit/stacks/test_eks_endpoint_access.py), so nothing is public:
+    # AWS::EKS::Cluster ResourcesVpcConfig with EndpointPublicAccess false and no PublicAccessCidrs.
     _, eks = only(cluster_json, "AWS::EKS::Cluster")
     vpc = eks["Properties"]["ResourcesVpcConfig"]
-    assert deployment.settings.eks_endpoint_access == "public_and_private"
-    assert vpc["EndpointPublicAccess"] is True
+    assert deployment.settings.eks_endpoint_access == "private"
+    assert vpc["EndpointPublicAccess"] is False
     assert vpc["EndpointPrivateAccess"] is True
-    assert vpc["PublicAccessCidrs"] == ["0.0.0.0/0"]
+    assert "PublicAccessCidrs" not in vpc
     assert eks["Properties"]["Version"] == deployment.settings.kubernetes_version
 
 
@@ -281,7 +280,7 @@ def test_helm_function_has_helm_layer_and_narrow_role(deployment: Deployment, cl
     assert len(function["Layers"]) == 1
     assert function["Architectures"] == ["x86_64"]  # the layer's helm binary is amd64
     assert function["Timeout"] == 900
-    assert "VpcConfig" not in function  # reaches the public EKS endpoint
+    assert "SubnetIds" in function["VpcConfig"]  # reaches the private EKS endpoint (test_eks_endpoint_access.py)
     role_id = _lid(stack, stack.helm.function.role)
     actions = {
         action for _, statement in _statements_of_role(cluster_json, role_id) for action in as_list(statement["Action"])
@@ -292,6 +291,7 @@ def test_helm_function_has_helm_layer_and_narrow_role(deployment: Deployment, cl
         "logs:PutLogEvents",
         "dynamodb:Query",  # the deploy-during-a-run guard: slot items only
         "kms:Decrypt",  # the run table's key, through DynamoDB only
+        *NETWORK_INTERFACE_ACTIONS,  # Lambda places the function in the VPC with its role
     }
     statements = {as_list(s["Action"])[0]: s for _, s in _statements_of_role(cluster_json, role_id)}
     assert statements["dynamodb:Query"]["Condition"] == {
