@@ -191,24 +191,31 @@ class BackendsStack(cdk.Stack):
         )
         # The trainer image and the model copies are made in the account after deploy (mtrl image build / mtrl model
         # import), recorded in the deployment's catalog, and read by Preflight: no redeploy, no Docker on the laptop.
-        self.image_builder = ImageBuilder(
-            self,
-            "ImageBuilder",
-            prefix=prefix,
-            data_bucket=data_bucket,
-            data_key=encryption_key,
-            log_retention_days=settings.log_retention_days,
+        # verl's builders only where verl runs can run (with the cluster; not in the serverless profile).
+        self.image_builder = (
+            ImageBuilder(
+                self,
+                "ImageBuilder",
+                prefix=prefix,
+                data_bucket=data_bucket,
+                data_key=encryption_key,
+                log_retention_days=settings.log_retention_days,
+            )
+            if settings.backend_problem("verl") is None
+            else None
         )
         warning = settings.default_backend_warning()
         if warning:  # the synth says it too, before any GPU is touched (an image build or import supplies it later)
-            cdk.Annotations.of(self.image_builder).add_warning_v2(
+            cdk.Annotations.of(self.image_builder or self).add_warning_v2(
                 "mtrl:default-backend-not-ready", f"{warning} (after cdk deploy)"
             )
-        outputs = {
-            "VerlTrainerRepositoryUri": (
+        outputs: dict[str, tuple[str, str]] = {}
+        if self.image_builder is not None:
+            outputs["VerlTrainerRepositoryUri"] = (
                 self.image_builder.repository.repository_uri,
                 "Where mtrl image build verl pushes the trainer image",
-            ),
+            )
+        outputs |= {
             "AgentFunctionNames": (
                 ",".join(agent.function_name for agent in self.agents.values()),
                 "Serverless MTRL agents, one per enabled environment",

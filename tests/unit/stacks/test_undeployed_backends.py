@@ -167,6 +167,9 @@ def test_the_serverless_profile_deploys_only_the_backends_it_can_run(
     assert not [sid for sid in _sids(pipeline, "BackendPermissions") if sid.startswith("Verl")]
     assert _hyperpod_parts(backends) == []
     assert not [i for i in backends["Resources"] if i.startswith("VerlTrainer")]
+    # verl's in-account builders (trainer image, model copies: stacks/constructs/image_builder.py) neither.
+    assert not [i for i in backends["Resources"] if i.startswith("ImageBuilder")]
+    assert "VerlTrainerRepositoryUri" not in backends.get("Outputs", {})
 
 
 def test_a_hyperpod_run_in_the_default_deployment_is_refused_at_preflight_naming_the_setting(
