@@ -4,6 +4,10 @@ IAM for both backends (``BackendRoles``), the serverless agent Lambda, its model
 Nova Forge runner's task definition, and the runner's EKS access entry. A stack of its own because these change with
 the backends (SDK pins, agent code) and not with the slow cluster stack, and because the runner role (which deploys
 per-run CloudFormation stacks) does not belong next to the reward workers, the weakest role in the system.
+
+A backend's parts exist only where the deployment can run it (``DeploySettings.backend_problem``): the Nova Forge
+roles, runner, access entry and environment packages with a restricted instance group and the cluster, verl's trainer
+identity and builders with the cluster.
 """
 
 from __future__ import annotations
