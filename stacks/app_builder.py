@@ -8,10 +8,9 @@ from dataclasses import dataclass
 
 import aws_cdk as cdk
 
-from mtrl.contracts.registry import backend_names, descriptor_for
 from mtrl.envs import deployment_environment_problems
 from mtrl.settings import DeploySettings, SettingsError, load_settings
-from stacks.backends.contract import BackendResources, ClusterRefs, StackInputs, shipped_values, stack_side_for
+from stacks.backends.contract import BackendResources, ClusterRefs, StackInputs, deployed_sides, shipped_values
 from stacks.backends_stack import BackendsStack
 from stacks.cluster_stack import ClusterStack
 from stacks.constructs.encrypted_log_group import give_every_function_a_log_group
@@ -208,10 +207,9 @@ def _wire_backends(
             model_package_group_arn=backends.model_package_group_arn,
         ),
     )
-    for name in backend_names():
-        side = stack_side_for(name)
-        if side is None or (cluster is None and descriptor_for(name).needs_cluster):
-            continue  # without a cluster its runs are refused (run_backend, manifests): nothing to wire
+    # Only the backends this deployment can run: one it cannot (no cluster, or what its descriptor's deploy_check
+    # names) contributes nothing, and its runs are refused naming the setting to change.
+    for name, side in deployed_sides(settings):
         side.add_to_pipeline(inputs)
         pipeline.add_backend_values(name, shipped_values(side.pipeline_values(inputs)))
     if cluster is None:

@@ -4,6 +4,10 @@ IAM for both backends (``BackendRoles``), the serverless agent Lambda, its model
 Nova Forge runner's task definition, and the runner's EKS access entry. A stack of its own because these change with
 the backends (SDK pins, agent code) and not with the slow cluster stack, and because the runner role (which deploys
 per-run CloudFormation stacks) does not belong next to the reward workers, the weakest role in the system.
+
+A backend's parts exist only where the deployment can run it (``DeploySettings.backend_problem``): the Nova Forge
+roles, runner, access entry and environment packages with a restricted instance group and the cluster, verl's trainer
+identity and builders with the cluster.
 """
 
 from __future__ import annotations
@@ -49,8 +53,8 @@ def _construct_id(env_id: str) -> str:
 
 class BackendsStack(cdk.Stack):
     """Attributes: ``roles`` (BackendRoles), ``agents`` (environment id → AgentFunction), ``env_packages``
-    (NovaEnvironmentPackages), ``runner`` (NovaRunnerTask; None unless Nova Forge is configured), ``mlflow_app_arn``,
-    ``model_package_group_arn``."""
+    (NovaEnvironmentPackages) and ``runner`` (NovaRunnerTask) — both None unless the hyperpod backend is deployed
+    (Nova Forge configured, with the cluster) —, ``mlflow_app_arn``, ``model_package_group_arn``."""
 
     def __init__(
         self,
@@ -79,8 +83,10 @@ class BackendsStack(cdk.Stack):
             prefix, data_bucket, encryption_key
         )
         self.model_package_group_arn = self._model_package_group(settings)
-        # Without a cluster (deploy_cluster=false) the hyperpod runner's roles still exist but have nothing to reach:
-        # hyperpod runs are refused there.
+        # The hyperpod backend's parts (runner and RFT roles, runner image and task, its EKS access entry, the
+        # environment packages) only where the deployment can run it: with the cluster and a restricted instance
+        # group (its descriptor's deploy_check; docs/backends.md). Elsewhere its runs are refused at Preflight.
+        nova_forge = settings.backend_problem("hyperpod") is None
         hyperpod_arn = (cluster.hyperpod_cluster_arn if cluster else None) or self.format_arn(
             service="sagemaker", resource="cluster", resource_name="*"
         )
@@ -101,9 +107,11 @@ class BackendsStack(cdk.Stack):
             mlflow_arn=self.mlflow_app_arn,
             agent_runtime_arns=settings.usable_agent_runtime_arns,
             allow_sam_role_creation=settings.nova_allow_sam_role_creation,
+            nova_forge=nova_forge,
         )
-        if cluster is None or cluster.hyperpod_cluster_arn is None:
-            policy = self.roles.runner_role.node.find_child("DefaultPolicy")
+        runner_role = self.roles.runner_role
+        if runner_role is not None and (cluster is None or cluster.hyperpod_cluster_arn is None):
+            policy = runner_role.node.find_child("DefaultPolicy")
             acknowledge(
                 policy,
                 f"AwsSolutions-IAM5[Resource::{nag_resource(self, hyperpod_arn)}]",
@@ -126,8 +134,12 @@ class BackendsStack(cdk.Stack):
         # Every environment a hyperpod run may use, as the SDK's CustomEnvironment(env_id, s3_uri=…) package, wordle
         # included: VFEnvId.WORDLE would install the starter kit's own wordle (the amzn-agi-verifiers fork's
         # environments/wordle), not the code mtrl validates datasets with and scores episodes with (docs/pipeline.md).
-        self.env_packages = NovaEnvironmentPackages(
-            self, "NovaEnvironmentPackages", environments=enabled_environments(settings), data_bucket=data_bucket
+        self.env_packages = (
+            NovaEnvironmentPackages(
+                self, "NovaEnvironmentPackages", environments=enabled_environments(settings), data_bucket=data_bucket
+            )
+            if nova_forge
+            else None
         )
         # The runner image needs the subscriber-only Forge HyperPod CLI (docker/nova-runner/hyperpod-cli/), so it is
         # built (and its task defined) only for a deployment that configures Nova Forge: a default deploy needs
@@ -137,25 +149,25 @@ class BackendsStack(cdk.Stack):
                 self,
                 "NovaRunner",
                 prefix=prefix,
-                task_role=self.roles.runner_role,
+                task_role=runner_role,
                 encryption_key=encryption_key,
                 log_retention_days=settings.log_retention_days,
             )
-            if settings.nova_forge_configured
+            if runner_role is not None
             else None
         )
         if self.runner is not None:
             missing = hyperpod_cli_problem()
             if missing:
                 cdk.Annotations.of(self.runner).add_warning_v2("mtrl:NovaRunnerHyperPodCli", missing)
-        if cluster is not None and cluster.eks is not None and self.runner is not None:
+        if cluster is not None and cluster.eks is not None and runner_role is not None:
             # The runner submits/reads/cancels the PyTorchJob through the HyperPod CLI: edit in the job namespaces,
             # read-only elsewhere (the same access as the job-submission role).
             eks.AccessEntry(
                 self,
                 "NovaRunnerEksAccess",
                 cluster=cast(eks.ICluster, cluster.eks.cluster),  # as EksCluster does (jsii protocol gap)
-                principal=self.roles.runner_role.role_arn,
+                principal=runner_role.role_arn,
                 access_policies=[
                     eks.AccessPolicy.from_access_policy_name(
                         EDIT_POLICY, access_scope_type=eks.AccessScopeType.NAMESPACE, namespaces=list(JOB_NAMESPACES)
@@ -183,24 +195,31 @@ class BackendsStack(cdk.Stack):
         )
         # The trainer image and the model copies are made in the account after deploy (mtrl image build / mtrl model
         # import), recorded in the deployment's catalog, and read by Preflight: no redeploy, no Docker on the laptop.
-        self.image_builder = ImageBuilder(
-            self,
-            "ImageBuilder",
-            prefix=prefix,
-            data_bucket=data_bucket,
-            data_key=encryption_key,
-            log_retention_days=settings.log_retention_days,
+        # verl's builders only where verl runs can run (with the cluster; not in the serverless profile).
+        self.image_builder = (
+            ImageBuilder(
+                self,
+                "ImageBuilder",
+                prefix=prefix,
+                data_bucket=data_bucket,
+                data_key=encryption_key,
+                log_retention_days=settings.log_retention_days,
+            )
+            if settings.backend_problem("verl") is None
+            else None
         )
         warning = settings.default_backend_warning()
         if warning:  # the synth says it too, before any GPU is touched (an image build or import supplies it later)
-            cdk.Annotations.of(self.image_builder).add_warning_v2(
+            cdk.Annotations.of(self.image_builder or self).add_warning_v2(
                 "mtrl:default-backend-not-ready", f"{warning} (after cdk deploy)"
             )
-        outputs = {
-            "VerlTrainerRepositoryUri": (
+        outputs: dict[str, tuple[str, str]] = {}
+        if self.image_builder is not None:
+            outputs["VerlTrainerRepositoryUri"] = (
                 self.image_builder.repository.repository_uri,
                 "Where mtrl image build verl pushes the trainer image",
-            ),
+            )
+        outputs |= {
             "AgentFunctionNames": (
                 ",".join(agent.function_name for agent in self.agents.values()),
                 "Serverless MTRL agents, one per enabled environment",
@@ -208,10 +227,10 @@ class BackendsStack(cdk.Stack):
             "ServerlessJobRoleArn": (self.roles.serverless_job_role.role_arn, "Role serverless MTRL jobs run with"),
             "ModelPackageGroupArn": (self.model_package_group_arn, "Where serverless runs register trained models"),
             "MlflowAppArn": (self.mlflow_app_arn, "MLflow app serverless jobs log to"),
-            "NovaRunnerRoleArn": (self.roles.runner_role.role_arn, "Role of the Nova Forge runner task"),
-            "RftRoleName": (self.roles.rft_role_name, "Nova Forge RFT role (its policy is <name>Policy)"),
         }
-        if self.runner is not None:
+        if self.runner is not None and runner_role is not None:
+            outputs["NovaRunnerRoleArn"] = (runner_role.role_arn, "Role of the Nova Forge runner task")
+            outputs["RftRoleName"] = (self.roles.rft_role_name, "Nova Forge RFT role (its policy is <name>Policy)")
             outputs["NovaRunnerTaskDefinitionArn"] = (
                 self.runner.task_definition.task_definition_arn,
                 "Nova Forge runner task definition (hyperpod backend)",

@@ -115,7 +115,8 @@ def start_build(
     except ClientError as error:
         if error_code(error) == "ResourceNotFoundException":
             raise BuildError(
-                f"the deployment has no build project {project}: deploy this version of mtrl (npx cdk deploy --all)"
+                f"the deployment has no build project {project}: deploy this version of mtrl (npx cdk deploy --all); "
+                "a deployment without the cluster (deploy_cluster=false) has no verl builders"
             ) from None
         raise
 

@@ -50,8 +50,11 @@ class BackendDescriptor:
       nothing used yet (the instance type, the model, the service). Preflight prices it for a run with a budget:
       a run that cannot be priced is refused there, never run unchecked. None: budgeted runs are refused.
     - ``manifest_check``: ``(RunSettings) -> [problem, ...]``, backend rules on a resolved manifest (Register).
-    - ``deploy_check``: ``(DeploySettings) -> problem | None``, what a deployment whose default backend this is must
-      configure (checked when the deployment's settings are loaded).
+    - ``deploy_check``: ``(DeploySettings) -> problem | None``, what a deployment must configure to run this backend
+      (hyperpod: a restricted instance group), naming the setting. A deployment whose default backend this is must
+      pass it (checked when its settings are loaded); in any other that fails it (or lacks the cluster a
+      ``needs_cluster`` backend trains on) the backend is not deployed: its stack side contributes nothing
+      (``DeploySettings.backend_problem``).
     - ``registered_values``: ``(deploy-time values as shipped) -> values``, completed at Preflight (before the run's
       effective settings are stored) with what the deployment registered after deploy (a trainer image, model
       copies); explicit settings win. None: the shipped values are all there is.

@@ -29,7 +29,7 @@ from mtrl.settings.data import DataSettings
 from mtrl.settings.emulator import EmulatorSettings
 from mtrl.settings.environments import ENV_ID_PATTERN, EnvironmentSettings
 from mtrl.settings.network import NetworkSettings
-from mtrl.settings.pipeline import MAX_RUN_INSTANCES, PipelineSettings
+from mtrl.settings.pipeline import MAX_RUN_INSTANCES, PipelineSettings, cluster_backend_refusal
 from mtrl.settings.reward_workers import RewardWorkerSettings
 from mtrl.settings.verl import VerlSettings
 
@@ -130,11 +130,25 @@ class DeploySettings(
     @model_validator(mode="after")
     def _default_backend_is_configured(self) -> Self:
         # What the default backend needs from the deployment (hyperpod: a restricted group), from its descriptor.
-        check = descriptor_for(self.run_backend).deploy_check
-        problem = resolve(check)(self) if check is not None else None
+        problem = self.backend_problem(self.run_backend)
         if problem:
             raise ValueError(problem)
         return self
+
+    def backend_problem(self, backend: str) -> str | None:
+        """Why this deployment cannot run ``backend``'s runs, naming the setting to change; None when it can.
+
+        From the backend's descriptor only: a backend that trains on the cluster (``needs_cluster``) needs one, and
+        its ``deploy_check`` names what else it needs (hyperpod: a restricted instance group). The default backend
+        must pass it; any other backend that does not is not deployed (``stacks.backends.contract.deployed_sides``:
+        no statements, roles or values), and its runs are refused (Register for a missing cluster, Preflight else).
+        """
+        descriptor = descriptor_for(backend)
+        if descriptor.needs_cluster and not self.deploy_cluster:
+            return cluster_backend_refusal("run_backend", backend)
+        check = descriptor.deploy_check
+        problem: str | None = resolve(check)(self) if check is not None else None
+        return problem
 
     @model_validator(mode="after")
     def _kubernetes_version_in_standard_support(self) -> Self:

@@ -10,6 +10,12 @@ same narrow values (``StackInputs``) and knows none of a backend's settings or s
   its settings with, built at synth without validation (``model_construct``: CDK tokens are placeholder strings). The
   pipeline ships each backend's values, as JSON, under the backend's name (``PipelineStack.add_backend_values``), and
   the adapter of a run receives only its own backend's values merged with the run's settings.
+
+Only the backends a deployment can run are deployed (``deployed_sides``): a backend whose descriptor says this
+deployment cannot run it (``DeploySettings.backend_problem``: no cluster for a ``needs_cluster`` backend, or its
+``deploy_check``'s problem, e.g. hyperpod without a restricted instance group) adds no statement, construct or value,
+and its runs are refused naming the setting to change (Register for a missing cluster; else Preflight, which finds no
+values shipped for it).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from mtrl.contracts.descriptor import resolve
-from mtrl.contracts.registry import descriptor_for
+from mtrl.contracts.registry import backend_names, descriptor_for
 
 if TYPE_CHECKING:  # types only: CDK and the constructs load with the stacks that use them
     from aws_cdk import aws_iam as iam
@@ -69,8 +75,8 @@ class BackendResources:
 
     roles: BackendRoleRefs
     agents: Mapping[str, AgentFunction]  # environment id → its serverless agent
-    runner: NovaRunnerTask | None  # None: Nova Forge is not configured (no runner image or task)
-    env_packages: NovaEnvironmentPackages
+    runner: NovaRunnerTask | None  # None: the hyperpod backend is not deployed (no runner image or task)
+    env_packages: NovaEnvironmentPackages | None  # None: the hyperpod backend is not deployed (nothing uploaded)
     mlflow_app_arn: str
     model_package_group_arn: str
 
@@ -122,6 +128,17 @@ def stack_side_for(backend: str) -> StackSide | None:
     if not isinstance(side, StackSide):
         raise TypeError(f"backend '{backend}': {target} is not a stack side (add_to_pipeline, pipeline_values)")
     return side
+
+
+def deployed_sides(settings: DeploySettings) -> list[tuple[str, StackSide]]:
+    """(name, stack side) of every registered backend with a stack side that this deployment can run, in registry
+    order; a backend it cannot run (``settings.backend_problem``) is left out, so it contributes nothing."""
+    sides: list[tuple[str, StackSide]] = []
+    for name in backend_names():
+        side = stack_side_for(name)
+        if side is not None and settings.backend_problem(name) is None:
+            sides.append((name, side))
+    return sides
 
 
 def shipped_values(values: BaseModel) -> dict[str, object]:

@@ -42,6 +42,43 @@ def imported_bucket_arn(inputs: StackInputs) -> str:
     return cdk.Fn.import_value(export_name)
 
 
+def cluster_group_statements(stack: cdk.Stack, cluster_arn: str | None, node_role_arn: str | None) -> PolicyParts:
+    """What scaling a group of the deployment's HyperPod cluster takes (``mtrl.backends.hyperpod.capacity``
+    ``GpuCapacity``: DescribeCluster, UpdateCluster, ListClusterNodes, ListClusterEvents; UpdateCluster re-states the
+    group's execution role, a PassRole to SageMaker). Every backend that scales a group states them in its own policy
+    (hyperpod: the restricted group, verl: the training group), so each keeps them where the other is not deployed.
+
+    ``cluster_arn`` None: an existing cluster, whose ARN ends in an id the configuration does not know."""
+    arn, where = arn_and_where(stack)
+    cluster = cluster_arn or f"{arn}:sagemaker:{where}:cluster/*"
+    statements = [
+        iam.PolicyStatement(
+            sid="HyperPodScaleTrainingGroup",  # DescribeCluster/UpdateCluster/ListClusterNodes/ListClusterEvents
+            actions=[
+                "sagemaker:DescribeCluster",
+                "sagemaker:UpdateCluster",
+                "sagemaker:ListClusterNodes",
+                "sagemaker:ListClusterEvents",
+            ],
+            resources=[cluster],
+        )
+    ]
+    if node_role_arn is not None:
+        statements.append(
+            iam.PolicyStatement(
+                sid="PassNodeRoleOnUpdateCluster",  # UpdateCluster re-states the group's ExecutionRole
+                actions=["iam:PassRole"],
+                resources=[node_role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER}},
+            )
+        )
+    reasons = {
+        cluster: "An existing HyperPod cluster's ARN ends in a service-generated id the configuration does not know; "
+        "the actions only describe and scale clusters."
+    }
+    return statements, reasons
+
+
 class BackendFunctionPolicy(Construct):
     """An inline policy with ``statements`` on ``role`` (the backend function's). Attribute: ``policy``.
 

@@ -20,7 +20,8 @@ from stacks.nag import acknowledge, nag_resource
 
 
 class BackendRoles(Construct):
-    """Attributes: ``serverless_job_role``, ``agent_role``, ``runner_role``, ``rft_role``, ``rft_policy``.
+    """Attributes: ``serverless_job_role``, ``agent_role``, ``runner_role``, ``rft_role``, ``rft_policy`` (the last
+    three None without ``nova_forge``).
 
     Props:
     - ``prefix``: the deployment prefix; per-run stacks, queues, functions and tables are ``<stem>-nf*``.
@@ -33,6 +34,8 @@ class BackendRoles(Construct):
     - ``allow_sam_role_creation``: the SDK deploys its SAM template with ``CAPABILITY_IAM``, so whoever runs
       ``sam deploy`` (the RFT role, in the SDK's ECS task) must create the template's Lambda roles. Off by default:
       turning it on grants role creation limited to ``role/<stem>-nf*``.
+    - ``nova_forge``: build the hyperpod backend's runner and RFT roles; False where the deployment does not deploy
+      that backend (``DeploySettings.backend_problem``): roles nothing could use.
     """
 
     def __init__(
@@ -50,6 +53,7 @@ class BackendRoles(Construct):
         agent_runtime_arns: Sequence[str] = (),
         rft_role_name: str | None = None,
         allow_sam_role_creation: bool = False,
+        nova_forge: bool = True,
     ) -> None:
         super().__init__(scope, id_)
         self.prefix = prefix
@@ -67,21 +71,26 @@ class BackendRoles(Construct):
             wildcard_reasons=self._wildcard_reasons,
         )
         self.agent_role = agent_role(self, prefix=prefix)
-        nova_forge = nova_forge_roles(
-            self,
-            prefix=prefix,
-            rft_role_name=self.rft_role_name,
-            data_bucket=data_bucket,
-            data_key=data_key,
-            reward_cluster_arn=reward_cluster_arn,
-            hyperpod_cluster_arn=hyperpod_cluster_arn,
-            eks_cluster_arn=eks_cluster_arn,
-            allow_sam_role_creation=allow_sam_role_creation,
-            wildcard_reasons=self._wildcard_reasons,
+        # The hyperpod backend's roles only where the deployment deploys that backend.
+        nova = (
+            nova_forge_roles(
+                self,
+                prefix=prefix,
+                rft_role_name=self.rft_role_name,
+                data_bucket=data_bucket,
+                data_key=data_key,
+                reward_cluster_arn=reward_cluster_arn,
+                hyperpod_cluster_arn=hyperpod_cluster_arn,
+                eks_cluster_arn=eks_cluster_arn,
+                allow_sam_role_creation=allow_sam_role_creation,
+                wildcard_reasons=self._wildcard_reasons,
+            )
+            if nova_forge
+            else None
         )
-        self.rft_role = nova_forge.rft_role
-        self.runner_role = nova_forge.runner_role
-        self.rft_policy = nova_forge.rft_policy
+        self.rft_role: iam.Role | None = nova.rft_role if nova else None
+        self.runner_role: iam.Role | None = nova.runner_role if nova else None
+        self.rft_policy: iam.ManagedPolicy | None = nova.rft_policy if nova else None
         self._acknowledge_wildcards()
 
     def _acknowledge_wildcards(self) -> None:

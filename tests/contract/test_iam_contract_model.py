@@ -20,18 +20,24 @@ from tests.contract.iam_contract import (
 BACKEND_ROLE = "mtrl-pipeline/Functions/Backend/Role"
 
 
-def test_explicit_names_pseudo_parameters_and_cross_stack_imports_resolve(app_model: AppModel) -> None:
+def test_explicit_names_pseudo_parameters_and_cross_stack_imports_resolve(
+    app_model: AppModel, nova_app_model: AppModel
+) -> None:
     assert app_model.account == "111122223333"
-    assert app_model.physical_name("mtrl-backends/Roles/RftRole") == "mtrl-rft"
-    assert app_model.arn_of("mtrl-backends/Roles/RftRole") == "arn:aws:iam::111122223333:role/mtrl-rft"
+    # The RFT role exists only where the hyperpod backend is deployed (Nova Forge configured).
+    assert nova_app_model.physical_name("mtrl-backends/Roles/RftRole") == "mtrl-rft"
+    assert nova_app_model.arn_of("mtrl-backends/Roles/RftRole") == "arn:aws:iam::111122223333:role/mtrl-rft"
+    with pytest.raises(ModelError):
+        app_model.arn_of("mtrl-backends/Roles/RftRole")
     assert app_model.arn_of("mtrl-reward-workers/RewardWorkers/Cluster") == (
         "arn:aws:ecs:us-east-1:111122223333:cluster/mtrl-reward-workers"
     )
     # The backend function's settings join values imported from three other stacks.
+    environment = nova_app_model.function_environment("mtrl-pipeline/Functions/Backend/Fn/Function")
+    hyperpod = json.loads(environment["MTRL_BACKEND_SETTINGS"])["hyperpod"]
+    assert hyperpod["ecs_cluster_arn"] == nova_app_model.arn_of("mtrl-reward-workers/RewardWorkers/Cluster")
     environment = app_model.function_environment("mtrl-pipeline/Functions/Backend/Fn/Function")
-    settings = json.loads(environment["MTRL_BACKEND_SETTINGS"])
-    hyperpod, serverless = settings["hyperpod"], settings["serverless"]
-    assert hyperpod["ecs_cluster_arn"] == app_model.arn_of("mtrl-reward-workers/RewardWorkers/Cluster")
+    serverless = json.loads(environment["MTRL_BACKEND_SETTINGS"])["serverless"]
     bucket = environment["MTRL_DATA_BUCKET"]
     assert bucket == app_model.physical_name("mtrl-data/DataStore/DataBucket", type_="AWS::S3::Bucket")
     assert serverless["kms_key_arn"] == app_model.arn_of("mtrl-data/DataStore/DataKey", type_="AWS::KMS::Key")
@@ -139,8 +145,8 @@ def test_role_collects_inline_attached_and_managed_policies() -> None:
         model.role("s/Nobody")
 
 
-def test_a_denied_call_on_the_real_template_names_action_and_resource(app_model: AppModel) -> None:
-    environment = app_model.function_environment("mtrl-pipeline/Functions/Backend/Fn/Function")
+def test_a_denied_call_on_the_real_template_names_action_and_resource(nova_app_model: AppModel) -> None:
+    environment = nova_app_model.function_environment("mtrl-pipeline/Functions/Backend/Fn/Function")
     settings = {
         **json.loads(environment["MTRL_BACKEND_SETTINGS"])["hyperpod"],
         "data_bucket": environment["MTRL_DATA_BUCKET"],
@@ -154,7 +160,7 @@ def test_a_denied_call_on_the_real_template_names_action_and_resource(app_model:
         AwsCall("s3", "Foo", {}, "us-east-1"),
     ]
     with pytest.raises(AssertionError) as failure:
-        assert_calls_allowed(calls, BACKEND_ROLE, model=app_model)
+        assert_calls_allowed(calls, BACKEND_ROLE, model=nova_app_model)
     message = str(failure.value)
     assert (
         f"s3.DeleteObject → s3:DeleteObject on arn:aws:s3:::{settings['data_bucket']}/training-data/wordle.jsonl: "
@@ -162,7 +168,7 @@ def test_a_denied_call_on_the_real_template_names_action_and_resource(app_model:
     )
     assert "s3.Foo: no IAM mapping for s3.Foo" in message
     assert "DescribeCluster" not in message  # allowed, so not listed
-    decisions = explain_calls(calls[:1], BACKEND_ROLE, model=app_model)
+    decisions = explain_calls(calls[:1], BACKEND_ROLE, model=nova_app_model)
     assert decisions[0].decision is not None
     assert decisions[0].decision.outcome is Outcome.ALLOWED
     assert "HyperPodScaleTrainingGroup" in markdown_table(decisions)
@@ -173,7 +179,7 @@ def test_assert_calls_allowed_refuses_an_empty_recording(app_model: AppModel) ->
         assert_calls_allowed([], BACKEND_ROLE, model=app_model)
 
 
-def test_the_runner_role_allows_what_the_real_sdk_was_seen_to_need(app_model: AppModel) -> None:
+def test_the_runner_role_allows_what_the_real_sdk_was_seen_to_need(nova_app_model: AppModel) -> None:
     """Two denials tests/contract/test_nova_runner_contract.py found with the real SDK (issue 10, runner role)."""
     from mtrl.backends.hyperpod.naming import SDK_STACK_SUFFIX, run_stack_base
 
@@ -189,9 +195,9 @@ def test_the_runner_role_allows_what_the_real_sdk_was_seen_to_need(app_model: Ap
             "us-east-1",
         ),
     ]
-    assert_calls_allowed(calls, "mtrl-backends/Roles/NovaRunnerRole", model=app_model)
+    assert_calls_allowed(calls, "mtrl-backends/Roles/NovaRunnerRole", model=nova_app_model)
     elsewhere = [
         AwsCall("s3", "GetObject", {"Bucket": "jumpstart-cache-prod-us-east-1", "Key": "models/x"}, "us-east-1")
     ]
     with pytest.raises(AssertionError, match="implicitly denied"):
-        assert_calls_allowed(elsewhere, "mtrl-backends/Roles/NovaRunnerRole", model=app_model)
+        assert_calls_allowed(elsewhere, "mtrl-backends/Roles/NovaRunnerRole", model=nova_app_model)

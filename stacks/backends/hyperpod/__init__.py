@@ -4,8 +4,6 @@ adapter reads (``HyperPodSettings``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import aws_cdk as cdk
 
 from mtrl.backends.hyperpod.common import HyperPodSettings
@@ -36,16 +34,9 @@ class HyperPodStackSide:
         group = settings.run_instance_group
         workers = inputs.reward_workers
         backends = inputs.backends
-        # Without Nova Forge configured there is no runner: its values stay unset, and a hyperpod run is refused at
-        # Preflight naming what to configure (mtrl.backends.hyperpod.common.parse_settings).
-        runner: dict[str, Any] = (
-            {
-                "nova_runner_task_definition": backends.runner.family,
-                "nova_runner_container_name": backends.runner.container.container_name,
-            }
-            if backends.runner is not None
-            else {}
-        )
+        runner, packages = backends.runner, backends.env_packages
+        if runner is None or packages is None:  # deployed_sides wires this side only where the backend is deployed
+            raise ValueError("the hyperpod backend is wired, but the backends stack built no Nova Forge runner for it")
         return HyperPodSettings.model_construct(
             region=inputs.region,
             prefix=settings.prefix,
@@ -61,7 +52,8 @@ class HyperPodStackSide:
             reward_container_name=REWARD_CONTAINER_NAME,
             reward_worker_run_boundary_arn=workers.run_boundary.managed_policy_arn,
             reward_worker_base_policy_arn=workers.base_policy.managed_policy_arn,
-            **runner,
+            nova_runner_task_definition=runner.family,
+            nova_runner_container_name=runner.container.container_name,
             nova_rft_role_name=backends.roles.rft_role_name,
             nova_model=settings.nova_model,
             nova_training_method=settings.nova_training_method,
@@ -69,6 +61,6 @@ class HyperPodStackSide:
             # The content-addressed package of each environment (BackendsStack.env_packages deploys them).
             nova_env_package_uris=[
                 f"{env_id}={package.uri(inputs.data_bucket.bucket_name)}"
-                for env_id, package in backends.env_packages.packages.items()
+                for env_id, package in packages.packages.items()
             ],
         )

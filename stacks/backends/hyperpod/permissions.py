@@ -14,7 +14,7 @@ from aws_cdk import aws_iam as iam
 
 from mtrl.backends.hyperpod.naming import run_name_pattern, worker_role_pattern
 from stacks.backends.contract import StackInputs
-from stacks.backends.permissions import ECS_TASKS, SAGEMAKER, PolicyParts, arn_and_where
+from stacks.backends.permissions import ECS_TASKS, PolicyParts, arn_and_where, cluster_group_statements
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,6 @@ class _Names:
     run_scoped: str  # every per-run Nova Forge name: <stem>-nf<hash>…
     reward_cluster_arn: str
     run_tasks: str
-    cluster_resource: str
     worker_roles: str
 
     @classmethod
@@ -70,7 +69,6 @@ class _Names:
             run_scoped=run_name_pattern(prefix),
             reward_cluster_arn=f"{arn}:ecs:{where}:cluster/{hyperpod.reward_cluster_name}",
             run_tasks=f"{arn}:ecs:{where}:task/{hyperpod.reward_cluster_name}/*",
-            cluster_resource=hyperpod.hyperpod_cluster_arn or f"{arn}:sagemaker:{where}:cluster/*",
             worker_roles=f"{arn}:iam::{stack.account}:role/{worker_role_pattern(prefix)}",
         )
 
@@ -85,8 +83,6 @@ def _wildcard_reasons(names: _Names, hyperpod: HyperPodTargets) -> dict[str, str
     reasons: dict[str, str] = {
         names.worker_roles: "Each run's own reward-worker role, <stem>-nf<run hash>-worker, created at provisioning "
         "(under the worker permissions boundary) and deleted at teardown.",
-        names.cluster_resource: "An existing HyperPod cluster's ARN ends in a service-generated id the configuration "
-        "does not know; the actions only describe and scale clusters.",
         names.run_tasks: "Task ids are generated at RunTask; the grant is limited to tasks of the reward-worker "
         "cluster.",
         "*": "ecs:ListTasks (conditioned on the reward cluster) and ecs:Describe/List/DeregisterTaskDefinition "
@@ -111,31 +107,6 @@ def _wildcard_reasons(names: _Names, hyperpod: HyperPodTargets) -> dict[str, str
             f"Any revision of the {family} task definition (deploys add revisions)."
         )
     return reasons
-
-
-def _hyperpod_cluster_statements(names: _Names, hyperpod: HyperPodTargets) -> list[iam.PolicyStatement]:
-    statements = [
-        iam.PolicyStatement(
-            sid="HyperPodScaleTrainingGroup",  # DescribeCluster/UpdateCluster/ListClusterNodes/ListClusterEvents
-            actions=[
-                "sagemaker:DescribeCluster",
-                "sagemaker:UpdateCluster",
-                "sagemaker:ListClusterNodes",
-                "sagemaker:ListClusterEvents",
-            ],
-            resources=[names.cluster_resource],
-        )
-    ]
-    if hyperpod.node_role_arn is not None:
-        statements.append(
-            iam.PolicyStatement(
-                sid="PassNodeRoleOnUpdateCluster",  # UpdateCluster re-states the group's ExecutionRole
-                actions=["iam:PassRole"],
-                resources=[hyperpod.node_role_arn],
-                conditions={"StringEquals": {"iam:PassedToService": SAGEMAKER}},
-            )
-        )
-    return statements
 
 
 def _reward_task_statements(names: _Names, hyperpod: HyperPodTargets) -> list[iam.PolicyStatement]:
@@ -269,10 +240,12 @@ def _per_run_stack_cleanup_statements(names: _Names) -> list[iam.PolicyStatement
 def hyperpod_statements(stack: cdk.Stack, prefix: str, hyperpod: HyperPodTargets) -> PolicyParts:
     """The statements of the hyperpod adapter's calls, with why each wildcard resource cannot be narrower."""
     names = _Names.of(stack, prefix, hyperpod)
+    # The restricted group's scaling, as verl states the training group's (stacks.backends.permissions).
+    group, group_reasons = cluster_group_statements(stack, hyperpod.hyperpod_cluster_arn, hyperpod.node_role_arn)
     statements = [
-        *_hyperpod_cluster_statements(names, hyperpod),
+        *group,
         *_reward_task_statements(names, hyperpod),
         *_worker_role_statements(names, hyperpod),
         *_per_run_stack_cleanup_statements(names),
     ]
-    return statements, _wildcard_reasons(names, hyperpod)
+    return statements, {**group_reasons, **_wildcard_reasons(names, hyperpod)}

@@ -57,6 +57,26 @@ class ToyStackSide:
         )
 
 
+class ToyOffStackSide:
+    """A backend whose descriptor's deploy_check refuses every deployment: its side must never be called."""
+
+    def add_to_pipeline(self, inputs: StackInputs) -> None:
+        BackendFunctionPolicy(
+            inputs.scope,
+            "BackendPermissionsOffToy",
+            role=inputs.function_role,
+            statements=[iam.PolicyStatement(sid="ToyOffJobs", actions=["sqs:SendMessage"], resources=[TOY_QUEUE])],
+            wildcard_reasons={},
+        )
+
+    def pipeline_values(self, inputs: StackInputs) -> ToySettings:
+        return ToySettings.model_construct(region=inputs.region, toy_queue_arn=TOY_QUEUE)
+
+
+def _toy_off_problem(settings: Any) -> str:
+    return "run_backend: 'toyoff' needs toy_switch, which this deployment does not set"
+
+
 def _string_constants(source: str) -> set[str]:
     return {
         node.value
@@ -89,18 +109,28 @@ def test_each_built_in_backend_names_its_stack_side() -> None:
 @pytest.fixture(scope="module")
 def toy_pipeline() -> Iterator[dict[str, Any]]:
     register_backend(BackendDescriptor(name="toy", adapter=lambda: None, stack_side=f"{__name__}:ToyStackSide"))
+    register_backend(
+        BackendDescriptor(
+            name="toyoff",
+            adapter=lambda: None,
+            deploy_check=_toy_off_problem,
+            stack_side=f"{__name__}:ToyOffStackSide",
+        )
+    )
     try:
         _app, deployment = make_app()
         yield Template.from_stack(deployment.pipeline).to_json()
     finally:
         unregister_backend("toy")
+        unregister_backend("toyoff")
 
 
 def test_a_registered_backend_gets_its_values_shipped_typed(toy_pipeline: dict[str, Any]) -> None:
     shipped = shipped_backend_values(toy_pipeline)
     assert shipped["toy"] == {"region": "us-east-1", "toy_queue_arn": TOY_QUEUE, "toy_max_jobs": 3, "toy_dry_run": True}
     assert ToySettings.model_validate(shipped["toy"]).toy_max_jobs == 3
-    assert {"hyperpod", "serverless", "verl"} <= set(shipped)  # the built-ins are still there
+    # The built-ins this deployment can run are still there (hyperpod only with Nova Forge configured).
+    assert {"serverless", "sessions", "verl"} <= set(shipped)
 
 
 def test_a_registered_backend_gets_its_permissions_and_constructs(toy_pipeline: dict[str, Any]) -> None:
@@ -116,3 +146,11 @@ def test_a_registered_backend_gets_its_permissions_and_constructs(toy_pipeline: 
     backend_role = json.dumps(policy["Properties"]["Roles"])
     assert "FunctionsBackendRole" in backend_role  # on the backend function's role
     assert toy_pipeline["Outputs"]["ToyQueueArn"]["Value"] == TOY_QUEUE
+
+
+def test_a_backend_the_deployment_cannot_run_contributes_nothing(toy_pipeline: dict[str, Any]) -> None:
+    """The rule is the descriptor's (DeploySettings.backend_problem: needs_cluster, deploy_check), applied by
+    stacks.backends.contract.deployed_sides to every backend alike: no policy on the backend function, no values."""
+    assert "toyoff" not in shipped_backend_values(toy_pipeline)
+    assert not [name for name in toy_pipeline["Resources"] if name.startswith("BackendPermissionsOffToy")]
+    assert "ToyOffJobs" not in json.dumps(toy_pipeline["Resources"])

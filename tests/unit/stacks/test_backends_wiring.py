@@ -216,8 +216,11 @@ def test_backend_function_wildcards_and_conditions(backend_statements: list[dict
         assert "RunWorkerBoundary" in json.dumps(boundary), boundary
         assert json.dumps(by_sid[sid]["Resource"]).endswith(':role/mtrl-nf*-worker"')
     assert "WorkerBasePolicy" in json.dumps(by_sid["AttachTheWorkerBasePolicy"]["Condition"]["ArnEquals"])
-    (scale,) = [s for s in backend_statements if s["Sid"] == "HyperPodScaleTrainingGroup"]
-    assert "Fn::ImportValue" in json.dumps(scale["Resource"])  # the deployed cluster's ARN, not a wildcard
+    # The same scaling in the hyperpod and verl policies (each backend states what it calls), never a wildcard.
+    scaling = [s for s in backend_statements if s["Sid"] == "HyperPodScaleTrainingGroup"]
+    assert len(scaling) == 2
+    for scale in scaling:
+        assert "Fn::ImportValue" in json.dumps(scale["Resource"])  # the deployed cluster's ARN, not a wildcard
     (mapping,) = [s for s in backend_statements if s["Sid"] == "DeletePerRunEventSourceMappings"]
     assert "mtrl-nf*" in json.dumps(mapping["Condition"]["ArnLike"]["lambda:FunctionArn"])
 

@@ -24,10 +24,12 @@ from stacks.constructs.nova_env_packages import NovaEnvironmentPackages
 BUILTINS = [env_id for env_id, source in list_environments() if source == "builtin"]
 
 
+# Only a deployment that deploys the hyperpod backend (Nova Forge configured) packages the environments for it.
 @pytest.fixture(scope="module")
-def backends_template(deployment: Deployment) -> Template:
-    assert deployment.backends is not None
-    return Template.from_stack(deployment.backends)
+def backends_template(nova_forge_synth: tuple[Deployment, Any]) -> Template:
+    backends = nova_forge_synth[0].backends
+    assert backends is not None
+    return Template.from_stack(backends)
 
 
 def _deployment_resource(template: Template) -> dict[str, Any]:
@@ -53,9 +55,9 @@ def test_the_packages_are_deployed_under_nova_envs_without_pruning(backends_temp
 
 
 def test_the_asset_holds_exactly_the_key_and_bytes_each_package_is_addressed_by(
-    synthesized: tuple[Deployment, Any], backends_template: Template
+    nova_forge_synth: tuple[Deployment, Any], backends_template: Template
 ) -> None:
-    _, assembly = synthesized
+    _, assembly = nova_forge_synth
     (zip_name,) = _deployment_resource(backends_template)["SourceObjectKeys"]
     staged = Path(assembly.directory) / f"asset.{zip_name.removesuffix('.zip')}"
     files = {str(p.relative_to(staged)): p.read_bytes() for p in staged.rglob("*") if p.is_file()}
@@ -65,10 +67,10 @@ def test_the_asset_holds_exactly_the_key_and_bytes_each_package_is_addressed_by(
         assert files[package.key.removeprefix("nova-envs/")] == package.archive
 
 
-def test_the_backend_settings_carry_each_environments_package_uri(deployment: Deployment) -> None:
+def test_the_backend_settings_carry_each_environments_package_uri(nova_forge_synth: tuple[Deployment, Any]) -> None:
     (function,) = [
         f
-        for f in Template.from_stack(deployment.pipeline).find_resources("AWS::Lambda::Function").values()
+        for f in Template.from_stack(nova_forge_synth[0].pipeline).find_resources("AWS::Lambda::Function").values()
         if "MTRL_BACKEND_SETTINGS" in f["Properties"]["Environment"]["Variables"]
     ]
     rendered = json.dumps(function["Properties"]["Environment"]["Variables"]["MTRL_BACKEND_SETTINGS"])
