@@ -31,7 +31,7 @@ from mtrl.backends.verl.supply import (
     model_project_name,
 )
 from mtrl.client.deployment import Deployment, error_code
-from mtrl.contracts.hub import HUB_COMMIT, MODEL_SUMS_FILE, check_model_id, check_revision
+from mtrl.contracts.hub import MODEL_SUMS_FILE, check_model_id, check_revision, is_commit
 from mtrl.settings.verl import ECR_IMAGE, VerlModelSettings
 
 IMAGE_URI_VARIABLE = "IMAGE_URI"  # what the image buildspec exports (stacks/constructs/image_builder.py)
@@ -233,7 +233,7 @@ def _registered_copy(s3: Any, deployment: Deployment, model_id: str, revision: s
         id=model_id,
         s3_uri=f"s3://{deployment.bucket}/{prefix}",
         sha256=hashlib.sha256(sums).hexdigest(),
-        revision=revision if re.match(HUB_COMMIT, revision) else None,
+        revision=revision if is_commit(revision) else None,
     )
 
 
@@ -261,7 +261,7 @@ def import_hub_model(
     )
     build = follow_build(codebuild, build_id, on_phase=on_phase, sleep=sleep)
     commit = build.exported.get(MODEL_COMMIT_VARIABLE, "")
-    if not re.match(HUB_COMMIT, commit) or (re.match(HUB_COMMIT, asked) and commit != asked):
+    if not is_commit(commit) or (is_commit(asked) and commit != asked):
         raise BuildError(f"build {build_id} exported {MODEL_COMMIT_VARIABLE}={commit!r}, not the commit of {asked}")
     model = _registered_copy(aws.client("s3"), deployment, model_id, commit)
     registered = RegisteredModel(model, recorded_at=_now(), source="hub")
@@ -281,7 +281,7 @@ def import_local_model(
     """Upload a local copy (every file, then its SHA256SUMS) and record it. ``revision``: the Hub commit the copy is
     of, if known (40 hex); the copy is stored under it, else under ``local-<16 hex of its SHA256SUMS>``."""
     check_model_id(model_id)
-    if revision is not None and not re.match(HUB_COMMIT, revision):
+    if revision is not None and not is_commit(revision):
         raise BuildError(f"--from: revision {revision!r} must be the 40-hex commit the copy is of (or left out)")
     if not directory.is_dir():
         raise BuildError(f"--from {directory}: not a directory")

@@ -94,6 +94,13 @@ def test_a_job_that_reports_another_commit_than_asked_is_refused(builder: FakeBu
         "Qwen/x@..",
         "Qwen/x@",
         "Qwen/x y",
+        # Python's "$" matches before a final newline: each of these passed the old checks and started a build
+        "Qwen/Qwen2.5-0.5B-Instruct\n",
+        "Qwen/x@main\n",
+        f"Qwen/x@{COMMIT}\n",
+        "Qwen/x\r",
+        "Qwen/x\u2028",
+        "Qwen/\u0445",  # a Cyrillic look-alike of "x"
     ],
 )
 def test_an_unsafe_hub_reference_is_refused_before_anything_starts(builder: FakeBuilder, ref: str) -> None:
@@ -119,6 +126,22 @@ def test_a_local_copy_is_uploaded_with_its_sha256sums(fake: Fake, tmp_path: Path
     assert sorted(parse_sums(sums.decode())) == sorted(HUB_FILES)
     assert _object(prefix + "sub/tokenizer.json") == HUB_FILES["sub/tokenizer.json"]
     assert not (copy / "SHA256SUMS").exists()  # the operator's directory is left as it was
+
+
+@pytest.mark.parametrize(
+    "ref", [f"{MODEL_ID}\n", f"{MODEL_ID}@{COMMIT}\n", f"{MODEL_ID}@{COMMIT}\r\n", f"{MODEL_ID}\x00", "Qwen/x\n@main"]
+)
+def test_an_unsafe_reference_with_a_local_copy_uploads_nothing(fake: Fake, tmp_path: Path, ref: str) -> None:
+    """The old checks let these through to an upload under a key with a line end in it, then failed with a
+    traceback (the model settings refused the id): the operator got no clear error and the bucket kept the files."""
+    copy = tmp_path / "qwen"
+    copy.mkdir()
+    (copy / "config.json").write_text("{}")
+    result = _mtrl("model", "import", ref, "--from", str(copy))
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert boto3.client("s3", region_name=REGION).list_objects_v2(Bucket=BUCKET).get("KeyCount", 0) == 0
+    assert json.loads(_mtrl("model", "list", "--json").stdout) == []
 
 
 def test_a_local_copy_with_a_link_out_of_it_is_refused(fake: Fake, tmp_path: Path) -> None:
