@@ -159,3 +159,28 @@ def test_no_model_registered_says_the_command(fake: Fake) -> None:
     result = _mtrl("model", "list")
     assert result.exit_code == 0
     assert "mtrl model import" in result.output
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("source", "[/]"), ("source", "[link=https://evil.example]hub[/link]"), ("recorded_at", "\x1b[2J\x1b]0;x\x07")],
+)
+def test_the_list_refuses_a_tampered_entry_instead_of_printing_it(fake: Fake, field: str, value: str) -> None:
+    """A hand-written parameter's words reached Rich as markup and the terminal as escapes: '[/]' ended the command
+    with a MarkupError traceback, a link or a screen clear was rendered. Now the entry is refused, named."""
+    entry = {
+        "id": MODEL_ID,
+        "s3_uri": f"s3://{BUCKET}/models/{MODEL_ID}/{COMMIT}/",
+        "sha256": "d" * 64,
+        "revision": COMMIT,
+        "recorded_at": "2026-12-01T00:00:00Z",
+        "source": "hub",
+    }
+    name = f"/mtrl/models/{MODEL_ID}"
+    ssm = boto3.client("ssm", region_name=REGION)
+    ssm.put_parameter(Name=name, Value=json.dumps({**entry, field: value}), Type="String")
+    result = _mtrl("model", "list")
+    assert result.exit_code == 1, result.output
+    assert f"parameter {name} is not a registered model ({field}" in result.output
+    assert "\x1b]" not in result.output
+    assert "\x1b[2J" not in result.output
