@@ -4,7 +4,9 @@
 coreutils, "sha256sum invocation" / "md5sum invocation": "a space, a character indicating input mode ('*' for
 binary, ' ' for text or where binary is insignificant), and name"). Every name is a path the trainer will write
 under the model directory, so it must stay inside it: relative, no ``..`` or ``.`` part, no empty part, no
-backslash or control character — checked after the mode character is taken off, never before.
+backslash or control character, and none of the other characters Python's ``str.splitlines`` ends a line at
+(``\\x85``, ``\\u2028``, ``\\u2029``: Python docs, "str.splitlines"), which would split one written line into two when
+the list is read back — checked after the mode character is taken off, never before.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from mtrl.contracts.hub import MODEL_SUMS_FILE
 
 _LINE = re.compile(r"^(?P<digest>[0-9a-fA-F]{64}) (?P<mode>[ *])(?P<name>.+)$")
-_UNSAFE = re.compile(r"[\x00-\x1f\x7f\\]")
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029\\]")
 
 
 def parse_sums(text: str) -> dict[str, str]:
@@ -44,7 +46,7 @@ def parse_sums(text: str) -> dict[str, str]:
 def name_problem(name: str) -> str | None:
     """Why ``name`` may not be a file of a model copy (None when it may)."""
     if _UNSAFE.search(name):
-        return "has a backslash or a control character"
+        return "has a backslash, a control character or a line separator"
     if name.startswith("/"):
         return "is absolute"
     parts = name.split("/")
@@ -80,13 +82,19 @@ def format_sums(files: Mapping[str, str]) -> str:
 
 def tree_sums(directory: Path) -> dict[str, str]:
     """``{relative name: digest}`` of every regular file under ``directory`` but its own SHA256SUMS; ValueError for a
-    symbolic link (a copy holds files, never links out of it) or a name the trainer could not write."""
+    symbolic link (a copy holds files, never links out of it), anything else that is not a regular file or a
+    directory (a FIFO, socket or device: left out silently, the copy would lack a file the operator sees) or a name
+    the trainer could not write."""
     files: dict[str, str] = {}
     for path in sorted(directory.rglob("*")):
         name = path.relative_to(directory).as_posix()
         if path.is_symlink():
             raise ValueError(f"{name} is a symbolic link: copy the files it points to")
-        if not path.is_file() or name == MODEL_SUMS_FILE:
+        if path.is_dir():
+            continue
+        if not path.is_file():
+            raise ValueError(f"{name} is not a regular file (a FIFO, socket or device): remove it from the copy")
+        if name == MODEL_SUMS_FILE:
             continue
         problem = name_problem(name)
         if problem:
