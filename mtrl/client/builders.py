@@ -18,7 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import ClientError
+from boto3.exceptions import S3UploadFailedError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from mtrl.backends.verl.catalog import RegisteredImage, RegisteredModel, record_image, record_model
 from mtrl.backends.verl.model_copy import format_sums, parse_sums, tree_sums
@@ -269,6 +270,28 @@ def import_hub_model(
     return registered
 
 
+def _existing_sums(s3: Any, deployment: Deployment, prefix: str) -> bytes | None:
+    """The SHA256SUMS already at ``prefix`` (an earlier import of the same revision), None when there is none."""
+    try:
+        body: bytes = s3.get_object(Bucket=deployment.bucket, Key=prefix + MODEL_SUMS_FILE)["Body"].read()
+    except ClientError as error:
+        if error_code(error) in ("NoSuchKey", "404"):
+            return None
+        raise
+    return body
+
+
+def _remove_partial(s3: Any, deployment: Deployment, keys: list[str]) -> list[str]:
+    """Delete what a failed upload wrote to a prefix that held no copy (best effort); the keys that stayed."""
+    left = []
+    for key in keys:
+        try:
+            s3.delete_object(Bucket=deployment.bucket, Key=key)
+        except (ClientError, BotoCoreError):
+            left.append(key)
+    return left
+
+
 def import_local_model(
     aws: Any,
     deployment: Deployment,
@@ -279,7 +302,11 @@ def import_local_model(
     on_file: Callable[[str, int], None] = lambda _name, _size: None,
 ) -> RegisteredModel:
     """Upload a local copy (every file, then its SHA256SUMS) and record it. ``revision``: the Hub commit the copy is
-    of, if known (40 hex); the copy is stored under it, else under ``local-<16 hex of its SHA256SUMS>``."""
+    of, if known (40 hex); the copy is stored under it, else under ``local-<16 hex of its SHA256SUMS>``.
+
+    A failed import changes nothing: a prefix already holding another copy (another SHA256SUMS) is refused before any
+    upload (overwriting its files in place would leave the recorded copy half replaced if the upload then failed),
+    and what a failed upload wrote to a new prefix is removed again; nothing is recorded."""
     check_model_id(model_id)
     if revision is not None and not is_commit(revision):
         raise BuildError(f"--from: revision {revision!r} must be the 40-hex commit the copy is of (or left out)")
@@ -293,11 +320,32 @@ def import_local_model(
     stored = revision or f"local-{hashlib.sha256(sums).hexdigest()[:16]}"
     prefix = model_prefix(model_id, stored)
     s3 = aws.client("s3")
-    for name in sorted(digests):
-        path = directory / name
-        on_file(name, path.stat().st_size)
-        s3.upload_file(str(path), deployment.bucket, prefix + name)  # multipart for the large weight files
-    s3.put_object(Bucket=deployment.bucket, Key=prefix + MODEL_SUMS_FILE, Body=sums)  # last: the copy is complete
+    existing = _existing_sums(s3, deployment, prefix)
+    if existing is not None and existing != sums:
+        raise BuildError(
+            f"s3://{deployment.bucket}/{prefix} already holds another copy of {model_id}@{stored} (its "
+            f"{MODEL_SUMS_FILE} lists other files or digests): nothing was uploaded. A copy of that commit with "
+            "these files is a different copy: import it without @<commit> (stored under local-<16 hex>)"
+        )
+    uploaded: list[str] = []
+    try:
+        for name in sorted(digests):
+            path = directory / name
+            on_file(name, path.stat().st_size)
+            s3.upload_file(str(path), deployment.bucket, prefix + name)  # multipart for the large weight files
+            uploaded.append(prefix + name)
+        s3.put_object(Bucket=deployment.bucket, Key=prefix + MODEL_SUMS_FILE, Body=sums)  # last: the copy is complete
+    except (S3UploadFailedError, OSError) as error:  # upload_file's failures (its ClientError inside), a lost file
+        left = _remove_partial(s3, deployment, uploaded) if existing is None else []
+        kept = f"; {len(left)} uploaded file(s) could not be removed: {left[:3]}" if left else ""
+        raise BuildError(
+            f"--from {directory}: uploading to s3://{deployment.bucket}/{prefix} failed ({error}): nothing was "
+            f"recorded{kept}"
+        ) from None
+    except (ClientError, BotoCoreError):  # the SHA256SUMS put: the CLI names the call (and expired credentials)
+        if existing is None:
+            _remove_partial(s3, deployment, uploaded)
+        raise
     model = _registered_copy(s3, deployment, model_id, stored)
     registered = RegisteredModel(model, recorded_at=_now(), source="local")
     record_model(aws.client("ssm"), deployment.prefix, registered)

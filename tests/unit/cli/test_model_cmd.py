@@ -11,6 +11,8 @@ from typing import Any
 
 import boto3
 import pytest
+from moto.s3.exceptions import AccessDeniedByLock
+from moto.s3.models import S3Backend
 from typer.testing import CliRunner
 
 from mtrl.backends.verl.model_copy import parse_sums
@@ -184,3 +186,64 @@ def test_the_list_refuses_a_tampered_entry_instead_of_printing_it(fake: Fake, fi
     assert f"parameter {name} is not a registered model ({field}" in result.output
     assert "\x1b]" not in result.output
     assert "\x1b[2J" not in result.output
+
+
+def _local_copy(directory: Path, files: dict[str, bytes]) -> Path:
+    for name, body in files.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_bytes(body)
+    return directory
+
+
+def _models() -> dict[str, bytes]:
+    s3 = boto3.client("s3", region_name=REGION)
+    keys = [item["Key"] for item in s3.list_objects_v2(Bucket=BUCKET, Prefix="models/").get("Contents", [])]
+    return {key: _object(key) for key in keys}
+
+
+def _failing_puts(monkeypatch: pytest.MonkeyPatch, failing: str) -> None:
+    """S3 refuses (AccessDenied, no retry) every PUT of a key ending in ``failing``, as a policy or a lost session
+    would midway through an upload."""
+    original = S3Backend.put_object
+
+    def put_object(backend: S3Backend, bucket_name: str, key_name: str, *args: Any, **kwargs: Any) -> Any:
+        if key_name.endswith(failing):
+            raise AccessDeniedByLock
+        return original(backend, bucket_name, key_name, *args, **kwargs)
+
+    monkeypatch.setattr(S3Backend, "put_object", put_object)
+
+
+@pytest.mark.parametrize("failing", ["config.json", "model.safetensors", "sub/tokenizer.json", "SHA256SUMS"])
+def test_a_failed_local_upload_changes_nothing(
+    fake: Fake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """Before: boto3's S3UploadFailedError escaped as a traceback and the files uploaded before it stayed."""
+    copy = _local_copy(tmp_path / "qwen", HUB_FILES)
+    _failing_puts(monkeypatch, failing)
+    result = _mtrl("model", "import", f"{MODEL_ID}@{COMMIT}", "--from", str(copy))
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)  # the CLI's own error, not an escaped exception
+    assert "AccessDenied" in result.output
+    assert _models() == {}
+    assert json.loads(_mtrl("model", "list", "--json").stdout) == []
+
+
+def test_another_copy_of_the_same_commit_never_overwrites_the_recorded_one(fake: Fake, tmp_path: Path) -> None:
+    """Before: the second copy's files replaced the first's in place, and when its upload then failed the recorded
+    copy was left half replaced (its SHA256SUMS pinned, some files another copy's)."""
+    first = _local_copy(tmp_path / "first", HUB_FILES)
+    assert _mtrl("model", "import", f"{MODEL_ID}@{COMMIT}", "--from", str(first)).exit_code == 0
+    recorded, stored = _mtrl("model", "list", "--json").stdout, _models()
+    second = _local_copy(tmp_path / "second", {**HUB_FILES, "config.json": b'{"model_type": "other"}'})
+    with pytest.MonkeyPatch.context() as failing:
+        _failing_puts(failing, "sub/tokenizer.json")
+        result = _mtrl("model", "import", f"{MODEL_ID}@{COMMIT}", "--from", str(second))
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert "already holds another copy" in result.output
+    assert _models() == stored
+    assert _mtrl("model", "list", "--json").stdout == recorded
+    again = _mtrl("model", "import", f"{MODEL_ID}@{COMMIT}", "--from", str(first), "--json")
+    assert again.exit_code == 0, again.output  # the same copy again is the same objects
+    assert _models() == stored
