@@ -21,7 +21,13 @@ from typing import Any
 from boto3.exceptions import S3UploadFailedError
 from botocore.exceptions import BotoCoreError, ClientError
 
-from mtrl.backends.verl.catalog import RegisteredImage, RegisteredModel, record_image, record_model
+from mtrl.backends.verl.catalog import (
+    RegisteredImage,
+    RegisteredModel,
+    check_catalog_prefix,
+    record_image,
+    record_model,
+)
 from mtrl.backends.verl.model_copy import format_sums, parse_sums, tree_sums
 from mtrl.backends.verl.supply import (
     IMAGE_DOCKERFILE,
@@ -165,6 +171,13 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _recordable(deployment: Deployment) -> None:
+    try:
+        check_catalog_prefix(deployment.prefix)
+    except ValueError as error:
+        raise BuildError(str(error)) from None
+
+
 # -- the trainer image -------------------------------------------------------------------------------------------------
 def built_image(ecr: Any, deployment: Deployment, build: Build) -> str:
     """The image the build pushed, ``<repository>@sha256:<hex>``, checked to be in the deployment's repository."""
@@ -193,6 +206,7 @@ def build_image(
     sleep: Callable[[float], None] = time.sleep,
 ) -> RegisteredImage:
     """Build docker/verl-trainer in the account and record it; the registered image."""
+    _recordable(deployment)
     archive = source_archive(root, dockerfile_sources(root))
     source = upload_source(aws.client("s3"), deployment, archive)
     codebuild = aws.client("codebuild")
@@ -249,6 +263,7 @@ def import_hub_model(
     sleep: Callable[[float], None] = time.sleep,
 ) -> RegisteredModel:
     """Copy a Hub revision into the bucket with the stack's import job, then record it."""
+    _recordable(deployment)
     check_model_id(model_id)
     asked = check_revision(revision or "main")
     source = upload_source(aws.client("s3"), deployment, source_archive(root, MODEL_SOURCE))
@@ -307,6 +322,7 @@ def import_local_model(
     A failed import changes nothing: a prefix already holding another copy (another SHA256SUMS) is refused before any
     upload (overwriting its files in place would leave the recorded copy half replaced if the upload then failed),
     and what a failed upload wrote to a new prefix is removed again; nothing is recorded."""
+    _recordable(deployment)
     check_model_id(model_id)
     if revision is not None and not is_commit(revision):
         raise BuildError(f"--from: revision {revision!r} must be the 40-hex commit the copy is of (or left out)")

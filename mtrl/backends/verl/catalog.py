@@ -32,6 +32,20 @@ from mtrl.backends.verl.supply import BUILD_IMAGE_COMMAND, MODELS_PREFIX, image_
 from mtrl.contracts.backend import BackendError
 from mtrl.settings.verl import ECR_IMAGE, VerlModelSettings
 
+_RESERVED = re.compile(r"/?(aws|ssm)", re.IGNORECASE)
+
+
+def check_catalog_prefix(prefix: str) -> None:
+    """ValueError when SSM would refuse the deployment's catalog names: a parameter name "can't be prefixed with
+    'aws' or 'ssm' (case-insensitive)" (SSM API reference, PutParameter, Name), and ``/<prefix>/…`` begins with the
+    prefix. Called before a build or an upload starts, not after hours of it."""
+    if _RESERVED.match(image_parameter(prefix)):
+        raise ValueError(
+            f"prefix '{prefix}' starts with 'aws' or 'ssm': SSM reserves such parameter names, so this deployment "
+            f"cannot record images or models ({image_parameter(prefix)}); deploy it under another prefix, or set "
+            "verl_image_uri and verl_models instead"
+        )
+
 
 def image_parameter(prefix: str, image: str = "verl") -> str:
     return f"/{prefix}/images/{image}"

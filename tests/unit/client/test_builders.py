@@ -6,11 +6,25 @@ from __future__ import annotations
 import io
 import zipfile
 from pathlib import Path
+from typing import Any
 
+import boto3
 import pytest
+from botocore.exceptions import ClientError
 
+from mtrl.backends.verl.catalog import image_parameter
 from mtrl.backends.verl.supply import IMAGE_DOCKERFILE
-from mtrl.client.builders import MODEL_SOURCE, dockerfile_sources, source_archive
+from mtrl.client.builders import (
+    MODEL_SOURCE,
+    BuildError,
+    build_image,
+    dockerfile_sources,
+    import_hub_model,
+    import_local_model,
+    source_archive,
+)
+from mtrl.client.deployment import Deployment
+from tests.aws_fixtures import REGION
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -41,3 +55,35 @@ def test_the_same_tree_makes_the_same_archive(tmp_path: Path) -> None:
 def test_a_missing_path_is_named(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"mtrl is not in .*source checkout"):
         source_archive(tmp_path, MODEL_SOURCE)
+
+
+class _Aws:
+    """What the builders take: ``client(service)``, here boto3 against moto."""
+
+    def client(self, service: str) -> Any:
+        return boto3.client(service, region_name=REGION)
+
+
+@pytest.mark.parametrize("prefix", ["aws-team", "awsml", "ssm-x", "AWS-x"])
+def test_a_prefix_ssm_reserves_is_refused_before_any_build_or_upload(
+    mocked_aws: None, tmp_path: Path, prefix: str
+) -> None:
+    """SSM refuses parameter names prefixed with 'aws' or 'ssm' (PutParameter, Name; moto answers the same), and the
+    catalog's names start with the prefix: before, a build ran for hours, or a copy was uploaded, and only the final
+    record failed. Now nothing starts."""
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="data")
+    deployment = Deployment(prefix, REGION, "data", "table", "arn:sm", "arn:topic")
+    with pytest.raises(ClientError):  # what the final record would have hit
+        boto3.client("ssm", region_name=REGION).put_parameter(Name=image_parameter(prefix), Value="{}", Type="String")
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "config.json").write_text("{}")
+    attempts = [
+        lambda: build_image(_Aws(), deployment, REPO),
+        lambda: import_hub_model(_Aws(), deployment, REPO, "Qwen/x", None),
+        lambda: import_local_model(_Aws(), deployment, tmp_path / "copy", "Qwen/x", None),
+    ]
+    for attempt in attempts:
+        with pytest.raises(BuildError, match=f"prefix '{prefix}' starts with 'aws' or 'ssm'"):
+            attempt()
+    assert s3.list_objects_v2(Bucket="data").get("KeyCount", 0) == 0
