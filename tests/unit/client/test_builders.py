@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,7 @@ def test_a_prefix_ssm_reserves_is_refused_before_any_build_or_upload(
         boto3.client("ssm", region_name=REGION).put_parameter(Name=image_parameter(prefix), Value="{}", Type="String")
     (tmp_path / "copy").mkdir()
     (tmp_path / "copy" / "config.json").write_text("{}")
-    attempts = [
+    attempts: list[Callable[[], object]] = [
         lambda: build_image(_Aws(), deployment, REPO),
         lambda: import_hub_model(_Aws(), deployment, REPO, "Qwen/x", None),
         lambda: import_local_model(_Aws(), deployment, tmp_path / "copy", "Qwen/x", None),
