@@ -74,13 +74,21 @@ def dockerfile_sources(root: Path, dockerfile: str = IMAGE_DOCKERFILE) -> list[s
 
 def source_archive(root: Path, paths: Iterable[str]) -> bytes:
     """A zip of ``paths`` under ``root`` (directories whole, caches left out), byte-for-byte the same for the same
-    files; FileNotFoundError naming a missing path."""
+    files; FileNotFoundError naming a missing path, BuildError naming a symbolic link that leaves ``root``."""
     files: set[Path] = set()
+    inside = root.resolve()
     for relative in paths:
         path = root / relative
         if not path.exists():
             raise FileNotFoundError(f"{relative} is not in {root}: run mtrl from a source checkout of the repository")
         found = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
+        for link in (p for p in found if p.is_symlink() and not p.resolve().is_relative_to(inside)):
+            # The archive holds what a link points to: a link out of the checkout (a credentials file, a dataset)
+            # would be uploaded to the bucket and built into the image.
+            raise BuildError(
+                f"{link.relative_to(root)} is a symbolic link out of the checkout (to {link.resolve()}): the image "
+                "build would upload what it points to; copy the file in, or remove the link"
+            )
         files.update(p for p in found if not _SKIPPED.search(p.relative_to(root).as_posix()))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:

@@ -88,3 +88,22 @@ def test_a_prefix_ssm_reserves_is_refused_before_any_build_or_upload(
         with pytest.raises(BuildError, match=f"prefix '{prefix}' starts with 'aws' or 'ssm'"):
             attempt()
     assert s3.list_objects_v2(Bucket="data").get("KeyCount", 0) == 0
+
+
+@pytest.mark.parametrize("target", ["secret", "outside/dir/secret", "../secret"])
+def test_a_link_out_of_the_checkout_is_never_archived(tmp_path: Path, target: str) -> None:
+    """The archive holds what a link points to: before, a link under mtrl/ to a credentials file outside the checkout
+    was uploaded to the bucket and built into the trainer image."""
+    root, outside = tmp_path / "checkout", tmp_path / "elsewhere"
+    (root / "mtrl" / "sub").mkdir(parents=True)
+    (root / "mtrl" / "a.py").write_text("a = 1\n")
+    secret = (outside / target).resolve() if not target.startswith("..") else (root / target).resolve()
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_text("aws_secret_access_key = x\n")
+    (root / "mtrl" / "sub" / "credentials").symlink_to(secret)
+    with pytest.raises(BuildError, match=r"mtrl/sub/credentials is a symbolic link out of the checkout"):
+        source_archive(root, MODEL_SOURCE)
+    (root / "mtrl" / "sub" / "credentials").unlink()
+    (root / "mtrl" / "sub" / "alias.py").symlink_to(root / "mtrl" / "a.py")  # a link inside the checkout is fine
+    names = zipfile.ZipFile(io.BytesIO(source_archive(root, MODEL_SOURCE))).namelist()
+    assert names == ["mtrl/a.py", "mtrl/sub/alias.py"]
