@@ -20,6 +20,7 @@ from mtrl.contracts.hub import MODEL_SUMS_FILE
 
 _LINE = re.compile(r"^(?P<digest>[0-9a-fA-F]{64}) (?P<mode>[ *])(?P<name>.+)$")
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029\\]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def parse_sums(text: str) -> dict[str, str]:
@@ -45,6 +46,8 @@ def parse_sums(text: str) -> dict[str, str]:
 
 def name_problem(name: str) -> str | None:
     """Why ``name`` may not be a file of a model copy (None when it may)."""
+    if _SURROGATE.search(name):  # a file name's bytes that are not UTF-8 (os.fsdecode's surrogateescape)
+        return "is not valid UTF-8 (neither an S3 key nor a SHA256SUMS line can hold it): rename the file"
     if _UNSAFE.search(name):
         return "has a backslash, a control character or a line separator"
     if name.startswith("/"):
