@@ -34,7 +34,7 @@ from mtrl.backends.verl.supply import (
     image_repository_name,
     model_project_name,
 )
-from mtrl.contracts.hub import HUB_COMMIT, HUB_MODEL_ID
+from mtrl.contracts.hub import HUB_COMMIT, HUB_MODEL_ID, MODEL_SUMS_FILE
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
 from stacks.nag import acknowledge, nag_resource
 
@@ -105,8 +105,12 @@ def model_buildspec() -> dict[str, Any]:
                     f"COMMIT_PATTERN={_shell_pattern(HUB_COMMIT)}; "
                     f'[[ "$MODEL_ID" =~ $ID_PATTERN && "$MODEL_ID" != *..* '
                     f'&& "${MODEL_COMMIT_VARIABLE}" =~ $COMMIT_PATTERN ]])',
-                    f'aws s3 cp --recursive --only-show-errors "$OUT" '
+                    # SHA256SUMS last, alone: a copy that stopped midway has none (what the CLI and the trainer
+                    # read first), as a --from upload
+                    f'aws s3 cp --recursive --only-show-errors --exclude {MODEL_SUMS_FILE} "$OUT" '
                     f'"s3://$DATA_BUCKET/{MODELS_PREFIX}$MODEL_ID/${MODEL_COMMIT_VARIABLE}/"',
+                    f'aws s3 cp --only-show-errors "$OUT/{MODEL_SUMS_FILE}" '
+                    f'"s3://$DATA_BUCKET/{MODELS_PREFIX}$MODEL_ID/${MODEL_COMMIT_VARIABLE}/{MODEL_SUMS_FILE}"',
                 ]
             },
         },

@@ -85,8 +85,10 @@ def test_the_model_buildspec_runs_the_hub_copy_module_and_writes_under_models(ba
     spec = _buildspec(backends, "mtrl-model-import")
     commands = _commands(spec)
     assert any(c.startswith("python3 -m mtrl.backends.verl.hub_copy ") for c in commands)
-    (copy,) = [c for c in commands if c.startswith("aws s3 cp")]
+    copy, sums = [c for c in commands if c.startswith("aws s3 cp")]
     assert re.search(r'"s3://\$DATA_BUCKET/models/\$MODEL_ID/\$\{?MODEL_COMMIT\}?/"', copy)
+    assert "--exclude SHA256SUMS" in copy
+    assert sums.endswith('/SHA256SUMS"')
     # every variable the operator's input reaches is quoted: one shell word whatever it holds
     for command in commands:
         unquoted = re.sub(r'"[^"]*"', "", command)
@@ -144,8 +146,10 @@ while [[ $# -gt 0 ]]; do case "$1" in --out) out="$2"; shift;; --commit-file) co
 mkdir -p "$out" && echo '{}' > "$out/config.json" && printf '%s' "$STUB_COMMIT" > "$commit"
 """
 _STUB_AWS = """#!/bin/bash
-# one file per call, its arguments NUL-separated
-printf '%s\\0' "$@" > "$(mktemp "$AWS_CALLS/call.XXXXXX")"
+# one file per call, numbered in call order, its arguments NUL-separated
+calls=("$AWS_CALLS"/*)
+[[ -e "${calls[0]}" ]] || calls=()
+printf '%s\\0' "$@" > "$AWS_CALLS/$(printf '%04d' "${#calls[@]}")"
 """
 
 
@@ -209,16 +213,20 @@ def test_the_model_job_writes_no_key_from_a_hostile_id_or_commit(
     assert _run_model_job(_buildspec(backends, "mtrl-model-import"), tmp_path, model_id, commit) == []
 
 
-def test_the_model_job_copies_a_valid_import_to_its_key(backends: Template, tmp_path: Path) -> None:
-    (call,) = _run_model_job(
-        _buildspec(backends, "mtrl-model-import"), tmp_path, "Qwen/Qwen2.5-0.5B-Instruct", "a" * 40
-    )
-    assert call[:3] == ["s3", "cp", "--recursive"]
-    assert call[-1] == f"s3://data-bucket/models/Qwen/Qwen2.5-0.5B-Instruct/{'a' * 40}/"
+def test_the_model_job_copies_a_valid_import_to_its_key_sha256sums_last(backends: Template, tmp_path: Path) -> None:
+    """Before, one recursive copy sent SHA256SUMS in any order: a job stopped midway could leave a list whose files
+    were not all there."""
+    spec = _buildspec(backends, "mtrl-model-import")
+    files, sums = _run_model_job(spec, tmp_path, "Qwen/Qwen2.5-0.5B-Instruct", "a" * 40)
+    prefix = f"s3://data-bucket/models/Qwen/Qwen2.5-0.5B-Instruct/{'a' * 40}/"
+    assert files[:3] == ["s3", "cp", "--recursive"]
+    assert files[files.index("--exclude") + 1] == "SHA256SUMS"
+    assert files[-1] == prefix
+    assert sums[-2:] == [str(tmp_path / "src" / "model-copy" / "SHA256SUMS"), prefix + "SHA256SUMS"]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), max_size=24))
 def test_every_id_the_job_copies_is_a_hub_id(backends: Template, tmp_path: Path, model_id: str) -> None:
     for call in _run_model_job(_buildspec(backends, "mtrl-model-import"), tmp_path, model_id, "a" * 40):
-        assert call[-1] == f"s3://data-bucket/models/{check_model_id(model_id)}/{'a' * 40}/"
+        assert call[-1].startswith(f"s3://data-bucket/models/{check_model_id(model_id)}/{'a' * 40}/")
