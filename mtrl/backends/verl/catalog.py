@@ -88,13 +88,16 @@ class Catalog:
 SOURCES = ("hub", "local")
 _RECORDED_AT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _BUILD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,299}")  # CodeBuild's <project>:<uuid>
+_ROLE_ACCOUNT = re.compile(r"arn:[a-z-]+:iam::([0-9]{12}):role/")
 _COPY_REVISION = re.compile(r"(?P<commit>[0-9a-f]{40})|local-[0-9a-f]{16}")
 
 
-def _checked_image(uri: str, *, prefix: str, region: str | None) -> str:
+def _checked_image(uri: str, *, prefix: str, region: str | None, account: str | None = None) -> str:
     found = ECR_IMAGE.match(uri)
     if found is None or not found["digest"]:
         raise ValueError(f"{uri!r} is not an ECR image pinned by digest (<registry>/<repository>@sha256:<64 hex>)")
+    if account is not None and found["account"] != account:
+        raise ValueError(f"{uri!r} is not in the deployment's account {account}")
     repository = image_repository_name(prefix)
     if found["repository"] != repository or (region is not None and found["region"] != region):
         raise ValueError(f"{uri!r} is not an image of the deployment's repository {repository} in {region}")
@@ -149,12 +152,12 @@ def record_model(ssm: Any, prefix: str, registered: RegisteredModel) -> None:
     )
 
 
-def _parse_image(name: str, text: str, prefix: str, region: str | None) -> RegisteredImage:
+def _parse_image(name: str, text: str, prefix: str, region: str | None, account: str | None) -> RegisteredImage:
     try:
         document = json.loads(text)
         _checked_words(document.get("recorded_at"), build_id=document.get("build_id"))
         return RegisteredImage(
-            uri=_checked_image(str(document["uri"]), prefix=prefix, region=region),
+            uri=_checked_image(str(document["uri"]), prefix=prefix, region=region, account=account),
             recorded_at=document["recorded_at"],
             build_id=document.get("build_id"),
         )
@@ -180,13 +183,14 @@ def _parse_model(name: str, text: str, prefix: str) -> RegisteredModel:
     return RegisteredModel(model, document["recorded_at"], document["source"])
 
 
-def read_catalog(ssm: Any, prefix: str) -> Catalog:
-    """What the deployment has registered; BackendError (transient for throttling) when SSM cannot be read."""
+def read_catalog(ssm: Any, prefix: str, *, account: str | None = None) -> Catalog:
+    """What the deployment has registered; BackendError (transient for throttling) when SSM cannot be read.
+    ``account``: the deployment's account, when known (Preflight), which the image must be in."""
     name = image_parameter(prefix)
     try:
         try:
             region = ssm.meta.region_name
-            image = _parse_image(name, ssm.get_parameter(Name=name)["Parameter"]["Value"], prefix, region)
+            image = _parse_image(name, ssm.get_parameter(Name=name)["Parameter"]["Value"], prefix, region, account)
         except ClientError as error:
             if error_code(error) != "ParameterNotFound":
                 raise
@@ -222,9 +226,12 @@ def with_registered(values: Mapping[str, Any], catalog: Catalog) -> dict[str, An
 
 def registered_values(values: Mapping[str, Any], *, clients: AwsClients | None = None) -> dict[str, Any]:
     """The descriptor's ``registered_values`` hook (Preflight, before the effective settings are stored): the
-    deploy-time verl values completed from the deployment's catalog in its region."""
+    deploy-time verl values completed from the deployment's catalog in its region. The account of the deployment's
+    trainer role (``arn:<partition>:iam::<account>:role/…``) is the one a registered image must be in."""
     region, prefix = values.get("region"), values.get("prefix") or "mtrl"
     if not region:
         raise BackendError("the deployment's verl values name no region (deployment is broken)")
+    role = str(values.get("verl_trainer_role_arn") or "")
+    account = found[1] if (found := _ROLE_ACCOUNT.match(role)) else None
     ssm = (clients or AwsClients()).client("ssm", str(region))
-    return with_registered(values, read_catalog(ssm, str(prefix)))
+    return with_registered(values, read_catalog(ssm, str(prefix), account=account))

@@ -220,3 +220,17 @@ def test_config_show_says_what_the_default_backend_lacks(tmp_path: Any) -> None:
     assert "`mtrl model import <hub-id>[@revision]`" in result.stderr
     json.loads(result.stdout)  # stdout stays one JSON document
     assert image_parameter("mtrl") == "/mtrl/images/verl"
+
+
+def test_at_preflight_the_image_is_in_the_deployments_account(ssm: Any) -> None:
+    """The registry account is the one part of a tampered image reference the repository and region checks leave
+    open: at Preflight the deployment's trainer role names the account."""
+    elsewhere = IMAGE.replace("123456789012", "210987654321")
+    ssm.put_parameter(Name="/mtrl/images/verl", Value=_image(uri=elsewhere), Type="String")
+    values = {"region": "us-east-1", "prefix": "mtrl", "verl_image_uri": None, "verl_models": []}
+    clients = AwsClients(boto3.Session())
+    role = {"verl_trainer_role_arn": "arn:aws:iam::123456789012:role/mtrl-verl-trainer"}
+    with pytest.raises(BackendError, match="not in the deployment's account 123456789012"):
+        registered_values({**values, **role}, clients=clients)
+    ssm.put_parameter(Name="/mtrl/images/verl", Value=_image(), Type="String", Overwrite=True)
+    assert registered_values({**values, **role}, clients=clients)["verl_image_uri"] == IMAGE
