@@ -28,7 +28,7 @@ from mtrl.backends.verl.catalog import (
     record_image,
     record_model,
 )
-from mtrl.backends.verl.model_copy import format_sums, parse_sums, tree_sums
+from mtrl.backends.verl.model_copy import format_sums, parse_sums, too_long_for_s3, tree_sums
 from mtrl.backends.verl.supply import (
     IMAGE_DOCKERFILE,
     MODELS_PREFIX,
@@ -342,6 +342,9 @@ def import_local_model(
     except ValueError as error:
         raise BuildError(f"--from {directory}: {error}") from None
     stored = revision or f"local-{hashlib.sha256(sums).hexdigest()[:16]}"
+    too_long = too_long_for_s3(model_id, stored, sorted(digests))
+    if too_long:
+        raise BuildError(f"--from {directory}: {too_long}: shorten it; nothing was uploaded")
     prefix = model_prefix(model_id, stored)
     s3 = aws.client("s3")
     existing = _existing_sums(s3, deployment, prefix)

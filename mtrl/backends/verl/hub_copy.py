@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from mtrl.backends.verl.model_copy import file_sha256, format_sums, name_problem
+from mtrl.backends.verl.model_copy import file_sha256, format_sums, name_problem, too_long_for_s3
 from mtrl.contracts.hub import MODEL_SUMS_FILE, HubNameError, check_model_id, check_revision, is_commit
 
 HUB = "https://huggingface.co"
@@ -80,6 +80,9 @@ def copy_revision(
     check_model_id(model_id)
     check_revision(revision)
     commit, names = revision_info(model_id, revision, opener=opener, hub=hub)
+    too_long = too_long_for_s3(model_id, commit, names)
+    if too_long:
+        raise HubCopyError(f"{model_id}@{commit}: {too_long}")
     if MODEL_SUMS_FILE in names:
         raise HubCopyError(f"{model_id}@{commit}: the model has a file named {MODEL_SUMS_FILE} of its own")
     digests: dict[str, str] = {}

@@ -16,7 +16,12 @@ import re
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
+from mtrl.backends.verl.supply import MODELS_PREFIX
 from mtrl.contracts.hub import MODEL_SUMS_FILE
+
+# "The object key name is a sequence of Unicode characters with UTF-8 encoding of up to 1,024 bytes long" (Amazon S3
+# User Guide, "Naming Amazon S3 objects").
+MAX_KEY_BYTES = 1024
 
 _LINE = re.compile(r"^(?P<digest>[0-9a-fA-F]{64}) (?P<mode>[ *])(?P<name>.+)$")
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029\\]")
@@ -61,6 +66,16 @@ def name_problem(name: str) -> str | None:
 
 
 _CHUNK = 8 * 1024 * 1024
+
+
+def too_long_for_s3(model_id: str, revision: str, names: list[str]) -> str | None:
+    """The first name whose key ``models/<id>/<revision>/<name>`` S3 could not hold (None when all fit): found before
+    any upload or download, not midway."""
+    for name in names:
+        key = f"{MODELS_PREFIX}{model_id}/{revision}/{name}"
+        if len(key.encode("utf-8")) > MAX_KEY_BYTES:
+            return f"file name {name[:60]!r}… makes the key {len(key.encode('utf-8'))} bytes, over S3's {MAX_KEY_BYTES}"
+    return None
 
 
 def file_sha256(path: Path) -> str:

@@ -247,3 +247,14 @@ def test_another_copy_of_the_same_commit_never_overwrites_the_recorded_one(fake:
     again = _mtrl("model", "import", f"{MODEL_ID}@{COMMIT}", "--from", str(first), "--json")
     assert again.exit_code == 0, again.output  # the same copy again is the same objects
     assert _models() == stored
+
+
+def test_a_local_file_s3_could_not_name_is_refused_before_any_upload(fake: Fake, tmp_path: Path) -> None:
+    """S3 keys hold at most 1,024 UTF-8 bytes (S3 User Guide, "Naming Amazon S3 objects"): a deep path was found only
+    midway through the upload."""
+    deep = "/".join(["d" * 200] * 4) + "/" + "é" * 100 + ".bin"  # fine on disk, over S3's limit under the prefix
+    copy = _local_copy(tmp_path / "qwen", {"config.json": b"{}", deep: b"w"})
+    result = _mtrl("model", "import", MODEL_ID, "--from", str(copy))
+    assert result.exit_code == 1, result.output
+    assert "over S3's 1024" in result.output
+    assert _models() == {}

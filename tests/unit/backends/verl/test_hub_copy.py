@@ -36,7 +36,9 @@ def test_a_revision_is_copied_by_its_commit_with_sums_the_trainer_reads(tmp_path
     assert all(f"/resolve/{COMMIT}/" in url for url in hub.urls[1:])
 
 
-@pytest.mark.parametrize("name", ["../escape", "/etc/passwd", "a/../../b", "a\\b", "SHA256SUMS"])
+@pytest.mark.parametrize(
+    "name", ["../escape", "/etc/passwd", "a/../../b", "a\\b", "SHA256SUMS", "/".join(["d" * 200] * 5) + "/w.bin"]
+)
 def test_a_file_name_that_could_leave_the_copy_is_refused_before_any_download(tmp_path: Path, name: str) -> None:
     hub = FakeHub(MODEL_ID, {"config.json": b"{}", name: b"x"})
     with pytest.raises(HubCopyError):
