@@ -18,10 +18,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from botocore.exceptions import ClientError
+from boto3.exceptions import S3UploadFailedError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from mtrl.backends.verl.catalog import RegisteredImage, RegisteredModel, record_image, record_model
-from mtrl.backends.verl.model_copy import format_sums, parse_sums, tree_sums
+from mtrl.backends.verl.catalog import (
+    RegisteredImage,
+    RegisteredModel,
+    check_catalog_prefix,
+    record_image,
+    record_model,
+)
+from mtrl.backends.verl.model_copy import format_sums, parse_sums, too_long_for_s3, tree_sums
 from mtrl.backends.verl.supply import (
     IMAGE_DOCKERFILE,
     MODELS_PREFIX,
@@ -31,7 +38,7 @@ from mtrl.backends.verl.supply import (
     model_project_name,
 )
 from mtrl.client.deployment import Deployment, error_code
-from mtrl.contracts.hub import HUB_COMMIT, MODEL_SUMS_FILE, check_model_id, check_revision
+from mtrl.contracts.hub import MODEL_SUMS_FILE, check_model_id, check_revision, is_commit
 from mtrl.settings.verl import ECR_IMAGE, VerlModelSettings
 
 IMAGE_URI_VARIABLE = "IMAGE_URI"  # what the image buildspec exports (stacks/constructs/image_builder.py)
@@ -67,13 +74,21 @@ def dockerfile_sources(root: Path, dockerfile: str = IMAGE_DOCKERFILE) -> list[s
 
 def source_archive(root: Path, paths: Iterable[str]) -> bytes:
     """A zip of ``paths`` under ``root`` (directories whole, caches left out), byte-for-byte the same for the same
-    files; FileNotFoundError naming a missing path."""
+    files; FileNotFoundError naming a missing path, BuildError naming a symbolic link that leaves ``root``."""
     files: set[Path] = set()
+    inside = root.resolve()
     for relative in paths:
         path = root / relative
         if not path.exists():
             raise FileNotFoundError(f"{relative} is not in {root}: run mtrl from a source checkout of the repository")
         found = [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else [path]
+        for link in (p for p in found if p.is_symlink() and not p.resolve().is_relative_to(inside)):
+            # The archive holds what a link points to: a link out of the checkout (a credentials file, a dataset)
+            # would be uploaded to the bucket and built into the image.
+            raise BuildError(
+                f"{link.relative_to(root)} is a symbolic link out of the checkout (to {link.resolve()}): the image "
+                "build would upload what it points to; copy the file in, or remove the link"
+            )
         files.update(p for p in found if not _SKIPPED.search(p.relative_to(root).as_posix()))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -165,6 +180,13 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _recordable(deployment: Deployment) -> None:
+    try:
+        check_catalog_prefix(deployment.prefix)
+    except ValueError as error:
+        raise BuildError(str(error)) from None
+
+
 # -- the trainer image -------------------------------------------------------------------------------------------------
 def built_image(ecr: Any, deployment: Deployment, build: Build) -> str:
     """The image the build pushed, ``<repository>@sha256:<hex>``, checked to be in the deployment's repository."""
@@ -193,6 +215,7 @@ def build_image(
     sleep: Callable[[float], None] = time.sleep,
 ) -> RegisteredImage:
     """Build docker/verl-trainer in the account and record it; the registered image."""
+    _recordable(deployment)
     archive = source_archive(root, dockerfile_sources(root))
     source = upload_source(aws.client("s3"), deployment, archive)
     codebuild = aws.client("codebuild")
@@ -234,7 +257,7 @@ def _registered_copy(s3: Any, deployment: Deployment, model_id: str, revision: s
         id=model_id,
         s3_uri=f"s3://{deployment.bucket}/{prefix}",
         sha256=hashlib.sha256(sums).hexdigest(),
-        revision=revision if re.match(HUB_COMMIT, revision) else None,
+        revision=revision if is_commit(revision) else None,
     )
 
 
@@ -249,6 +272,7 @@ def import_hub_model(
     sleep: Callable[[float], None] = time.sleep,
 ) -> RegisteredModel:
     """Copy a Hub revision into the bucket with the stack's import job, then record it."""
+    _recordable(deployment)
     check_model_id(model_id)
     asked = check_revision(revision or "main")
     source = upload_source(aws.client("s3"), deployment, source_archive(root, MODEL_SOURCE))
@@ -262,12 +286,34 @@ def import_hub_model(
     )
     build = follow_build(codebuild, build_id, on_phase=on_phase, sleep=sleep)
     commit = build.exported.get(MODEL_COMMIT_VARIABLE, "")
-    if not re.match(HUB_COMMIT, commit) or (re.match(HUB_COMMIT, asked) and commit != asked):
+    if not is_commit(commit) or (is_commit(asked) and commit != asked):
         raise BuildError(f"build {build_id} exported {MODEL_COMMIT_VARIABLE}={commit!r}, not the commit of {asked}")
     model = _registered_copy(aws.client("s3"), deployment, model_id, commit)
     registered = RegisteredModel(model, recorded_at=_now(), source="hub")
     record_model(aws.client("ssm"), deployment.prefix, registered)
     return registered
+
+
+def _existing_sums(s3: Any, deployment: Deployment, prefix: str) -> bytes | None:
+    """The SHA256SUMS already at ``prefix`` (an earlier import of the same revision), None when there is none."""
+    try:
+        body: bytes = s3.get_object(Bucket=deployment.bucket, Key=prefix + MODEL_SUMS_FILE)["Body"].read()
+    except ClientError as error:
+        if error_code(error) in ("NoSuchKey", "404"):
+            return None
+        raise
+    return body
+
+
+def _remove_partial(s3: Any, deployment: Deployment, keys: list[str]) -> list[str]:
+    """Delete what a failed upload wrote to a prefix that held no copy (best effort); the keys that stayed."""
+    left = []
+    for key in keys:
+        try:
+            s3.delete_object(Bucket=deployment.bucket, Key=key)
+        except (ClientError, BotoCoreError):
+            left.append(key)
+    return left
 
 
 def import_local_model(
@@ -280,9 +326,14 @@ def import_local_model(
     on_file: Callable[[str, int], None] = lambda _name, _size: None,
 ) -> RegisteredModel:
     """Upload a local copy (every file, then its SHA256SUMS) and record it. ``revision``: the Hub commit the copy is
-    of, if known (40 hex); the copy is stored under it, else under ``local-<16 hex of its SHA256SUMS>``."""
+    of, if known (40 hex); the copy is stored under it, else under ``local-<16 hex of its SHA256SUMS>``.
+
+    A failed import changes nothing: a prefix already holding another copy (another SHA256SUMS) is refused before any
+    upload (overwriting its files in place would leave the recorded copy half replaced if the upload then failed),
+    and what a failed upload wrote to a new prefix is removed again; nothing is recorded."""
+    _recordable(deployment)
     check_model_id(model_id)
-    if revision is not None and not re.match(HUB_COMMIT, revision):
+    if revision is not None and not is_commit(revision):
         raise BuildError(f"--from: revision {revision!r} must be the 40-hex commit the copy is of (or left out)")
     if not directory.is_dir():
         raise BuildError(f"--from {directory}: not a directory")
@@ -292,13 +343,37 @@ def import_local_model(
     except ValueError as error:
         raise BuildError(f"--from {directory}: {error}") from None
     stored = revision or f"local-{hashlib.sha256(sums).hexdigest()[:16]}"
+    too_long = too_long_for_s3(model_id, stored, sorted(digests))
+    if too_long:
+        raise BuildError(f"--from {directory}: {too_long}: shorten it; nothing was uploaded")
     prefix = model_prefix(model_id, stored)
     s3 = aws.client("s3")
-    for name in sorted(digests):
-        path = directory / name
-        on_file(name, path.stat().st_size)
-        s3.upload_file(str(path), deployment.bucket, prefix + name)  # multipart for the large weight files
-    s3.put_object(Bucket=deployment.bucket, Key=prefix + MODEL_SUMS_FILE, Body=sums)  # last: the copy is complete
+    existing = _existing_sums(s3, deployment, prefix)
+    if existing is not None and existing != sums:
+        raise BuildError(
+            f"s3://{deployment.bucket}/{prefix} already holds another copy of {model_id}@{stored} (its "
+            f"{MODEL_SUMS_FILE} lists other files or digests): nothing was uploaded. A copy of that commit with "
+            "these files is a different copy: import it without @<commit> (stored under local-<16 hex>)"
+        )
+    uploaded: list[str] = []
+    try:
+        for name in sorted(digests):
+            path = directory / name
+            on_file(name, path.stat().st_size)
+            s3.upload_file(str(path), deployment.bucket, prefix + name)  # multipart for the large weight files
+            uploaded.append(prefix + name)
+        s3.put_object(Bucket=deployment.bucket, Key=prefix + MODEL_SUMS_FILE, Body=sums)  # last: the copy is complete
+    except (S3UploadFailedError, OSError) as error:  # upload_file's failures (its ClientError inside), a lost file
+        left = _remove_partial(s3, deployment, uploaded) if existing is None else []
+        kept = f"; {len(left)} uploaded file(s) could not be removed: {left[:3]}" if left else ""
+        raise BuildError(
+            f"--from {directory}: uploading to s3://{deployment.bucket}/{prefix} failed ({error}): nothing was "
+            f"recorded{kept}"
+        ) from None
+    except (ClientError, BotoCoreError):  # the SHA256SUMS put: the CLI names the call (and expired credentials)
+        if existing is None:
+            _remove_partial(s3, deployment, uploaded)
+        raise
     model = _registered_copy(s3, deployment, model_id, stored)
     registered = RegisteredModel(model, recorded_at=_now(), source="local")
     record_model(aws.client("ssm"), deployment.prefix, registered)

@@ -5,8 +5,10 @@ key would read specially, get through (no ``..``, no leading ``-``, no ``/`` in 
 Model ids: ``<owner>/<name>``, each part letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit
 (the Hub's "Repository names can only contain alphanumeric characters, '-', '_' and '.'" rule, 96 characters each).
 Revisions: a 40-hex commit, or a branch or tag name of the same characters (branch names with ``/`` are refused:
-give the commit instead). Standard library only: the in-account import job runs this module without mtrl's
-dependencies.
+give the commit instead). Every check matches the whole string (``re.fullmatch``): Python's ``$`` also matches
+before a final newline (Python ``re`` docs, ``$``: "Matches the end of the string or just before the newline at the
+end of the string"), so ``re.match`` would pass ``org/model`` followed by a line end. Standard library only: the
+in-account import job runs this module without mtrl's dependencies.
 """
 
 from __future__ import annotations
@@ -26,8 +28,13 @@ class HubNameError(ValueError):
     """A model id or revision that is not one the Hub could hold, or that is unsafe to pass on."""
 
 
+def is_commit(text: str) -> bool:
+    """Whether ``text`` is exactly a 40-hex commit (nothing before or after it, not even a newline)."""
+    return re.fullmatch(HUB_COMMIT, text) is not None
+
+
 def check_model_id(model_id: str) -> str:
-    if not _MODEL_ID.match(model_id) or ".." in model_id:
+    if not _MODEL_ID.fullmatch(model_id) or ".." in model_id:
         raise HubNameError(
             f"{model_id!r} is not a Hugging Face model id (<owner>/<name>: letters, digits, '.', '_', '-', "
             "starting with a letter or digit, no '..')"
@@ -36,7 +43,7 @@ def check_model_id(model_id: str) -> str:
 
 
 def check_revision(revision: str) -> str:
-    if not _REVISION.match(revision) or ".." in revision:
+    if not _REVISION.fullmatch(revision) or ".." in revision:
         raise HubNameError(
             f"revision {revision!r} is not a commit, branch or tag name mtrl accepts (letters, digits, '.', '_', '-',"
             " starting with a letter or digit, no '/' or '..': give a branch with '/' by its commit)"

@@ -24,7 +24,7 @@ _SHA256 = r"^[0-9a-f]{64}$"
 _COMMIT = HUB_COMMIT
 # registry/repository, pinned by digest (…@sha256:<64 hex>) or by tag.
 _IMAGE = re.compile(
-    r"^[a-z0-9.-]+(:[0-9]{1,5})?/[a-z0-9._/-]+(@sha256:[0-9a-f]{64}|:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})$"
+    r"^[a-z0-9.-]+(:[0-9]{1,5})?/[a-z0-9._/-]+(@sha256:[0-9a-f]{64}|:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})\Z"
 )
 _DNS_LABEL = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
 # The KubeRay operator's own namespace (stacks/constructs/kuberay.py): its leader-election Role may edit every
@@ -36,10 +36,11 @@ KUBERAY_OPERATOR_NAMESPACE = "kuberay-system"
 _FOREIGN_NAMESPACES = frozenset({"default", "kubeflow", "mtrl-runs", KUBERAY_OPERATOR_NAMESPACE})
 
 
+# \Z, not $: Python's $ also matches before a trailing newline (an image reference ending in "\n" would pass).
 # An image in ECR, the one registry Preflight can check without pulling: account, region, repository, digest or tag.
 ECR_IMAGE = re.compile(
     r"^(?P<account>[0-9]{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(\.cn)?/(?P<repository>[a-z0-9._/-]+)"
-    r"(@(?P<digest>sha256:[0-9a-f]{64})|:(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127}))$"
+    r"(@(?P<digest>sha256:[0-9a-f]{64})|:(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127}))\Z"
 )
 
 

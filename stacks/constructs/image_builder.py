@@ -34,6 +34,7 @@ from mtrl.backends.verl.supply import (
     image_repository_name,
     model_project_name,
 )
+from mtrl.contracts.hub import HUB_COMMIT, HUB_MODEL_ID, MODEL_SUMS_FILE
 from stacks.constructs.encrypted_log_group import EncryptedLogGroup
 from stacks.nag import acknowledge, nag_resource
 
@@ -75,8 +76,20 @@ def image_buildspec() -> dict[str, Any]:
     }
 
 
+def _shell_pattern(pattern: str) -> str:
+    """A ``^…$`` pattern of mtrl.contracts.hub as one single-quoted shell word (they hold no quote)."""
+    assert "'" not in pattern
+    return f"'{pattern}'"
+
+
 def model_buildspec() -> dict[str, Any]:
-    """Download a Hub revision with mtrl's own module, then copy it (with its SHA256SUMS) under models/."""
+    """Download a Hub revision with mtrl's own module, then copy it (with its SHA256SUMS) under models/.
+
+    The module checks the id and revision and writes the commit; the shell checks both again before they become an
+    S3 key (a build can be started with any MODEL_ID by whoever may start it): bash's ``=~`` is POSIX ERE, whose
+    ``$`` matches only at the end (no trailing newline passes), in the C locale so ``[A-Za-z]`` is ASCII only
+    (bash manual, "Conditional Constructs"; POSIX regcomp without REG_NEWLINE).
+    """
     return {
         "version": "0.2",
         "env": {"shell": "bash", "exported-variables": [MODEL_COMMIT_VARIABLE]},
@@ -88,8 +101,16 @@ def model_buildspec() -> dict[str, Any]:
                     'python3 -m mtrl.backends.verl.hub_copy --model "$MODEL_ID" --revision "$MODEL_REVISION" '
                     '--out "$OUT" --commit-file "$CODEBUILD_SRC_DIR/model-commit"',
                     f'{MODEL_COMMIT_VARIABLE}="$(cat "$CODEBUILD_SRC_DIR/model-commit")"',
-                    f'aws s3 cp --recursive --only-show-errors "$OUT" '
+                    f"(LC_ALL=C; ID_PATTERN={_shell_pattern(HUB_MODEL_ID)}; "
+                    f"COMMIT_PATTERN={_shell_pattern(HUB_COMMIT)}; "
+                    f'[[ "$MODEL_ID" =~ $ID_PATTERN && "$MODEL_ID" != *..* '
+                    f'&& "${MODEL_COMMIT_VARIABLE}" =~ $COMMIT_PATTERN ]])',
+                    # SHA256SUMS last, alone: a copy that stopped midway has none (what the CLI and the trainer
+                    # read first), as a --from upload
+                    f'aws s3 cp --recursive --only-show-errors --exclude {MODEL_SUMS_FILE} "$OUT" '
                     f'"s3://$DATA_BUCKET/{MODELS_PREFIX}$MODEL_ID/${MODEL_COMMIT_VARIABLE}/"',
+                    f'aws s3 cp --only-show-errors "$OUT/{MODEL_SUMS_FILE}" '
+                    f'"s3://$DATA_BUCKET/{MODELS_PREFIX}$MODEL_ID/${MODEL_COMMIT_VARIABLE}/{MODEL_SUMS_FILE}"',
                 ]
             },
         },

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import urllib.error
 import urllib.parse
@@ -25,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from mtrl.backends.verl.model_copy import file_sha256, format_sums, name_problem
-from mtrl.contracts.hub import HUB_COMMIT, MODEL_SUMS_FILE, HubNameError, check_model_id, check_revision
+from mtrl.backends.verl.model_copy import file_sha256, format_sums, name_problem, too_long_for_s3
+from mtrl.contracts.hub import MODEL_SUMS_FILE, HubNameError, check_model_id, check_revision, is_commit
 
 HUB = "https://huggingface.co"
 _CHUNK = 8 * 1024 * 1024
@@ -60,7 +59,7 @@ def revision_info(model_id: str, revision: str, *, opener: Opener = _open, hub: 
         hint = " (gated or private models need a token: import a local copy with --from DIR)" if gated else ""
         raise HubCopyError(f"{model_id}@{revision}: the Hub answered {error.code}{hint}") from None
     commit = info.get("sha") if isinstance(info, dict) else None
-    if not isinstance(commit, str) or not _is_commit(commit):
+    if not isinstance(commit, str) or not is_commit(commit):
         raise HubCopyError(f"{model_id}@{revision}: the Hub named no commit for it")
     names: list[str] = []
     for sibling in info.get("siblings") or []:
@@ -74,10 +73,6 @@ def revision_info(model_id: str, revision: str, *, opener: Opener = _open, hub: 
     return commit, sorted(names)
 
 
-def _is_commit(text: str) -> bool:
-    return re.match(HUB_COMMIT, text) is not None
-
-
 def copy_revision(
     model_id: str, revision: str, out: Path, *, opener: Opener = _open, hub: str = HUB
 ) -> tuple[str, dict[str, str]]:
@@ -85,6 +80,9 @@ def copy_revision(
     check_model_id(model_id)
     check_revision(revision)
     commit, names = revision_info(model_id, revision, opener=opener, hub=hub)
+    too_long = too_long_for_s3(model_id, commit, names)
+    if too_long:
+        raise HubCopyError(f"{model_id}@{commit}: {too_long}")
     if MODEL_SUMS_FILE in names:
         raise HubCopyError(f"{model_id}@{commit}: the model has a file named {MODEL_SUMS_FILE} of its own")
     digests: dict[str, str] = {}

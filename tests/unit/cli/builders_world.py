@@ -7,7 +7,8 @@ moto holds the CodeBuild projects and answers StartBuild/BatchGetBuilds (every b
   ``sourceVersion``), checks it holds the Dockerfile and everything it copies, "pushes" an image manifest to the
   deployment's ECR repository and exports ``IMAGE_URI`` as ``docker inspect`` gives it (``<repository>@<digest>``);
 - the model import: it runs ``mtrl.backends.verl.hub_copy`` (the job's module) against a fake Hub, then copies the
-  directory to ``models/<id>/<commit>/`` as ``aws s3 cp --recursive`` does, and exports ``MODEL_COMMIT``.
+  directory to ``models/<id>/<commit>/`` as the buildspec's two ``aws s3 cp`` do (SHA256SUMS last), and exports
+  ``MODEL_COMMIT``.
 """
 
 from __future__ import annotations
@@ -97,7 +98,8 @@ class FakeBuilder:
         commit, _ = hub_copy.copy_revision(variables["MODEL_ID"], variables["MODEL_REVISION"], out, opener=self.hub)
         s3 = self.session.client("s3")
         bucket = request["sourceLocationOverride"].partition("/")[0]
-        for path in sorted(p for p in out.rglob("*") if p.is_file()):
+        # as the buildspec copies: every file, then SHA256SUMS alone
+        for path in sorted((p for p in out.rglob("*") if p.is_file()), key=lambda p: p == out / "SHA256SUMS"):
             key = f"models/{variables['MODEL_ID']}/{commit}/{path.relative_to(out).as_posix()}"
             s3.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
         return {"MODEL_COMMIT": commit}

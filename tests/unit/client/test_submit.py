@@ -302,10 +302,16 @@ def test_submit_says_what_the_runs_backend_lacks_and_the_command_that_supplies_i
     record_image(
         ssm,
         "mtrl",
-        RegisteredImage("123456789012.dkr.ecr.us-east-1.amazonaws.com/mtrl-verl-trainer@sha256:" + "c" * 64, "t"),
+        RegisteredImage(
+            "123456789012.dkr.ecr.us-east-1.amazonaws.com/mtrl-verl-trainer@sha256:" + "c" * 64, "2026-12-01T00:00:00Z"
+        ),
     )
-    copy = VerlModelSettings(id="Qwen/Qwen2.5-0.5B-Instruct", s3_uri=f"s3://{BUCKET}/models/q/", sha256="d" * 64)
-    record_model(ssm, "mtrl", RegisteredModel(copy, "t", "hub"))
+    copy = VerlModelSettings(
+        id="Qwen/Qwen2.5-0.5B-Instruct",
+        s3_uri=f"s3://{BUCKET}/models/Qwen/Qwen2.5-0.5B-Instruct/{'a' * 40}/",
+        sha256="d" * 64,
+    )
+    record_model(ssm, "mtrl", RegisteredModel(copy, "2026-12-01T00:00:00Z", "hub"))
     ready = runner.invoke(app, ["submit", str(_dataset(tmp_path))])
     assert ready.exit_code == 0, ready.output
     assert "cannot run yet" not in ready.output

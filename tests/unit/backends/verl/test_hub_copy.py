@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from mtrl.backends.verl.hub_copy import HubCopyError, copy_revision, main
 from mtrl.backends.verl.model_copy import format_sums, parse_sums, tree_sums
-from mtrl.contracts.hub import HubNameError, parse_model_ref
+from mtrl.contracts.hub import HUB_MODEL_ID, HubNameError, is_commit, parse_model_ref
 from tests.unit.cli.builders_world import COMMIT, HUB_FILES, FakeHub
 
 REPO = Path(__file__).resolve().parents[4]
@@ -34,7 +36,9 @@ def test_a_revision_is_copied_by_its_commit_with_sums_the_trainer_reads(tmp_path
     assert all(f"/resolve/{COMMIT}/" in url for url in hub.urls[1:])
 
 
-@pytest.mark.parametrize("name", ["../escape", "/etc/passwd", "a/../../b", "a\\b", "SHA256SUMS"])
+@pytest.mark.parametrize(
+    "name", ["../escape", "/etc/passwd", "a/../../b", "a\\b", "SHA256SUMS", "/".join(["d" * 200] * 5) + "/w.bin"]
+)
 def test_a_file_name_that_could_leave_the_copy_is_refused_before_any_download(tmp_path: Path, name: str) -> None:
     hub = FakeHub(MODEL_ID, {"config.json": b"{}", name: b"x"})
     with pytest.raises(HubCopyError):
@@ -104,6 +108,43 @@ def test_hub_references_are_parsed(ref: str, expected: tuple[str, str | None]) -
 def test_unsafe_or_impossible_references_are_refused(ref: str) -> None:
     with pytest.raises(HubNameError):
         parse_model_ref(ref)
+
+
+# What may follow or precede a valid name and must never get through: line ends (Python's "$" matches before a final
+# "\n"), other whitespace and controls, shell syntax, option dashes, path parts, and non-ASCII look-alikes (Cyrillic
+# "а", fullwidth "／", a division slash "∕", a zero-width space).
+HOSTILE = ["\n", "\r", "\r\n", "\x00", "\t", " ", "\x85", "\u2028", ";id", "$(id)", "`id`", "|sh", "&", "'", '"', "\\"]
+HOSTILE += ["/..", "/x", "@", "\u0430", "\uff0f", "\u2215", "\u200b", "-" * 200]
+_ALLOWED = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-/")
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_nothing_may_follow_a_valid_id_revision_or_commit(hostile: str) -> None:
+    for ref in (f"Qwen/x{hostile}", f"Qwen/x@main{hostile}", f"Qwen/x@{COMMIT}{hostile}"):
+        with pytest.raises(HubNameError):
+            parse_model_ref(ref)
+    assert not is_commit(COMMIT + hostile)
+
+
+@given(
+    st.from_regex(HUB_MODEL_ID, fullmatch=True),
+    st.text(min_size=1, max_size=8),
+    st.sampled_from(["prefix", "suffix", "revision"]),
+)
+@example("Qwen/x", "\n", "suffix")
+@example("Qwen/x", "\n", "revision")
+def test_an_accepted_reference_is_only_the_hubs_characters(valid: str, extra: str, where: str) -> None:
+    """Whatever surrounds a valid id, what gets through is ASCII letters, digits, '.', '_', '-' and one '/' (the
+    Hub's repository-name rule), never a line end or another character a shell, a key or a URL reads specially."""
+    ref = {"prefix": extra + valid, "suffix": valid + extra, "revision": f"{valid}@main{extra}"}[where]
+    try:
+        model_id, revision = parse_model_ref(ref)
+    except HubNameError:
+        return
+    assert set(model_id) <= _ALLOWED
+    assert model_id.count("/") == 1
+    assert revision is None or set(revision) <= _ALLOWED - {"/"}
+    assert f"{model_id}@{revision}" == ref if revision is not None else model_id == ref
 
 
 def test_a_local_tree_is_summed_in_the_format_the_trainer_reads(tmp_path: Path) -> None:
