@@ -41,6 +41,17 @@ SETTINGS_MODELS = ("pydantic", "pydantic_core", "mtrl.settings.pipeline", "mtrl.
 # Typer's Rich help layout: it imports rich's Markdown renderer and markdown-it, about 0.3 CPU-s (issue 38: every
 # command, --help included, starts within 0.3); help and usage errors use click's layout (mtrl.cli.lazy.HELP_MARKUP).
 RICH_HELP = ("typer.rich_utils", "rich.markdown", "markdown_it", "rich.traceback")
+# What playing an episode needs and looking environments up does not (`mtrl config show` checks run_environment).
+FOR_EPISODES = (
+    "asyncio",
+    "sqlite3",
+    "numpy",
+    "yaml",
+    "mtrl.envs.rollout",
+    "mtrl.envs.episode_state",
+    "mtrl.envs.tools",
+    "mtrl.settings.docs",
+)
 # What `--help` of a command that talks to a deployment must not load: the SDK comes with the first AWS call.
 REMOTE_HELP = (
     *AWS_SDK[:1],
@@ -98,6 +109,14 @@ CASES: dict[str, tuple[list[str], tuple[str, ...]]] = {
     ),
     "eval --help": (["eval", "--help"], (*AWS_SDK, *CDK, *MODEL_LIBRARIES, *PLOTS, *RICH_HELP, "numpy", "mtrl.local")),
     "sandbox --help": (["sandbox", "run", "--help"], (*NOT_FOR_LOCAL_WORK, *DEPLOY_SETTINGS, "numpy", "mtrl.envs")),
+    # The settings are validated whole (pydantic, every settings module); the environment check only looks the
+    # environments up: neither the rollout driver (asyncio) nor the episode state (sqlite3) loads, nor the reference
+    # generator of `config docs` (issue 38: every command within 0.3 CPU-s).
+    "config show": (["config", "show", "--cdk-json", str(REPO / "cdk.json")], (*NOT_FOR_LOCAL_WORK, *FOR_EPISODES)),
+    "config show --json": (
+        ["config", "show", "--json", "--cdk-json", str(REPO / "cdk.json")],
+        (*NOT_FOR_LOCAL_WORK, *FOR_EPISODES),
+    ),
     "config docs": (["config", "docs"], (*NOT_FOR_LOCAL_WORK, "numpy")),
     "config --help": (["config", "--help"], (*NOT_FOR_LOCAL_WORK, *RICH_HELP, "numpy")),
     "status --help": (
