@@ -9,15 +9,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.cells import cell_len
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from mtrl.cli.lazy import HELP_MARKUP
 from mtrl.cli.output import console, error_console, fail, print_json
 from mtrl.envs import deployment_environment_problems
 from mtrl.settings import SettingsError, eks_support, load_settings, parse_overrides, read_cdk_json_context
 from mtrl.settings.deploy import DeploySettings, settings_keys_from_context
-from mtrl.settings.docs import render_configuration_reference
 
 app = typer.Typer(help="Inspect the deploy-time configuration.", no_args_is_help=True, rich_markup_mode=HELP_MARKUP)
 
@@ -73,13 +74,39 @@ def show(
         print_json({name: {"value": values[name], "source": _source(name, explicit, overrides)} for name in names})
         return
     shown = "" if pattern is None else f", matching '{pattern}'"
+    rows = [
+        (name, _show(values[name]), _source(name, explicit, overrides), DeploySettings.model_fields[name].description)
+        for name in names
+    ]
     table = Table(title=f"mtrl settings ({cdk_json}{shown})", show_lines=False)
-    for column in ("setting", "value", "source", "description"):
-        table.add_column(column, overflow="fold")
-    for name in names:
-        description = DeploySettings.model_fields[name].description or ""
-        table.add_row(name, _show(values[name]), _source(name, explicit, overrides), description)
+    for column, width in zip(COLUMNS, _column_widths(rows, console.width), strict=True):
+        table.add_column(column, overflow="fold", width=width)
+    for row in rows:
+        # Text, not markup: brackets in a value or description (such as '[a-z]') print as they are, and rich parses
+        # no markup in some 400 cells.
+        table.add_row(*(Text(cell or "") for cell in row))
     console.print(table)
+
+
+COLUMNS = ("setting", "value", "source", "description")
+# What a table of four columns adds to its cells' widths: five borders and one space either side of each cell.
+_TABLE_FRAME = 5 + 4 * 2
+
+
+def _column_widths(rows: list[tuple[str, str, str, str | None]], total: int) -> list[int | None]:
+    """Widths of the four columns for a table ``total`` cells wide: names and sources whole, the rest shared by value
+    and description (the longer of them folded first). Rich would measure every cell twice to find about the same
+    (issue 38: that was a fifth of `mtrl config show`'s start-up); None (rich lays the table out) where it is narrow.
+    """
+    longest = [max((cell_len(row[index] or "") for row in rows), default=0) for index in range(4)]
+    name, value, source, description = (max(width, len(column)) for width, column in zip(longest, COLUMNS, strict=True))
+    free = total - _TABLE_FRAME - name - source
+    if free < 40:
+        return [None] * 4
+    if value + description > free:
+        value = min(value, max(free // 2, free - description))
+        description = free - value
+    return [name, value, source, description]
 
 
 def _matching(pattern: str | None, *, as_json: bool) -> list[str]:
@@ -114,4 +141,6 @@ def _show(value: Any) -> str:
 @app.command("docs")
 def docs() -> None:
     """Print the configuration reference (Markdown) generated from the settings model."""
+    from mtrl.settings.docs import render_configuration_reference  # noqa: PLC0415 - only this command needs it
+
     typer.echo(render_configuration_reference(), nl=False)

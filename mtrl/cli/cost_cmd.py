@@ -74,8 +74,7 @@ def cost(  # noqa: PLR0912 (one command, four forms: the calculator, a run, sess
     """Estimate a run's cost from token counts (--model …) and/or GPU instance-hours (--instance-type …),
     or, given RUN, show a deployed run's cost breakdown from its run record, or, with --at-rest,
     the deployment's monthly cost at rest."""
-    # The price book's models and the AWS client load here, so `mtrl cost --help` starts fast.
-    from mtrl.cli.run_cost import show_run_cost  # noqa: PLC0415
+    # The price book's models load here, so `mtrl cost --help` starts fast; the AWS side only for a RUN.
     from mtrl.cost import (  # noqa: PLC0415
         CostError,
         CostEstimate,
@@ -120,6 +119,9 @@ def cost(  # noqa: PLR0912 (one command, four forms: the calculator, a run, sess
     if run is not None:
         if model is not None or instance_type is not None:
             fail("give either RUN or --model/--instance-type, not both", as_json=as_json)
+        # botocore and the run-table client: about 90M instructions (~20 ms) an estimate does without (issue 38).
+        from mtrl.cli.run_cost import show_run_cost  # noqa: PLC0415
+
         show_run_cost(
             run,
             prefix=prefix,

@@ -62,7 +62,7 @@ class Aws:
     """boto3 clients for one target, created once each."""
 
     def __init__(self, target: Target) -> None:
-        # boto3 is imported here, not at start-up: it costs 0.35 CPU-s, which `--help` and local commands skip.
+        # boto3 is imported here, not at start-up: about 0.15 CPU-s, which `--help` and local commands skip.
         import boto3  # noqa: PLC0415
         from botocore.config import Config  # noqa: PLC0415
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mtrl.contracts.environment import (
     DEFAULT_MAX_TURNS,
@@ -27,8 +27,11 @@ from mtrl.contracts.environment import (
     Environment,
     EpisodeResult,
 )
-from mtrl.envs.episode_state import open_states
-from mtrl.envs.rollout import ContractError, EpisodeRules, ResultContractError, play, scripted
+
+# The rollout driver (asyncio) and the episode state (sqlite3) load when an episode is played, not when environments
+# are only looked up (`mtrl config show`, `mtrl env list`: issue 38, start-up within 0.3 CPU-s).
+if TYPE_CHECKING:
+    from mtrl.envs.rollout import EpisodeRules
 
 ENV_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 BUILTIN_DIR = "environments"
@@ -92,6 +95,8 @@ class EnvironmentSpec:
 
     def rules(self, *, timeout_s: float | None = None, max_turns: int | None = None) -> EpisodeRules:
         """How every driver plays this environment; ``max_turns`` may only lower the environment's limit."""
+        from mtrl.envs.rollout import EpisodeRules  # noqa: PLC0415 - see the note on the imports
+
         return EpisodeRules(max_turns=self.max_turns, system_prompt=self.system_prompt, timeout_s=timeout_s).capped(
             max_turns
         )
@@ -125,6 +130,8 @@ class EnvironmentSpec:
         self, task: Mapping[str, Any], actions: list[str], **kwargs: Any
     ) -> tuple[list[dict[str, str]], EpisodeResult]:
         """Play scripted ``actions`` under the environment's rules; raises what the episode raised."""
+        from mtrl.envs.rollout import play, scripted  # noqa: PLC0415 - see the note on the imports
+
         problems = self.validate_task(task)
         if problems:
             raise ValueError(f"task for '{self.env_id}' is invalid: " + "; ".join(problems))
@@ -135,6 +142,9 @@ class EnvironmentSpec:
 
     def smoke_check(self, *, time_budget_s: float = 30.0) -> list[str]:
         """Play ``EXAMPLE_TASK`` with ``EXAMPLE_ACTIONS``; problems found (empty = healthy)."""
+        from mtrl.envs.episode_state import open_states  # noqa: PLC0415 - see the note on the imports
+        from mtrl.envs.rollout import ContractError, ResultContractError, play, scripted  # noqa: PLC0415
+
         started = time.monotonic()
         problems: list[str] = []
         try:

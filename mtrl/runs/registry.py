@@ -23,7 +23,7 @@ from mtrl.contracts.errors import InternalError, TransientError
 
 @functools.cache
 def _dynamodb_types() -> tuple[Any, Any]:
-    """boto3's item (de)serializer, imported on first use: importing boto3 costs a CLI command 0.35 CPU-s."""
+    """boto3's item (de)serializer, imported on first use: importing boto3 costs a CLI command about 0.15 CPU-s."""
     from boto3.dynamodb.types import TypeDeserializer, TypeSerializer  # noqa: PLC0415
 
     return TypeSerializer(), TypeDeserializer()

@@ -12,7 +12,9 @@ class SettingsGroup(BaseModel):
     (a same-named validator in another group would silently replace this one).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, use_attribute_docstrings=False)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_default=True, use_attribute_docstrings=False, defer_build=True
+    )
 
 
 class SettingsError(ValueError):

@@ -80,7 +80,7 @@ EKS_LOG_TYPES: tuple[EksLogType, ...] = ("api", "audit", "authenticator", "contr
 
 
 class _Nested(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, defer_build=True)
 
 
 class TaintSettings(_Nested):

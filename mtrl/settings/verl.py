@@ -53,7 +53,7 @@ def model_sums_object(s3_uri: str) -> tuple[str, str]:
 class VerlModelSettings(BaseModel):
     """One model verl runs may train: a Hugging Face id and where its weights come from."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     id: str = Field(..., pattern=_HF_ID, description="Hugging Face model id, e.g. 'Qwen/Qwen2.5-0.5B-Instruct'.")
     s3_uri: str | None = Field(

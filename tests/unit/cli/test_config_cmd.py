@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from mtrl.cli import app as cli
 
@@ -15,7 +18,7 @@ CDK_JSON = str(REPO_ROOT / "cdk.json")
 runner = CliRunner()
 
 
-def _show(*args: str) -> object:
+def _show(*args: str) -> Result:
     return runner.invoke(cli, ["config", "show", "--cdk-json", CDK_JSON, *args])
 
 
@@ -73,3 +76,38 @@ def test_a_public_endpoint_open_to_every_address_is_shown_with_the_synth_warning
     assert result.exit_code == 0, result.output
     assert "the EKS API endpoint answers every address on the internet" in " ".join(result.output.split())
     assert "answers every address" not in runner.invoke(cli, show).output  # the private default
+
+
+def test_the_table_keeps_every_setting_name_and_source_whole() -> None:
+    # Issue 38 (start-up within 0.3 CPU-s): the columns are sized from the rows instead of rich measuring all ~400
+    # cells twice. Names and sources never fold (at 120 columns rich folded the 36-character
+    # 'serverless_adopt_model_package_group'); value and description share the rest, and the table still fills
+    # the width it is given.
+    from mtrl.settings.deploy import DeploySettings
+
+    env = {**os.environ, "COLUMNS": "120", "PYTHONPATH": str(REPO_ROOT)}
+    shown = subprocess.run(
+        [sys.executable, "-m", "mtrl", "config", "show", "--cdk-json", CDK_JSON],
+        capture_output=True, text=True, check=True, cwd=REPO_ROOT, env=env,
+    )  # fmt: skip
+    lines = shown.stdout.splitlines()
+    first_cells = {line.split("│")[1].strip() for line in lines if line.count("│") == 5}
+    assert set(DeploySettings.model_fields) <= first_cells
+    assert {line.split("│")[3].strip() for line in lines if line.count("│") == 5} - {""} <= {
+        "cdk.json",
+        "default",
+        "environment",
+    }
+    assert max(len(line) for line in lines) == 120
+
+
+@pytest.mark.parametrize("width", [40, 60, 80])
+def test_a_narrow_terminal_still_gets_every_setting(width: int) -> None:
+    # Too narrow to keep names whole (under 40 columns left for value and description): rich lays the table out.
+    env = {**os.environ, "COLUMNS": str(width), "PYTHONPATH": str(REPO_ROOT)}
+    shown = subprocess.run(
+        [sys.executable, "-m", "mtrl", "config", "show", "prefix", "--cdk-json", CDK_JSON],
+        capture_output=True, text=True, check=True, cwd=REPO_ROOT, env=env,
+    )  # fmt: skip
+    assert max(len(line) for line in shown.stdout.splitlines()) <= width
+    assert "prefix" in shown.stdout
