@@ -102,7 +102,8 @@ def test_sdk_policy_has_the_exact_name_and_is_attached_to_runner_and_rft_role(
     assert roles.rft_role_name == "mtrl-rft"
     attached = {ref["Ref"] for ref in policy["Properties"]["Roles"]}
     stack = cdk.Stack.of(roles)
-    assert roles.rft_role is not None and roles.runner_role is not None
+    assert roles.rft_role is not None
+    assert roles.runner_role is not None
     assert attached == {
         stack.get_logical_id(roles.rft_role.node.default_child),  # type: ignore[arg-type]
         stack.get_logical_id(roles.runner_role.node.default_child),  # type: ignore[arg-type]
