@@ -143,13 +143,15 @@ class Progress:
         if self.rollouts is None:
             return False
         changed = False
+        failed: str | None = None  # after one failed read, the others wait for the next round (each may time out)
         for step in sorted(s for s in self.pending if before is None or s < before):
-            found = self.rollouts.read(step)
+            found = self.rollouts.read(step) if failed is None else f"step {step}'s rollout dump was not read: {failed}"
             if found is None:
                 continue
             changed = True
             if isinstance(found, str):  # the row says why; a few more tries, at the next steps and at the end
                 self._note(step, found)
+                failed = failed or found
                 self.pending[step] += 1
                 if self.pending[step] >= READ_TRIES:
                     del self.pending[step]
