@@ -67,6 +67,54 @@ def run_on_nodes(function: Any, node_ids: Sequence[str], *args: Any) -> list[Any
     )
 
 
+def run_on_node(function: Any, node: str, *args: Any, timeout_s: float) -> Any:
+    """``function(*args)`` on one Ray node (pinned, as ``run_on_nodes``), waiting at most ``timeout_s``: a
+    ``ray.exceptions.GetTimeoutError`` after that (the task is cancelled), or the task's own error."""
+    import ray  # noqa: PLC0415 - the image's library
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
+
+    remote = ray.remote(num_cpus=0, max_retries=0)(function)
+    pending = remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(*args)
+    try:
+        return ray.get(pending, timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        ray.cancel(pending, force=True)
+        raise
+
+
+def actor_node(class_name: str, pid: int, ip: str | None) -> tuple[str | None, str]:
+    """(the Ray node id of the actor of ``class_name`` whose process is ``pid``, how it was found — or None and why).
+
+    First the state API (the head's dashboard: each actor's class, pid and node). Then what Ray's log prefix says
+    (``ray/_private/worker.py`` ``print_worker_logs``): ``ip=A`` appears only when the actor's node address differs from
+    the driver's, so without it the actor shares the driver's node — verl's ``main_ppo``, started on this node — and
+    with it, the one live node at that address."""
+    import ray  # noqa: PLC0415 - the image's library
+
+    try:
+        from ray.util.state import list_actors  # noqa: PLC0415 - ray[default], the image's
+
+        address = str(ray.get_runtime_context().gcs_address)  # this cluster's, not any other found on the machine
+        actors = list_actors(address, filters=[("pid", "=", pid)], limit=1000, raise_on_missing_output=False)
+        # The state API names a class by its qualified name (``f.<locals>.TaskRunner``), the log prefix by its own.
+        found = {
+            str(actor.node_id)
+            for actor in actors
+            if actor.pid == pid and actor.node_id and str(actor.class_name).rsplit(".", 1)[-1] == class_name
+        }
+        if len(found) == 1:
+            return found.pop(), f"{class_name} pid {pid} (Ray state API)"
+        why = f"the Ray state API lists {len(found)} nodes with a {class_name} of pid {pid}"
+    except Exception as error:  # any failure of the lookup: the log prefix is tried next
+        why = f"the Ray state API failed ({type(error).__name__}: {error})"
+    if ip is None:
+        return str(ray.get_runtime_context().get_node_id()), f"this node: no ip= in the {class_name}'s log ({why})"
+    at = [str(node["NodeID"]) for node in ray.nodes() if node.get("Alive") and node.get("NodeManagerAddress") == ip]
+    if len(at) == 1:
+        return at[0], f"the node at {ip}, from the {class_name}'s log prefix ({why})"
+    return None, f"{why}, and {len(at)} live nodes are at {ip}"
+
+
 def latest_actor_checkpoint(local_dir: Path) -> Path | None:
     """The actor of verl's last checkpoint (``global_step_<n>/actor``), or None."""
     steps = [

@@ -7,11 +7,12 @@ import json
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from mtrl.backends.verl.evaluation import EVALUATION_FILE, evaluation_document, is_validation_only, validation_figures
-from mtrl.backends.verl.rollout_rows import read_step
+from mtrl.backends.verl.rollouts import ROLLOUT_PROBLEM, Rollouts
 from mtrl.health.rows import merged, signal_row
 from mtrl.health.signals import SIGNALS_FILE, SignalHeader, SignalRow, iso_time, render_signals
 
@@ -27,8 +28,11 @@ TRAINER_METRICS = {
 # verl's LocalLogger prints ``step:N - name:value - ...`` in the TaskRunner actor (verl 0.9: main_ppo.TaskRunnerV1,
 # main_ppo_v0.TaskRunner) and Ray forwards it as ``(TaskRunnerV1 pid=N[, ip=A]) step:...``; only those lines, or the
 # driver's own (unprefixed), count. Any other actor's output (an environment printing in an agent-loop worker) carries
-# its own prefix, so a forged ``step:`` line never matches.
-_TRAINER = re.compile(r"^\(TaskRunner(?:V1)? pid=(?P<pid>\d+)[,)]")
+# its own prefix, so a forged ``step:`` line never matches. Ray colours the prefix (``print_worker_logs``: ANSI codes
+# unless RAY_COLOR_PREFIX=0, whether or not the output is a terminal); the codes are ignored. ``ip=A`` says the actor
+# runs on another node than verl's driver: where its rollout dump is written (``mtrl.backends.verl.rollouts``).
+_TRAINER = re.compile(r"^\((?P<name>TaskRunner(?:V1)?) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?[,)]")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _STEP_LINE = re.compile(
     r"^(?:\(TaskRunner(?:V1)? pid=(?P<pid>\d+)(?:, ip=[0-9A-Fa-f.:]+)?\) )?step:(?P<step>\d{1,9}) - (?P<metrics>.*)$"
 )
@@ -40,7 +44,7 @@ def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
 
     verl prints each value with ``pprint.pformat``: a NumPy 2 scalar reads ``np.float64(0.25)``, a Python one ``0.25``.
     """
-    found = _STEP_LINE.match(line.strip())
+    found = _STEP_LINE.match(_plain(line))
     if found is None:
         return None
     metrics: dict[str, float] = {}
@@ -54,11 +58,27 @@ def parse_step_line(line: str) -> tuple[int, dict[str, float]] | None:
     return int(found.group("step")), metrics
 
 
+def _plain(line: str) -> str:
+    """The line as text: without Ray's colour codes and surrounding space."""
+    return _ANSI.sub("", line).strip() if "\x1b" in line else line.strip()
+
+
 def trainer_row(step: int, metrics: Mapping[str, float], *, when: float) -> SignalRow:
     """The trainer-side fields of one step's training-health row (the environment side comes from its rollout dump:
     ``rollout_rows``)."""
     figures = {field: metrics.get(name) for name, field in TRAINER_METRICS.items()}
     return signal_row(step, figures, time=iso_time(when))
+
+
+READ_TRIES = 3  # reads of one step's dump that may fail (a node or Ray call gone wrong) before it is given up
+
+
+def _noted(row: SignalRow, problem: str | None) -> SignalRow:
+    """``row`` saying why its environment side is missing (``problem``), or no longer (None)."""
+    extra = {key: value for key, value in row.extra.items() if key != ROLLOUT_PROBLEM}
+    if problem is not None:
+        extra[ROLLOUT_PROBLEM] = problem
+    return replace(row, extra=extra)
 
 
 class Progress:
@@ -74,10 +94,12 @@ class Progress:
         group_size: int,
         eval_tasks: int = 0,
         rollout_dir: Path | None = None,
+        rollouts: Rollouts | None = None,
     ) -> None:
+        """``rollouts`` reads each step's dump where verl writes it; ``rollout_dir`` alone: on this machine."""
         self.s3 = s3
-        self.rollout_dir = rollout_dir
-        self.pending: set[int] = set()  # steps whose rollout dump is not read yet
+        self.rollouts = rollouts or (Rollouts(rollout_dir) if rollout_dir is not None else None)
+        self.pending: dict[int, int] = {}  # steps whose rollout dump is not read yet: failed reads so far
         self.bucket, _, prefix = output_uri.removeprefix("s3://").partition("/")
         self.prefix = prefix.rstrip("/") + "/"
         self.header = SignalHeader(planned_steps=planned_steps, group_size=group_size)
@@ -95,29 +117,55 @@ class Progress:
         # A step's rollout dump is complete once a later step has been logged (verl writes it from a background
         # thread) or the trainer has exited: the environment side of a row lands one step late.
         self._fill_from_rollouts(before=step)
-        if self.rollout_dir is not None:
-            self.pending.add(step)
+        if self.rollouts is not None:
+            self.pending[step] = 0
         self._put(SIGNALS_FILE, render_signals(self.header, self.rows), "application/x-ndjson")
         self._put("progress.json", json.dumps({"step": step}) + "\n", "application/json")
 
+    def trainer_seen(self, class_name: str, pid: int, ip: str | None) -> None:
+        """verl's TaskRunner printed its first line (its rollout dumps are written on its node)."""
+        if self.rollouts is not None:
+            self.rollouts.trainer_seen(class_name, pid, ip)
+
     def finish(self) -> None:
-        """After the trainer exits (verl has drained its dumps): the last steps' environment side."""
-        if self.pending and self._fill_from_rollouts(before=None):
-            self._put(SIGNALS_FILE, render_signals(self.header, self.rows), "application/x-ndjson")
+        """After the trainer exits (verl has drained its dumps): the last steps' environment side; a step whose dump
+        never came says so in its row."""
+        if not self.pending or self.rollouts is None:
+            return
+        self._fill_from_rollouts(before=None)
+        for step in sorted(self.pending):
+            if not self._problem(step):
+                self._note(step, self.rollouts.missing(step))
+        self.pending.clear()
+        self._put(SIGNALS_FILE, render_signals(self.header, self.rows), "application/x-ndjson")
 
     def _fill_from_rollouts(self, *, before: int | None) -> bool:
-        if self.rollout_dir is None:
+        if self.rollouts is None:
             return False
-        filled = False
+        changed = False
+        failed: str | None = None  # after one failed read, the others wait for the next round (each may time out)
         for step in sorted(s for s in self.pending if before is None or s < before):
-            found = read_step(self.rollout_dir, step)
+            found = self.rollouts.read(step) if failed is None else f"step {step}'s rollout dump was not read: {failed}"
             if found is None:
                 continue
-            self.pending.discard(step)
+            changed = True
+            if isinstance(found, str):  # the row says why; a few more tries, at the next steps and at the end
+                self._note(step, found)
+                failed = failed or found
+                self.pending[step] += 1
+                if self.pending[step] >= READ_TRIES:
+                    del self.pending[step]
+                continue
+            del self.pending[step]
             # The trainer's own figures win: the rollouts fill in what its metrics did not measure.
-            self.rows = [merged(row, found) if row.step == step else row for row in self.rows]
-            filled = True
-        return filled
+            self.rows = [_noted(merged(row, found), None) if row.step == step else row for row in self.rows]
+        return changed
+
+    def _note(self, step: int, problem: str) -> None:
+        self.rows = [_noted(row, problem) if row.step == step else row for row in self.rows]
+
+    def _problem(self, step: int) -> bool:
+        return any(ROLLOUT_PROBLEM in row.extra for row in self.rows if row.step == step)
 
     def evaluated(self, step: int, figures: Mapping[str, float]) -> None:
         """One validation: at step 0 the untrained policy (the baseline), later the trained one."""
@@ -139,8 +187,11 @@ def follow(lines: Iterable[str], progress: Progress) -> Iterator[str]:
     # environment names TaskRunnerV1 later is not.
     trainer_pid: str | None = None
     for line in lines:
-        prefix, source = _TRAINER.match(line.strip()), _STEP_LINE.match(line.strip())
-        trainer_pid = trainer_pid or (prefix.group("pid") if prefix else None)
+        plain = _plain(line)
+        prefix, source = _TRAINER.match(plain), _STEP_LINE.match(plain)
+        if trainer_pid is None and prefix is not None:
+            trainer_pid = prefix.group("pid")
+            progress.trainer_seen(prefix.group("name"), int(trainer_pid), prefix.group("ip"))
         parsed = parse_step_line(line) if source and source.group("pid") in {None, trainer_pid} else None
         if parsed is not None:
             step, metrics = parsed

@@ -9,23 +9,34 @@ mean and within-group spread, malformed actions, turns, turn-limit hits, errors,
 
 verl writes the file from a background thread, so it may land after the step's console line; the trainer's
 ``Progress`` fills a row in as soon as its file is there.
+
+verl writes it inside its TaskRunner actor, on whichever Ray node Ray placed that actor (the head or a GPU worker:
+no pod sees another's disk), so the entrypoint runs ``read_step`` on that node (``mtrl.backends.verl.rollouts``) and
+gets back only the row. A dump is read in bounded pieces: at most ``MAX_DUMP_BYTES`` (a larger one is not read; the
+row says so) and lines of at most ``MAX_LINE_BYTES`` (a longer one is skipped, like a line that is not JSON).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from mtrl.backends.verl.bridge import TASK_INDEX
 from mtrl.contracts.environment import MALFORMED_ACTIONS, EpisodeResult
 from mtrl.health.episodes import EpisodeStatus
 from mtrl.health.rows import episode_row
 from mtrl.health.signals import SignalRow
+from mtrl.validation.lines import iter_line_blocks
 from mtrl.validation.rows import RowSource, iter_rows
 
 ROLLOUT_DIR = "rollouts"
+# A step's dump holds every sample of the step (prompt and response text, and the agent loop's fields): 16 prompts x 8
+# samples x 3,072 tokens is a few MB. Far larger dumps are not read (each read runs beside the training).
+MAX_DUMP_BYTES = 256 * 1024 * 1024
+MAX_LINE_BYTES = 16 * 1024 * 1024  # one sample
 
 
 @dataclass(frozen=True)
@@ -83,9 +94,36 @@ def step_row(step: int, dump: RowSource) -> SignalRow:
     return episode_row(step, list(groups.values()))
 
 
-def read_step(directory: Path, step: int) -> SignalRow | None:
-    """The environment side of ``step``'s row once verl has written its dump, else None."""
+def read_step(directory: Path, step: int) -> SignalRow | str | None:
+    """The environment side of ``step``'s row once verl has written its dump, None while it has not, or why it cannot
+    be read (a dump over ``MAX_DUMP_BYTES``, an unreadable file). Runs on the node that holds the dump."""
     path = directory / f"{step}.jsonl"
-    if not path.is_file():
-        return None
-    return step_row(step, path.read_text(encoding="utf-8", errors="replace"))
+    try:
+        if not path.is_file():
+            return None
+        size = path.stat().st_size
+        if size > MAX_DUMP_BYTES:
+            return f"step {step}'s rollout dump is {size} bytes, over the {MAX_DUMP_BYTES}-byte bound: not read"
+        with path.open("rb") as handle:
+            return step_row(step, _bounded_lines(handle, MAX_DUMP_BYTES))
+    except OSError as error:
+        return f"step {step}'s rollout dump could not be read: {error}"
+
+
+class _Capped:
+    """At most ``limit`` bytes of a file (verl may still be writing it)."""
+
+    def __init__(self, handle: BinaryIO, limit: int) -> None:
+        self.handle, self.left = handle, limit
+
+    def read(self, size: int = -1, /) -> bytes:
+        want = self.left if size < 0 else min(size, self.left)
+        data = self.handle.read(want) if want > 0 else b""
+        self.left -= len(data)
+        return data
+
+
+def _bounded_lines(handle: BinaryIO, limit: int) -> Iterator[bytes]:
+    """The lines of the first ``limit`` bytes; a line over ``MAX_LINE_BYTES`` is skipped, never held whole."""
+    for block in iter_line_blocks(_Capped(handle, limit), max_line_bytes=MAX_LINE_BYTES):
+        yield from block.lines or ()

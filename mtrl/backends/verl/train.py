@@ -10,7 +10,8 @@ The RayJob's submitter runs it on the head (``mtrl.backends.verl.rayjob``). It
    nodes);
 3. follows the trainer's console log (``step:N - name:value - ...``, verl's ``LocalLogger``): after every step it
    writes ``progress.json`` (``{"step": N}``: the adapter's planned-step check) and ``signals.jsonl`` (the trainer-side
-   fields of the training-health rows: reward, truncation, entropy, KL, gradient norm, turns), and after each of
+   fields of the training-health rows: reward, truncation, entropy, KL, gradient norm, turns; the environment side
+   comes from the step's rollout dump, read on the node verl's TaskRunner writes it on: ``rollouts``), and after each of
    verl's validations of the held-out split (through the same agent loop: before training with the run's
    ``baseline_evaluation``, and at the last step) ``evaluation.json`` (``mtrl.backends.verl.evaluation``);
 4. copies the checkpoints it wrote under the run's output prefix.
@@ -51,6 +52,7 @@ from mtrl.backends.verl.nodes import (
 )
 from mtrl.backends.verl.progress import Progress, follow
 from mtrl.backends.verl.rollout_rows import ROLLOUT_DIR
+from mtrl.backends.verl.rollouts import Rollouts
 from mtrl.contracts.hub import MODEL_SUMS_FILE
 from mtrl.settings.verl import model_sums_object
 from mtrl.validation.rows import RowError, RowSource, iter_rows
@@ -431,28 +433,44 @@ def main(argv: Sequence[str] | None = None, *, s3: Any = None) -> int:
         s3 = boto3.client("s3")
     gpus = options.gpus_per_node or int(document.get("gpus_per_node") or 1)
     launch = prepare_launch(document, s3, gpus_per_node=gpus)
+    code = train_and_follow(document, s3, launch)
+    if code != 0:
+        return code
+    collect_checkpoints(document, s3, launch.nodes)
+    return export_run(document, s3, launch.nodes)
+
+
+def trainer_rollouts(launch: Launch) -> Rollouts | None:
+    """Where the step dumps are read: on a cluster, on the node verl's TaskRunner lands on (``rollouts``)."""
+    return Rollouts(launch.rollout_dir, cluster=bool(launch.nodes)) if launch.rollout_dir is not None else None
+
+
+def train_and_follow(document: Mapping[str, Any], s3: Any, launch: Launch) -> int:
+    """verl's trainer, its output passed through to the job's log and followed (``progress.follow``); its exit code."""
+    rollouts = trainer_rollouts(launch)
     progress = Progress(
         s3,
         document["output_uri"],
         planned_steps=int(document["steps"]),
         group_size=int(document["group_size"]),
         eval_tasks=launch.prepared.eval_tasks,
-        rollout_dir=launch.rollout_dir,
+        rollouts=rollouts,
     )
     progress.start()
     command = trainer_command() + launch.overrides
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=trainer_environment(document)
-    )
-    assert process.stdout is not None
-    for line in follow(process.stdout, progress):
-        sys.stdout.write(line)
-    code = process.wait()
-    progress.finish()
-    if code != 0:
-        return code
-    collect_checkpoints(document, s3, launch.nodes)
-    return export_run(document, s3, launch.nodes)
+    try:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=trainer_environment(document)
+        )
+        assert process.stdout is not None
+        for line in follow(process.stdout, progress):
+            sys.stdout.write(line)
+        code = process.wait()
+        progress.finish()
+    finally:
+        if rollouts is not None:
+            rollouts.close()  # before the checkpoint and export steps join the cluster again
+    return code
 
 
 def output_prefix(document: Mapping[str, Any]) -> str:

@@ -73,3 +73,19 @@ def test_the_trainers_own_lines_on_any_node_and_the_drivers_count(s3: Any) -> No
     state, rows = recorded(s3, lines)
     assert state == {"step": 2}
     assert rows == [(1, 0.25), (2, 0.5)]
+
+
+def test_rays_coloured_prefix_is_read_as_the_trainers(s3: Any) -> None:
+    """Ray colours the actor prefix of every forwarded line (``ray/_private/worker.py`` ``print_worker_logs``: ANSI
+    codes unless ``RAY_COLOR_PREFIX=0``, even into a pipe, which is how the entrypoint reads ``main_ppo``); a forged
+    coloured line from another actor still moves nothing."""
+    cyan, reset = "\x1b[36m", "\x1b[0m"
+    lines = [
+        f"{cyan}(TaskRunner pid=41, ip=10.0.0.5){reset} TaskRunner hostname: worker-0\n",
+        f"{cyan}(AgentLoopWorker pid=77){reset} step:999 - critic/score/mean:1.0\n",
+        f"{cyan}(TaskRunner pid=41, ip=10.0.0.5){reset} step:1 - critic/score/mean:0.25\n",
+        f"{cyan}(TaskRunner pid=41, ip=10.0.0.5){reset} step:2 - critic/score/mean:0.5\n",
+    ]
+    state, rows = recorded(s3, lines)
+    assert state == {"step": 2}
+    assert rows == [(1, 0.25), (2, 0.5)]
