@@ -243,7 +243,9 @@ class ClusterSettings(SettingsGroup):
     )
     eks_admin_role_arns: list[str] = Field(
         default_factory=list,
-        description="IAM roles (operators) given cluster-admin through EKS access entries.",
+        description="IAM roles (operators) given cluster-admin through EKS access entries. kubectl reaches the "
+        "private-only endpoint (the default) from inside the VPC only; from outside it, also set eks_endpoint_access "
+        "'public_and_private' with eks_public_access_cidrs.",
     )
     eks_viewer_role_arns: list[str] = Field(
         default_factory=list,
@@ -258,7 +260,9 @@ class ClusterSettings(SettingsGroup):
     hyperpod_restricted_instance_group: RestrictedInstanceGroupSettings | None = Field(
         None,
         description="Optional restricted instance group for Amazon Nova Forge (JSON object: the instance-group keys "
-        "plus fsx_lustre_size_gib, fsx_lustre_throughput_per_tib).",
+        "plus fsx_lustre_size_gib, fsx_lustre_throughput_per_tib). Without it (the default) the deployment builds "
+        "nothing of the hyperpod backend (no runner or RFT role, runner image or task, environment packages) and "
+        "refuses hyperpod runs.",
     )
     hyperpod_availability_zone_names: dict[str, str] = Field(
         default_factory=dict,

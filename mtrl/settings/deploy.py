@@ -116,8 +116,8 @@ class DeploySettings(
             raise ValueError(
                 "nat_gateways: 'none' is not supported with a cluster: without a NAT gateway the private subnets have "
                 "no internet egress, but the deploy-time Helm installer downloads the HyperPod chart from GitHub, "
-                "HyperPod nodes and the Nova Forge runner reach public endpoints (EKS API, SageMaker Hub, "
-                "CloudFormation) that have no VPC endpoint here; use 'single' (one shared NAT gateway, the cheapest) "
+                "HyperPod nodes and the Nova Forge runner reach public endpoints (SageMaker Hub, CloudFormation) that "
+                "have no VPC endpoint here; use 'single' (one shared NAT gateway, the cheapest) "
                 "or 'per_az', or deploy without a cluster (deploy_cluster=false, deployment_profile=serverless)"
             )
         if not self.deploy_cluster and self.uses_existing_cluster:

@@ -1,7 +1,8 @@
 """helm and kubectl against the cluster: the commands an install runs, and the runner that runs them.
 
-helm and kubectl come from the CDK kubectl layer (/opt/helm, /opt/kubectl). The runner talks to the EKS public endpoint
-with a short-lived IAM token and the cluster's CA, so it needs no kubeconfig and no AWS CLI.
+helm and kubectl come from the CDK kubectl layer (/opt/helm, /opt/kubectl). The runner talks to the cluster's API
+endpoint (the private one by default: the function runs in the VPC, stacks/constructs/kubernetes_access.py) with a
+short-lived IAM token and the cluster's CA, so it needs no kubeconfig and no AWS CLI.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ Each lever is synthesized with cdk-nag (an unacknowledged finding fails the synt
 from __future__ import annotations
 
 import dataclasses
+import re
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -24,6 +26,7 @@ from tests.conftest import make_app
 DEFAULT_GOAL_USD = Decimal(120)
 SERVERLESS_GOAL_USD = Decimal(10)
 PREFIX = "mtrl"
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def templates_of(deployment: Deployment) -> dict[str, dict[str, Any]]:
@@ -118,3 +121,27 @@ def test_cluster_backends_are_refused_without_a_cluster() -> None:
         load_settings({"deployment_profile": "serverless", "run_backend": "verl"}, environ={})
     with pytest.raises(SettingsError, match=r"nat_gateways': 'none' is not supported with a cluster"):
         load_settings({"nat_gateways": "none"}, environ={})
+
+
+def _documented(name: str, profile: str) -> tuple[Decimal, int]:
+    """(the at-rest total, the alarm count) a doc's profile table row states for ``profile``."""
+    for line in (REPO_ROOT / name).read_text(encoding="utf-8").splitlines():
+        if line.startswith(f"| {profile} ") and "**USD " in line:
+            total = re.search(r"\*\*USD ([0-9.]+)\*\*", line)
+            alarms = re.search(r"(\d+) alarms", line)
+            assert total, line
+            assert alarms, line
+            return Decimal(total[1]), int(alarms[1])
+    raise AssertionError(f"{name}: no '{profile}' row with an at-rest figure")
+
+
+def test_the_at_rest_figures_the_docs_quote_are_what_the_synth_prices(
+    deployment: Deployment, serverless: Deployment
+) -> None:
+    # README "Costs: at rest and per run" and docs/operations.md "Profiles" quote `mtrl cost --at-rest`: a change of
+    # the stacks or the price book moves the figure, and the docs must move with it.
+    for profile, synthesized in (("default", deployment), ("serverless", serverless)):
+        estimate = priced(synthesized)
+        alarms = sum(1 for line in estimate.lines if line.item.startswith("alarm "))
+        for name in ("README.md", "docs/operations.md"):
+            assert _documented(name, profile) == (estimate.total, alarms), (name, profile)

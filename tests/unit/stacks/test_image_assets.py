@@ -197,3 +197,20 @@ def test_the_default_synth_has_no_runner_and_a_hyperpod_run_is_refused_naming_wh
         match=r"run r-1: the hyperpod backend .* is not deployed here: set hyperpod_restricted_instance_group",
     ):
         parse_settings({**hyperpod, "run_id": "r-1"})
+
+
+def test_the_readme_names_the_images_cdk_deploy_builds(
+    synthesized: tuple[Deployment, cdk.cx_api.CloudAssembly],
+    nova_forge_synth: tuple[Deployment, cdk.cx_api.CloudAssembly],
+) -> None:
+    # The README's prerequisite said "the reward worker and the Nova Forge runner" after the runner became Nova Forge's
+    # only (issue 36): the images a default deploy builds are the default synth's assets, the runner a third.
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+    bullet = " ".join(readme.split("**Docker at deploy time.**", 1)[1].split("\n- **", 1)[0].split())
+    always, _, conditional = bullet.partition("; a third")
+    default = {asset.dockerfile for asset in image_assets(synthesized[1])}
+    with_nova = {asset.dockerfile for asset in image_assets(nova_forge_synth[1])}
+    assert set(re.findall(r"docker/[a-z-]+/Dockerfile", always)) == default, always
+    assert f"builds {['no', 'one', 'two', 'three'][len(default)]} container images" in always, always
+    assert set(re.findall(r"docker/[a-z-]+/Dockerfile", conditional)) == with_nova - default, conditional
+    assert "hyperpod_restricted_instance_group" in conditional
