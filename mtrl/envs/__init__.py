@@ -12,8 +12,9 @@ The names below are imported from their modules on first use, so that a command 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from mtrl.contracts.lazy import lazy_names
 
 # Imported now: ``normalise`` is also the name of its module, which would shadow the function once any module
 # imported ``mtrl.envs.normalise`` (it is small: json, math, re, decimal).
@@ -162,10 +163,4 @@ _MODULE_OF = {
     "tool_error": "mtrl.envs.tools",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module 'mtrl.envs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_MODULE_OF[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, globals(), _MODULE_OF)

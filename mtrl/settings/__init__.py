@@ -6,8 +6,9 @@ The names below are imported from their modules on first use, so that ``mtrl.set
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from mtrl.contracts.lazy import lazy_names
 
 if TYPE_CHECKING:
     from mtrl.settings.base import SettingsError
@@ -23,10 +24,4 @@ _MODULE_OF = {
     "read_cdk_json_context": "mtrl.settings.deploy",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _MODULE_OF:
-        raise AttributeError(f"module 'mtrl.settings' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_MODULE_OF[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, globals(), _MODULE_OF)

@@ -191,11 +191,7 @@ def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         cluster = Cluster(environment=environment, logs=logs, config_dir=config_dir)
         results: dict[str, Any] = {}
         with running_cluster(cluster):
-            nodes = cluster.alive_nodes()
-            results["nodes"] = {
-                "head": [n["node_id"] for n in nodes if n.get("is_head_node")],
-                "worker": [n["node_id"] for n in nodes if not n.get("is_head_node")],
-            }
+            results["nodes"] = cluster.node_ids()
             for env_id, (config_map, rayjob) in rendered.items():
                 run_id = rayjob["metadata"]["annotations"]["mtrl/run-id"]
                 dataset = (ROOT / "environments" / env_id / "sample" / "train.jsonl").read_bytes()

@@ -49,11 +49,7 @@ def probes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cluster = Cluster(environment={"PYTHONPATH": str(ROOT)}, logs=logs)
     results: dict[str, Any] = {}
     with running_cluster(cluster):
-        nodes = cluster.alive_nodes()
-        results["nodes"] = {
-            "head": [n["node_id"] for n in nodes if n.get("is_head_node")],
-            "worker": [n["node_id"] for n in nodes if not n.get("is_head_node")],
-        }
+        results["nodes"] = cluster.node_ids()
         for where in PLACEMENTS:
             entrypoint = f"{VERL_BIN / 'python'} {PROBE} follow {where} {WORK_DIR}/r1-{where}/rollouts"
             results[where] = cluster.submit(entrypoint, timeout_s=240)

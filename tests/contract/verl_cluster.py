@@ -184,6 +184,14 @@ class Cluster:
         nodes: list[dict[str, object]] = body["data"]["result"]["result"]
         return [node for node in nodes if node.get("state") == "ALIVE"]
 
+    def node_ids(self) -> dict[str, list[object]]:
+        """The live nodes' ids by role: ``head`` and ``worker``."""
+        nodes = self.alive_nodes()
+        return {
+            "head": [n["node_id"] for n in nodes if n.get("is_head_node")],
+            "worker": [n["node_id"] for n in nodes if not n.get("is_head_node")],
+        }
+
     def _wait_for_nodes(self, count: int, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
