@@ -12,6 +12,7 @@ import pytest
 from tests.contract.forked_runs import ForkServer
 from tests.contract.iam_contract import AppModel
 from tests.contract.nova import NOVA_SDK_PRELOAD, bytecode_cache
+from tests.contract.tier import skip_or_fail
 
 NOVA_PYTHON = Path(__file__).resolve().parents[2] / ".venv-nova" / "bin" / "python"
 
@@ -37,9 +38,7 @@ def nova_package_python(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fo
     ignore``), with the suite's bytecode cache; each check is a fork of it with its own environment and folder. A
     missing .venv-nova fails in CI and skips elsewhere."""
     if not NOVA_PYTHON.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(".venv-nova is missing; CI never skips the contract tier")
-        pytest.skip(".venv-nova is missing: make nova")
+        skip_or_fail(".venv-nova is missing (make nova)")
     home = tmp_path_factory.mktemp("nova-package-parent")
     with ForkServer(
         NOVA_PYTHON,

@@ -13,11 +13,12 @@ tests/contract/test_pip_check.py. In CI a missing .venv-nova fails; elsewhere th
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.contract.tier import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 NOVA_PYTHON = ROOT / ".venv-nova" / "bin" / "python"
@@ -30,10 +31,7 @@ CLI_IMPORTS = ["boto3", "botocore", "click", "kubernetes", "pydantic", "ratelimi
 LAUNCHER_IMPORTS = ["hydra", "omegaconf", "pydantic", "yaml", "boto3", "requests", "tqdm", "zstandard"]
 
 if not NOVA_PYTHON.exists():
-    reason = ".venv-nova is missing: run `make nova` (needs Python >= 3.12)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason}; CI never skips the contract tier", pytrace=False)
-    pytest.skip(reason, allow_module_level=True)
+    skip_or_fail(".venv-nova is missing: run `make nova` (needs Python >= 3.12)", module_level=True)
 
 
 def nova(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

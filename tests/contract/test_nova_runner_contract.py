@@ -34,6 +34,7 @@ from tests.aws_fixtures import fake_credentials
 from tests.contract.forked_runs import ForkServer, Run
 from tests.contract.iam_contract import AppModel, AwsCall, assert_calls_allowed
 from tests.contract.nova import NOVA_SDK_PRELOAD, bytecode_cache
+from tests.contract.tier import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 NOVA_PYTHON = ROOT / ".venv-nova" / "bin" / "python"
@@ -51,10 +52,7 @@ INSTANCE_TYPE = "ml.p5.48xlarge"
 RUN_ID = "wordle-2026-12-01T10-00-00Z-contract"
 
 if not NOVA_PYTHON.exists():
-    reason = ".venv-nova is missing: run `make nova` (needs Python >= 3.12)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason}; CI never skips the contract tier", pytrace=False)
-    pytest.skip(reason, allow_module_level=True)
+    skip_or_fail(".venv-nova is missing: run `make nova` (needs Python >= 3.12)", module_level=True)
 
 
 class _S3Capture:

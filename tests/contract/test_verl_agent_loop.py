@@ -22,6 +22,7 @@ import pytest
 
 from mtrl.envs.registry import list_environments, load_spec
 from tests.contract.forked_runs import Run, run_forked
+from tests.contract.tier import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 VERL_PYTHON = ROOT / ".venv-verl" / "bin" / "python"
@@ -65,9 +66,7 @@ def _run_in_verl(runs: dict[str, Run]) -> dict[str, subprocess.CompletedProcess[
     start (forked_runs: verl and torch import once, each run still gets its own process). A missing .venv-verl fails
     in CI and skips elsewhere."""
     if not VERL_PYTHON.exists():
-        if os.environ.get("CI"):
-            pytest.fail(".venv-verl is missing; CI never skips the contract tier (make verl)")
-        pytest.skip(".venv-verl is missing: make verl")
+        skip_or_fail(".venv-verl is missing (make verl)")
     completed = run_forked(
         VERL_PYTHON,
         list(runs.values()),

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -42,6 +41,7 @@ from typer.testing import CliRunner
 
 from mtrl.cli import app as cli
 from mtrl.runs.phases.inputs import validated_keys
+from tests.contract.tier import skip_or_fail
 from tests.contract.verl_cluster import ROOT, VERL_BIN, Cluster, can_isolate, running_cluster
 
 BUCKET = "mtrl-standin-data"
@@ -60,12 +60,6 @@ CPU_STOP = "ValueError: vllm version None not supported and SGLang also not Foun
 STOP_FRAMES = ("verl/trainer/main_ppo.py", "verl/utils/config.py", "verl/third_party/vllm/__init__.py")
 CPU_TRAINER = f"{VERL_BIN / 'python'} {ROOT / 'tests' / 'contract' / 'verl_cpu_trainer.py'}"
 GROUP_SIZE, PROMPT_LENGTH, RESPONSE_LENGTH = 8, 1024, 2048  # the deployment's defaults (mtrl.settings)
-
-
-def _skip_or_fail(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}; CI never skips the contract tier")
-    pytest.skip(reason)
 
 
 # A tiny Qwen2 with random weights and a byte-level BPE tokenizer trained here on the built-in environments' samples
@@ -158,13 +152,13 @@ def _keys(s3: Any, prefix: str) -> list[str]:
 def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """Every run's job output, the worker's node id and the S3 objects each run left (one cluster for the three)."""
     if not (VERL_BIN / "python").exists():
-        _skip_or_fail(".venv-verl is missing (make verl)")
+        skip_or_fail(".venv-verl is missing (make verl)")
     if not can_isolate():
-        _skip_or_fail("private mount namespaces need root (unshare --mount)")
+        skip_or_fail("private mount namespaces need root (unshare --mount)")
     from mtrl.emulator import Emulator, find_emulator
 
     if find_emulator() is None:
-        _skip_or_fail(".venv-emulator is missing (make emulator)")
+        skip_or_fail(".venv-emulator is missing (make emulator)")
     tmp_path = tmp_path_factory.mktemp("verl-standin")
     model_dir = tmp_path / "model"
     _tiny_model(model_dir)

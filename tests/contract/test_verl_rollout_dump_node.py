@@ -26,25 +26,20 @@ from typing import Any
 import pytest
 
 from mtrl.health.signals import parse_signals
+from tests.contract.tier import skip_or_fail
 from tests.contract.verl_cluster import ROOT, VERL_BIN, WORK_DIR, Cluster, can_isolate, running_cluster
 
 PROBE = ROOT / "tests" / "contract" / "verl_rollout_probe.py"
 PLACEMENTS = ("worker", "head")
 
 
-def _skip_or_fail(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}; CI never skips the contract tier")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def probes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The probe job's output with the TaskRunner on each node (one cluster for both)."""
     if not (VERL_BIN / "python").exists():
-        _skip_or_fail(".venv-verl is missing (make verl)")
+        skip_or_fail(".venv-verl is missing (make verl)")
     if not can_isolate():
-        _skip_or_fail("private mount namespaces need root (unshare --mount)")
+        skip_or_fail("private mount namespaces need root (unshare --mount)")
     logs = tmp_path_factory.mktemp("verl-rollout-dumps")
     cluster = Cluster(environment={"PYTHONPATH": str(ROOT)}, logs=logs)
     results: dict[str, Any] = {}
@@ -114,7 +109,7 @@ def test_the_taskrunners_node_is_looked_up_on_a_real_ray_cluster(tmp_path: Path)
     (``ray/_private/worker.py`` ``print_worker_logs`` omits the address when it is the driver's), and an address no live
     node has leaves the node unknown, saying why."""
     if not (VERL_BIN / "python").exists():
-        _skip_or_fail(".venv-verl is missing (make verl)")
+        skip_or_fail(".venv-verl is missing (make verl)")
     environment = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0", "HOME": str(tmp_path)}
     environment.pop("RAY_ADDRESS", None)
     done = subprocess.run(

@@ -14,7 +14,7 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests.contract.tier import skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[2]
 VERL_PYTHON = ROOT / ".venv-verl" / "bin" / "python"
@@ -64,9 +64,7 @@ print("REPORT " + json.dumps(report))
 
 def test_the_runs_model_config_loads_with_the_images_attention(tmp_path: Path) -> None:
     if not VERL_PYTHON.exists():
-        if os.environ.get("CI"):
-            pytest.fail(".venv-verl is missing; CI never skips the contract tier (make verl)")
-        pytest.skip(".venv-verl is missing: make verl")
+        skip_or_fail(".venv-verl is missing (make verl)")
     completed = subprocess.run(
         [str(VERL_PYTHON), "-c", SCRIPT, str(tmp_path / "model")],
         cwd=ROOT,
@@ -138,9 +136,7 @@ def test_the_merge_folds_the_lora_adapter_into_the_weights_it_saves(tmp_path: Pa
     # output/huggingface/ was the base model; mtrl.backends.verl.merge folds W + alpha/r·B·A in, as PEFT's
     # merge_and_unload does, with the shards memory-mapped.
     if not VERL_PYTHON.exists():
-        if os.environ.get("CI"):
-            pytest.fail(".venv-verl is missing; CI never skips the contract tier (make verl)")
-        pytest.skip(".venv-verl is missing: make verl")
+        skip_or_fail(".venv-verl is missing (make verl)")
     completed = subprocess.run(
         [str(VERL_PYTHON), "-c", MERGE_SCRIPT, str(tmp_path)],
         cwd=ROOT,
