@@ -29,6 +29,7 @@ from mtrl.envs.rollout import (
 )
 from mtrl.worker import serverless_agent
 from tests.unit.backends.sessions.loop_toys import spec_for
+from tests.unit.envs.fake_verifiers import install_fake_verifiers
 
 NON_FINITE = [math.nan, math.inf, -math.inf, np.float64("nan"), np.float32("inf"), np.float16("-inf"), 10**400]
 NON_FINITE_IDS = ["nan", "inf", "-inf", "np.float64-nan", "np.float32-inf", "np.float16--inf", "int-10^400"]
@@ -204,19 +205,9 @@ def test_the_nova_forge_rubric_never_returns_a_non_finite_reward(
 ) -> None:
     # The Nova Forge workers score through the verifiers adapter's rubric: an episode it played (the driver's Stepper)
     # and one it never started (an invalid task, scored by result() alone) both refuse the NaN instead of returning it.
-    import sys
-    import types
-
     from mtrl.envs.verifiers_adapter import to_verifiers_environment
 
-    class FakeMultiTurnEnv:
-        def __init__(self, **kwargs: Any) -> None:
-            self.kwargs = kwargs
-
-    module = types.ModuleType("verifiers")
-    module.MultiTurnEnv = FakeMultiTurnEnv  # type: ignore[attr-defined]
-    module.Rubric = lambda funcs, weights: types.SimpleNamespace(funcs=funcs)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "verifiers", module)
+    install_fake_verifiers(monkeypatch)
     env = to_verifiers_environment(
         lambda **_: OneTurn(broken_result("reward", math.nan)), validate_task=lambda task: task_problems, max_turns=1
     )

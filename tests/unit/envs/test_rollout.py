@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import sys
-import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ from mtrl.envs.rollout import (
     scripted,
 )
 from mtrl.worker import serverless_agent
+from tests.unit.envs.fake_verifiers import install_fake_verifiers
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -413,14 +412,7 @@ def via_local_trainer(spec: EnvironmentSpec, actions: list[str]) -> Observed:
 
 
 def via_verifiers(spec: EnvironmentSpec, actions: list[str], monkeypatch: pytest.MonkeyPatch) -> Observed:
-    class FakeMultiTurnEnv:
-        def __init__(self, **kwargs: Any) -> None:
-            self.kwargs = kwargs
-
-    module = types.ModuleType("verifiers")
-    module.MultiTurnEnv = FakeMultiTurnEnv  # type: ignore[attr-defined]
-    module.Rubric = lambda funcs, weights: types.SimpleNamespace(funcs=funcs)  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "verifiers", module)
+    install_fake_verifiers(monkeypatch)
     env = spec.load_environment()
     assert env.kwargs["max_turns"] == spec.max_turns
     assert env.kwargs["system_prompt"] == spec.system_prompt

@@ -16,26 +16,12 @@ import pytest
 
 from environments import wordle
 from mtrl.envs.registry import load_spec
-
-
-class FakeMultiTurnEnv:
-    def __init__(self, **kwargs: Any) -> None:
-        self.kwargs = kwargs
-
-
-class FakeRubric:
-    def __init__(self, funcs: list[Any], weights: list[float]) -> None:
-        self.funcs = funcs
-        self.weights = weights
+from tests.unit.envs.fake_verifiers import install_fake_verifiers
 
 
 @pytest.fixture
 def fake_verifiers(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    module = types.ModuleType("verifiers")
-    module.MultiTurnEnv = FakeMultiTurnEnv  # type: ignore[attr-defined]
-    module.Rubric = FakeRubric  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "verifiers", module)
-    return module
+    return install_fake_verifiers(monkeypatch)
 
 
 def test_wordle_rollout_through_the_adapter(fake_verifiers: types.ModuleType) -> None:
